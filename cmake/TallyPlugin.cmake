@@ -1,0 +1,37 @@
+# tally_add_plugin(NAME SOURCES src... [LINK_LIBRARIES lib...] [OUTPUT_DIRECTORY dir])
+#
+# Builds libtally_<NAME>.so, a plugin the tally registry discovers: a MODULE library with hidden
+# symbols but for its one entry (TALLY_PLUGIN in tally/plugin.hpp). In the tally source tree the
+# plugin lands in the built-in plugin folder and is installed with tally; out of tree (after
+# find_package(tally)) it lands in the build folder or OUTPUT_DIRECTORY.
+function(tally_add_plugin NAME)
+  cmake_parse_arguments(ARG "" "OUTPUT_DIRECTORY" "SOURCES;LINK_LIBRARIES" ${ARGN})
+  if(NOT ARG_SOURCES)
+    message(FATAL_ERROR "tally_add_plugin(${NAME}): SOURCES is required")
+  endif()
+  set(target tally_plugin_${NAME})
+  add_library(${target} MODULE ${ARG_SOURCES})
+  set_target_properties(${target} PROPERTIES
+    PREFIX "lib"
+    OUTPUT_NAME "tally_${NAME}"
+    CXX_VISIBILITY_PRESET hidden
+    VISIBILITY_INLINES_HIDDEN ON)
+  if(TARGET tally::sdk)
+    target_link_libraries(${target} PRIVATE tally::sdk ${ARG_LINK_LIBRARIES})
+  else()
+    target_link_libraries(${target} PRIVATE tally_sdk tally_warnings ${ARG_LINK_LIBRARIES})
+  endif()
+  if(ARG_OUTPUT_DIRECTORY)
+    set_target_properties(${target} PROPERTIES LIBRARY_OUTPUT_DIRECTORY "${ARG_OUTPUT_DIRECTORY}")
+  elseif(DEFINED TALLY_PLUGIN_OUTPUT_DIR)
+    set_target_properties(${target} PROPERTIES LIBRARY_OUTPUT_DIRECTORY "${TALLY_PLUGIN_OUTPUT_DIR}")
+  endif()
+  if(DEFINED TALLY_PLUGIN_SUBDIR AND PROJECT_NAME STREQUAL "tally")
+    set_target_properties(${target} PROPERTIES INSTALL_RPATH "$ORIGIN/../..")
+    install(TARGETS ${target} LIBRARY DESTINATION ${TALLY_PLUGIN_SUBDIR})
+    if(NOT TARGET tally_all_plugins)
+      add_custom_target(tally_all_plugins)
+    endif()
+    add_dependencies(tally_all_plugins ${target})
+  endif()
+endfunction()

@@ -1,0 +1,73 @@
+// DistBackend: the interface of dist-backend plugins, after mmeval's BaseDistBackend
+// (is_initialized, rank, world_size, all_gather_object, broadcast_object, barrier).
+//
+// Objects are byte strings (msgpack). The object algorithms -- size exchange, padding to the
+// largest where the transport needs equal sizes, unpadding, chunking of large payloads, reuse of
+// the receive buffer -- are written once here, as in mmeval's TensorBaseDistBackend. A backend
+// supplies only the transport primitives in the protected section.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tally/export.hpp"
+
+namespace tally {
+
+/// Byte strings gathered from every rank, in rank order. The views point into the backend's
+/// receive buffer: they stay valid until the next collective on the same backend.
+struct GatheredObjects {
+  std::vector<std::span<const std::byte>> objects;
+  std::size_t size() const { return objects.size(); }
+  std::span<const std::byte> operator[](std::size_t i) const { return objects[i]; }
+};
+
+class TALLY_API DistBackend {
+ public:
+  virtual ~DistBackend();
+
+  /// "nondist", "mpi", "nccl".
+  virtual std::string name() const = 0;
+  virtual bool is_initialized() const = 0;
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+  virtual void barrier() = 0;
+
+  /// Every rank's object, in rank order, on every rank. Objects may differ in size (0 included).
+  GatheredObjects all_gather_object(std::span<const std::byte> object);
+  /// The object of rank `src`, on every rank (the argument is ignored on other ranks). The view
+  /// stays valid until the next collective.
+  std::span<const std::byte> broadcast_object(std::span<const std::byte> object, int src);
+  /// A fixed-size record from every rank into `out` (world_size * record.size() bytes).
+  void all_gather_fixed(std::span<const std::byte> record, std::span<std::byte> out);
+
+  /// Largest number of bytes one transport call may move in all (sum over ranks); larger objects
+  /// go in rounds. Backends set it from their limits (MPI: int counts); tests set it small.
+  std::size_t chunk_bytes() const noexcept { return chunk_bytes_; }
+  void set_chunk_bytes(std::size_t n);
+
+ protected:
+  // ---- transport primitives -------------------------------------------------------------------
+  /// Every rank contributes `n` bytes (the same n on every rank); `recv` receives
+  /// world_size * n bytes in rank order. n * world_size <= chunk_bytes().
+  virtual void all_gather_equal(const std::byte* send, std::size_t n, std::byte* recv) = 0;
+  /// Rank r contributes counts[r] bytes; `recv` receives them packed in rank order.
+  /// sum(counts) <= chunk_bytes(). The default pads every contribution to the largest count,
+  /// calls all_gather_equal and unpads (for transports without a varying all-gather, e.g. NCCL).
+  virtual void all_gather_varying(const std::byte* send, std::span<const std::size_t> counts,
+                                  std::byte* recv);
+  /// `n` bytes from rank `src` into `buf` on every rank. n <= chunk_bytes().
+  virtual void broadcast(std::byte* buf, std::size_t n, int src) = 0;
+
+ private:
+  std::size_t chunk_bytes_ = std::size_t{1} << 30;
+  // Reused across collectives: a sync does not pay for fresh pages every time.
+  std::vector<std::byte> recv_;
+  std::vector<std::byte> staging_;
+  std::vector<std::byte> pad_send_;
+};
+
+}  // namespace tally

@@ -1,0 +1,86 @@
+// Metric: the interface every metric plugin implements, and TypedMetric, the helper most metrics
+// use. Each rank calls add() on its own shard; at sync the engine packs every rank's state, and
+// rank 0 calls compute_packed() with the states of all ranks in rank order (= dataset order).
+//
+// With TypedMetric a metric declares its local state as a struct with MSGPACK_DEFINE and writes
+// only update(state, batch) and compute(states):
+//
+//   struct State { tally::PackedVector<std::int64_t> hits; std::int64_t n = 0; MSGPACK_DEFINE(hits, n); };
+//   class MyMetric : public tally::TypedMetric<State> {
+//     void update(State& s, const tally::Batch& b) override { ... }
+//     tally::Value compute(const std::vector<State>& per_rank) const override { ... }
+//   };
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <msgpack.hpp>
+
+#include "tally/batch.hpp"
+#include "tally/export.hpp"
+#include "tally/value.hpp"
+
+namespace tally {
+
+using Packer = msgpack::packer<msgpack::sbuffer>;
+
+/// A named input of a metric (the batch field it reads). The config's `inputs:` maps it to a
+/// data field of another name.
+struct InputSpec {
+  std::string name;
+  std::string doc;
+  bool required = true;
+};
+
+class TALLY_API Metric {
+ public:
+  virtual ~Metric();
+
+  /// Accumulates one batch into the local state. Throws InputError for bad data.
+  virtual void add(const Batch& batch) = 0;
+  /// Writes the local state as one msgpack object.
+  virtual void pack(Packer& out) const = 0;
+  /// Rank 0: the results from every rank's packed state, in rank order. Returns a map of result
+  /// keys (mmeval's names) to numbers, arrays or maps.
+  virtual Value compute_packed(std::span<const msgpack::object> states) const = 0;
+  /// Clears the local state.
+  virtual void reset() = 0;
+};
+
+template <class State>
+class TypedMetric : public Metric {
+ public:
+  void add(const Batch& batch) final { update(state(), batch); }
+  void pack(Packer& out) const final { out.pack(state()); }
+  Value compute_packed(std::span<const msgpack::object> packed) const final {
+    std::vector<State> states;
+    states.reserve(packed.size());
+    for (const auto& o : packed) {
+      State s = initial_state();
+      o.convert(s);
+      states.push_back(std::move(s));
+    }
+    return compute(states);
+  }
+  void reset() final { state_ = initial_state(); }
+
+ protected:
+  /// The empty state (called lazily, so it may depend on parameters set in the constructor).
+  virtual State initial_state() const { return State{}; }
+  virtual void update(State& state, const Batch& batch) = 0;
+  /// `states` holds one state per rank, in rank order.
+  virtual Value compute(const std::vector<State>& states) const = 0;
+
+  State& state() const {
+    if (!state_) state_ = initial_state();
+    return *state_;
+  }
+
+ private:
+  mutable std::optional<State> state_;
+};
+
+}  // namespace tally

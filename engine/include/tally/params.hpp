@@ -1,0 +1,93 @@
+// Parameter schemas and values. A component (metric, reader, backend) declares its parameters
+// with a ParamSpec each; the engine checks a config against the schema (unknown keys, types,
+// required values, choices), fills in defaults, resolves paths, and hands the component Params.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tally/export.hpp"
+#include "tally/value.hpp"
+
+namespace tally {
+
+enum class ParamType {
+  Bool,
+  Int,
+  Float,       // an integer is accepted and widened
+  String,
+  Path,        // a string; relative paths are resolved against the config file's folder
+  IntList,     // a single integer is accepted as a one-element list
+  FloatList,   // likewise; integers are widened
+  StringList,  // likewise
+  StringMap,   // a map of string -> string
+  PathMap,     // a map of string -> path (resolved like Path)
+  Any,         // any value, checked by the component itself
+};
+
+TALLY_API const char* param_type_name(ParamType t) noexcept;
+
+struct ParamSpec {
+  std::string name;
+  ParamType type = ParamType::Any;
+  std::string doc;
+  /// Null means: no default. Such a parameter is required unless `optional` is set.
+  Value default_value;
+  bool optional = false;
+  /// Null is accepted for the value (or, for lists, for elements).
+  bool nullable = false;
+  /// For String (and StringList elements): the accepted values; empty means any.
+  std::vector<std::string> choices;
+
+  bool required() const { return default_value.is_null() && !optional; }
+};
+
+/// Fluent helpers for schemas: `param("topk", ParamType::IntList, "k values").def(Value::Array{1})`.
+struct ParamBuilder {
+  ParamSpec spec;
+  ParamBuilder& def(Value v) { spec.default_value = std::move(v); return *this; }
+  ParamBuilder& optional() { spec.optional = true; return *this; }
+  ParamBuilder& nullable() { spec.nullable = true; return *this; }
+  ParamBuilder& choices(std::vector<std::string> c) { spec.choices = std::move(c); return *this; }
+  operator ParamSpec() const { return spec; }
+};
+inline ParamBuilder param(std::string name, ParamType type, std::string doc) {
+  return ParamBuilder{ParamSpec{std::move(name), type, std::move(doc), {}, false, false, {}}};
+}
+
+/// Checked parameter values of one component, with defaults filled in. Accessors throw
+/// ConfigError naming the component and parameter on a type mismatch.
+class TALLY_API Params {
+ public:
+  Params() = default;
+  Params(std::string owner, Value::Map values) : owner_(std::move(owner)), values_(std::move(values)) {}
+
+  /// Who these belong to, for messages: "metric 'prf_macro' (SingleLabelMetric)".
+  const std::string& owner() const noexcept { return owner_; }
+  const Value::Map& values() const noexcept { return values_; }
+
+  bool has(std::string_view name) const;  // present and not null
+  const Value& get(std::string_view name) const;  // null when absent
+  bool get_bool(std::string_view name) const;
+  std::int64_t get_int(std::string_view name) const;
+  double get_double(std::string_view name) const;
+  std::string get_string(std::string_view name) const;
+  std::vector<std::int64_t> get_int_list(std::string_view name) const;
+  /// Null elements come back as nullopt.
+  std::vector<std::optional<double>> get_optional_double_list(std::string_view name) const;
+  std::vector<double> get_double_list(std::string_view name) const;
+  std::vector<std::string> get_string_list(std::string_view name) const;
+  std::vector<std::pair<std::string, std::string>> get_string_map(std::string_view name) const;
+
+  /// ConfigError("<owner>: parameter '<name>' <message>").
+  [[noreturn]] void fail(std::string_view name, std::string_view message) const;
+
+ private:
+  std::string owner_;
+  Value::Map values_;
+};
+
+}  // namespace tally

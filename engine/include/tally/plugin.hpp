@@ -1,0 +1,125 @@
+// Plugin manifest and export macro. A plugin is a shared library (libtally_<name>.so) exporting
+// one entry, `tally_plugin`, through BOOST_DLL_ALIAS. The entry returns the manifest: the ABI
+// version (always the first member, read before anything else), the plugin's version, and its
+// components with their parameter schemas and factories. Nothing registers itself at load time.
+//
+//   TALLY_PLUGIN("classification", "0.1.0", [] {
+//     return std::vector<tally::ComponentInfo>{
+//         tally::metric<Accuracy>("Accuracy", "Top-k accuracy ...", Accuracy::params(), Accuracy::inputs())};
+//   })
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <boost/dll/alias.hpp>
+
+#include "tally/dist_backend.hpp"
+#include "tally/metric.hpp"
+#include "tally/params.hpp"
+#include "tally/reader.hpp"
+#include "tally/version.hpp"
+
+namespace tally {
+
+enum class ComponentKind { Metric, Reader, Backend };
+
+inline const char* component_kind_name(ComponentKind k) {
+  switch (k) {
+    case ComponentKind::Metric: return "metric";
+    case ComponentKind::Reader: return "reader";
+    case ComponentKind::Backend: return "backend";
+  }
+  return "?";
+}
+
+using MetricFactory = std::function<std::unique_ptr<Metric>(const Params&)>;
+using ReaderFactory = std::function<std::unique_ptr<Reader>(const Params&, const ShardInfo&)>;
+using BackendFactory = std::function<std::unique_ptr<DistBackend>(const Params&)>;
+
+struct ComponentInfo {
+  ComponentKind kind = ComponentKind::Metric;
+  std::string name;
+  /// Other names it answers to (mmeval's class name, for instance).
+  std::vector<std::string> aliases;
+  std::string doc;
+  std::vector<ParamSpec> params;
+  /// Metrics: the batch fields read.
+  std::vector<InputSpec> inputs;
+  MetricFactory make_metric;
+  ReaderFactory make_reader;
+  BackendFactory make_backend;
+};
+
+struct PluginManifest {
+  /// Must stay the first member: the registry reads it before touching anything else.
+  std::uint32_t abi_version = kAbiVersion;
+  std::string name;
+  std::string version;
+  std::vector<ComponentInfo> components;
+};
+
+/// A metric component whose factory is `M(const Params&)`.
+template <class M>
+ComponentInfo metric(std::string name, std::string doc, std::vector<ParamSpec> params,
+                     std::vector<InputSpec> inputs, std::vector<std::string> aliases = {}) {
+  ComponentInfo c;
+  c.kind = ComponentKind::Metric;
+  c.name = std::move(name);
+  c.aliases = std::move(aliases);
+  c.doc = std::move(doc);
+  c.params = std::move(params);
+  c.inputs = std::move(inputs);
+  c.make_metric = [](const Params& p) -> std::unique_ptr<Metric> { return std::make_unique<M>(p); };
+  return c;
+}
+
+/// A reader component whose factory is `R(const Params&, const ShardInfo&)`.
+template <class R>
+ComponentInfo reader(std::string name, std::string doc, std::vector<ParamSpec> params) {
+  ComponentInfo c;
+  c.kind = ComponentKind::Reader;
+  c.name = std::move(name);
+  c.doc = std::move(doc);
+  c.params = std::move(params);
+  c.make_reader = [](const Params& p, const ShardInfo& s) -> std::unique_ptr<Reader> {
+    return std::make_unique<R>(p, s);
+  };
+  return c;
+}
+
+/// A dist-backend component whose factory is `B(const Params&)`.
+template <class B>
+ComponentInfo backend(std::string name, std::string doc, std::vector<ParamSpec> params) {
+  ComponentInfo c;
+  c.kind = ComponentKind::Backend;
+  c.name = std::move(name);
+  c.doc = std::move(doc);
+  c.params = std::move(params);
+  c.make_backend = [](const Params& p) -> std::unique_ptr<DistBackend> { return std::make_unique<B>(p); };
+  return c;
+}
+
+/// The signature of the exported entry.
+using PluginEntry = const PluginManifest*() noexcept;
+
+}  // namespace tally
+
+/// Defines and exports the plugin entry. COMPONENTS is a callable returning
+/// std::vector<tally::ComponentInfo>; it runs once, on the first call of the entry, never at load.
+#define TALLY_PLUGIN(NAME, VERSION, COMPONENTS)                                        \
+  namespace tally_plugin_export {                                                      \
+  static const ::tally::PluginManifest* entry() noexcept {                             \
+    try {                                                                              \
+      static const ::tally::PluginManifest manifest{::tally::kAbiVersion, NAME, VERSION, \
+                                                    (COMPONENTS)()};                   \
+      return &manifest;                                                                \
+    } catch (...) {                                                                    \
+      return nullptr;                                                                  \
+    }                                                                                  \
+  }                                                                                    \
+  }                                                                                    \
+  BOOST_DLL_ALIAS(tally_plugin_export::entry, tally_plugin)

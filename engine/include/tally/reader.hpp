@@ -1,0 +1,47 @@
+// Reader: a data-reader plugin. It serves this rank's shard of the dataset as batches. Shards are
+// contiguous blocks in dataset order: rank r reads samples [r*N/W, (r+1)*N/W), so rank order is
+// dataset order and a rank may have no samples at all.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tally/batch.hpp"
+#include "tally/export.hpp"
+
+namespace tally {
+
+struct ShardInfo {
+  int rank = 0;
+  int world_size = 1;
+};
+
+/// The contiguous block [begin, end) of `total` samples that `rank` of `world_size` reads.
+struct ShardRange {
+  std::int64_t begin = 0;
+  std::int64_t end = 0;
+  static ShardRange of(std::int64_t total, ShardInfo shard) {
+    const auto w = static_cast<std::int64_t>(shard.world_size);
+    const auto r = static_cast<std::int64_t>(shard.rank);
+    // total * r fits: totals are far below 2^63 / 2^16 ranks.
+    return {total * r / w, total * (r + 1) / w};
+  }
+  std::int64_t size() const { return end - begin; }
+};
+
+class TALLY_API Reader {
+ public:
+  virtual ~Reader();
+  /// The names of the fields every batch carries.
+  virtual std::vector<std::string> fields() const = 0;
+  /// Samples in the whole dataset.
+  virtual std::int64_t total_samples() const = 0;
+  /// Samples in this rank's shard.
+  virtual std::int64_t shard_samples() const = 0;
+  /// The next batch of this rank's shard, or nullopt when the shard is done.
+  virtual std::optional<Batch> next() = 0;
+};
+
+}  // namespace tally

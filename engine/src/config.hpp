@@ -1,0 +1,63 @@
+// The run configuration (DESIGN.md, "Config"): YAML parsed with yaml-cpp, --set overrides applied,
+// every key checked; errors name file:line:column (or the --set that introduced the value).
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tally/params.hpp"
+#include "tally/plugin.hpp"
+#include "tally/value.hpp"
+
+namespace tally {
+
+class Registry;
+
+/// A value from the config with where it came from ("eval.yaml:7:5" or "--set metrics.0.topk").
+struct Located {
+  Value value;
+  std::string where;
+  /// Locations of the entries of a map or array value, by key or index (parallel structure).
+  std::vector<std::pair<std::string, Located>> children;
+  const Located* child(std::string_view key) const;
+};
+
+struct MetricConfig {
+  std::string type;
+  std::string label;  // `name:`, or the type
+  Located params;     // the keys other than type, name, inputs (a map)
+  std::vector<std::pair<std::string, std::string>> inputs;  // metric input -> data field
+  std::string where;
+};
+
+struct Config {
+  std::string source;                 // the file name for messages ("<yaml>" for text)
+  std::filesystem::path base_dir;     // relative data paths resolve against this
+  std::string backend_type = "nondist";
+  Located backend_params;             // keys of `backend:` other than type
+  std::vector<std::filesystem::path> plugin_paths;
+  std::optional<std::string> data_type;
+  Located data_params;                // keys of `data:` other than type
+  std::vector<MetricConfig> metrics;
+  std::optional<std::filesystem::path> output_json;
+
+  /// Parses YAML text; `source` names it in messages, `base_dir` anchors relative data paths.
+  /// `overrides` are "KEY=VALUE" strings (KEY dotted, list indices as numbers; VALUE is YAML).
+  static Config parse(const std::string& yaml_text, const std::string& source,
+                      const std::filesystem::path& base_dir,
+                      const std::vector<std::string>& overrides = {});
+  static Config load(const std::filesystem::path& file, const std::vector<std::string>& overrides = {});
+};
+
+/// Checks `given` against the component's schema: unknown keys, types, required parameters and
+/// choices; fills in defaults; resolves Path and PathMap values against `base_dir`. ConfigError
+/// names the owner, the key and where it was written.
+Params make_params(const ComponentInfo& info, const Located& given, const std::string& owner,
+                   const std::filesystem::path& base_dir);
+/// The same for values built in code (tests, the library API): no locations.
+Params make_params(const ComponentInfo& info, const Value::Map& given, const std::string& owner,
+                   const std::filesystem::path& base_dir = {});
+
+}  // namespace tally

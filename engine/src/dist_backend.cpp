@@ -1,0 +1,1 @@
+// placeholder: the object algorithms (owned by the backends work)
