@@ -1,1 +1,471 @@
-// placeholder
+#include "config.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <yaml-cpp/yaml.h>
+
+#include "tally/error.hpp"
+
+namespace tally {
+
+namespace fs = std::filesystem;
+
+const Located* Located::child(std::string_view key) const {
+  for (const auto& [k, c] : children)
+    if (k == key) return &c;
+  return nullptr;
+}
+
+namespace {
+
+// ---- YAML -> Located ---------------------------------------------------------------------------
+
+std::string where_of(const std::string& source, const YAML::Mark& m) {
+  if (m.is_null()) return source;
+  return fmt::format("{}:{}:{}", source, m.line + 1, m.column + 1);
+}
+
+// YAML 1.2 core schema for plain scalars; quoted scalars are always strings.
+Value resolve_scalar(const std::string& s, bool plain) {
+  if (!plain) return Value(s);
+  if (s.empty() || s == "~" || s == "null" || s == "Null" || s == "NULL") return Value();
+  if (s == "true" || s == "True" || s == "TRUE") return Value(true);
+  if (s == "false" || s == "False" || s == "FALSE") return Value(false);
+  static const std::regex int_re(R"([-+]?[0-9]+)");
+  static const std::regex float_re(R"([-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?)");
+  if (std::regex_match(s, int_re)) {
+    std::int64_t v = 0;
+    const char* b = s.data() + (s[0] == '+' ? 1 : 0);
+    auto [p, ec] = std::from_chars(b, s.data() + s.size(), v);
+    if (ec == std::errc() && p == s.data() + s.size()) return Value(static_cast<long long>(v));
+    return Value(s);  // out of range: leave it a string, the schema check will say so
+  }
+  if (std::regex_match(s, float_re)) return Value(std::strtod(s.c_str(), nullptr));
+  if (s == ".inf" || s == "+.inf" || s == ".Inf") return Value(HUGE_VAL);
+  if (s == "-.inf" || s == "-.Inf") return Value(-HUGE_VAL);
+  if (s == ".nan" || s == ".NaN" || s == ".NAN") return Value(std::nan(""));
+  return Value(s);
+}
+
+struct Builder {
+  std::string source;
+  // Overridden locations: every node built from a --set value is located at the --set itself.
+  std::string fixed_where;
+
+  std::string where(const YAML::Node& n) const { return fixed_where.empty() ? where_of(source, n.Mark()) : fixed_where; }
+
+  Located build(const YAML::Node& n) const {
+    Located out;
+    out.where = where(n);
+    switch (n.Type()) {
+      case YAML::NodeType::Undefined:
+      case YAML::NodeType::Null: out.value = Value(); break;
+      case YAML::NodeType::Scalar: out.value = resolve_scalar(n.Scalar(), n.Tag() == "?"); break;
+      case YAML::NodeType::Sequence: {
+        out.value = Value::array();
+        std::size_t i = 0;
+        for (const auto& e : n) {
+          Located c = build(e);
+          out.value.push_back(c.value);
+          out.children.emplace_back(std::to_string(i++), std::move(c));
+        }
+        break;
+      }
+      case YAML::NodeType::Map: {
+        out.value = Value::map();
+        for (const auto& kv : n) {
+          const auto key_node = kv.first;
+          if (!key_node.IsScalar())
+            throw ConfigError(fmt::format("{}: map keys must be plain strings", where(key_node)));
+          const std::string key = key_node.Scalar();
+          if (out.value.find(key) != nullptr)
+            throw ConfigError(fmt::format("{}: duplicate key '{}'", where(key_node), key));
+          Located c = build(kv.second);
+          // A key with no value ("topk:") points at the key.
+          if (kv.second.IsNull() && fixed_where.empty()) c.where = where(key_node);
+          out.value.set(key, c.value);
+          out.children.emplace_back(key, std::move(c));
+        }
+        break;
+      }
+    }
+    return out;
+  }
+};
+
+// Keeps Located::value in sync with the children after an override changed them.
+void rebuild_value(Located& l) {
+  if (l.value.is_map()) {
+    Value::Map m;
+    for (auto& [k, c] : l.children) {
+      rebuild_value(c);
+      m.emplace_back(k, c.value);
+    }
+    l.value = Value(std::move(m));
+  } else if (l.value.is_array()) {
+    Value::Array a;
+    for (auto& [k, c] : l.children) {
+      rebuild_value(c);
+      a.push_back(c.value);
+    }
+    l.value = Value(std::move(a));
+  }
+}
+
+void apply_override(Located& root, const std::string& spec) {
+  const auto eq = spec.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw ConfigError(fmt::format("--set '{}': expected KEY=VALUE (for example metrics.0.topk=[1,5])", spec));
+  const std::string key = spec.substr(0, eq);
+  const std::string text = spec.substr(eq + 1);
+  const std::string where = fmt::format("--set {}", key);
+  YAML::Node parsed;
+  try {
+    parsed = YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(fmt::format("{}: the value '{}' is not valid YAML: {}", where, text, e.msg));
+  }
+  Located value = Builder{"", where}.build(parsed);
+
+  std::vector<std::string> parts;
+  std::stringstream ss(key);
+  for (std::string part; std::getline(ss, part, '.');) {
+    if (part.empty()) throw ConfigError(fmt::format("{}: empty component in the key '{}'", where, key));
+    parts.push_back(part);
+  }
+  Located* node = &root;
+  std::string path;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    const auto& part = parts[i];
+    const bool last = i + 1 == parts.size();
+    path += (path.empty() ? "" : ".") + part;
+    if (node->value.is_null()) {
+      node->value = Value::map();
+      node->where = where;
+    }
+    if (node->value.is_array()) {
+      std::size_t idx = 0;
+      auto [p, ec] = std::from_chars(part.data(), part.data() + part.size(), idx);
+      if (ec != std::errc() || p != part.data() + part.size())
+        throw ConfigError(fmt::format("{}: '{}' is a list, so '{}' must be an index", where, path.substr(0, path.size() - part.size() - 1), part));
+      if (idx > node->children.size())
+        throw ConfigError(fmt::format("{}: index {} is past the end of a list of {}", where, idx, node->children.size()));
+      if (idx == node->children.size()) {
+        node->children.emplace_back(part, Located{Value(), where, {}});
+      }
+      node = &node->children[idx].second;
+    } else if (node->value.is_map()) {
+      auto it = std::find_if(node->children.begin(), node->children.end(), [&](const auto& c) { return c.first == part; });
+      if (it == node->children.end()) {
+        node->children.emplace_back(part, Located{Value(), where, {}});
+        it = node->children.end() - 1;
+      }
+      node = &it->second;
+    } else {
+      throw ConfigError(fmt::format("{}: '{}' is {}, it has no key '{}'", where, path.substr(0, path.size() - part.size() - 1),
+                                    Value::kind_name(node->value.kind()), part));
+    }
+    if (last) *node = value;
+  }
+  rebuild_value(root);
+}
+
+// ---- schema checks ----------------------------------------------------------------------------
+
+std::string found(const Located& l) {
+  if (l.value.is_null()) return "nothing";
+  if (l.value.is_string()) return fmt::format("'{}'", l.value.as_string());
+  return fmt::format("{} {}", Value::kind_name(l.value.kind()), l.value.to_json());
+}
+
+[[noreturn]] void fail_at(const Located& l, const std::string& msg) {
+  throw ConfigError(l.where.empty() ? msg : fmt::format("{}: {}", l.where, msg));
+}
+
+// A plain scalar written where a string is expected stays a string ("average: none", "name: 1").
+std::optional<std::string> as_text(const Value& v) {
+  if (v.is_string()) return v.as_string();
+  if (v.is_int()) return std::to_string(v.as_int());
+  if (v.is_bool()) return v.as_bool() ? "true" : "false";
+  return std::nullopt;
+}
+
+std::string resolve_path(const std::string& p, const fs::path& base) {
+  fs::path path(p);
+  if (path.is_relative() && !base.empty()) path = base / path;
+  return path.lexically_normal().string();
+}
+
+Value check_param(const ParamSpec& spec, const Located& l, const std::string& owner, const fs::path& base) {
+  const auto bad = [&](const std::string& extra = {}) -> Value {
+    fail_at(l, fmt::format("{}: parameter '{}' expects {}{}, found {}{}", owner, spec.name, param_type_name(spec.type),
+                           spec.nullable ? " or null" : "", found(l), extra));
+  };
+  const Value& v = l.value;
+  if (v.is_null()) {
+    if (spec.nullable || spec.type == ParamType::Any) return v;
+    bad();
+  }
+  const auto check_choice = [&](const std::string& s, const Located& where) {
+    if (!spec.choices.empty() && std::find(spec.choices.begin(), spec.choices.end(), s) == spec.choices.end())
+      fail_at(where, fmt::format("{}: parameter '{}' must be one of {}, found '{}'", owner, spec.name,
+                                 fmt::join(spec.choices, ", "), s));
+  };
+  // Lists: a single value stands for a list of one.
+  const auto each = [&](auto&& one) -> Value {
+    Value out = Value::array();
+    if (!v.is_array()) {
+      out.push_back(one(l));
+      return out;
+    }
+    for (const auto& [k, c] : l.children) {
+      if (c.value.is_null() && spec.nullable) out.push_back(Value());
+      else out.push_back(one(c));
+    }
+    return out;
+  };
+  switch (spec.type) {
+    case ParamType::Any: return v;
+    case ParamType::Bool:
+      if (!v.is_bool()) bad();
+      return v;
+    case ParamType::Int:
+      if (!v.is_int()) bad();
+      return v;
+    case ParamType::Float:
+      if (!v.is_number()) bad();
+      return Value(v.as_double());
+    case ParamType::String:
+    case ParamType::Path: {
+      auto s = as_text(v);
+      if (!s) bad();
+      check_choice(*s, l);
+      return spec.type == ParamType::Path ? Value(resolve_path(*s, base)) : Value(*s);
+    }
+    case ParamType::IntList:
+      return each([&](const Located& c) -> Value {
+        if (!c.value.is_int()) fail_at(c, fmt::format("{}: parameter '{}' expects {}, found {}", owner, spec.name, param_type_name(spec.type), found(c)));
+        return c.value;
+      });
+    case ParamType::FloatList:
+      return each([&](const Located& c) -> Value {
+        if (!c.value.is_number()) fail_at(c, fmt::format("{}: parameter '{}' expects {}, found {}", owner, spec.name, param_type_name(spec.type), found(c)));
+        return Value(c.value.as_double());
+      });
+    case ParamType::StringList:
+      return each([&](const Located& c) -> Value {
+        auto s = as_text(c.value);
+        if (!s) fail_at(c, fmt::format("{}: parameter '{}' expects {}, found {}", owner, spec.name, param_type_name(spec.type), found(c)));
+        check_choice(*s, c);
+        return Value(*s);
+      });
+    case ParamType::StringMap:
+    case ParamType::PathMap: {
+      if (!v.is_map()) bad();
+      Value out = Value::map();
+      for (const auto& [k, c] : l.children) {
+        auto s = as_text(c.value);
+        if (!s) fail_at(c, fmt::format("{}: parameter '{}' entry '{}' expects a {}, found {}", owner, spec.name, k,
+                                       spec.type == ParamType::PathMap ? "path" : "string", found(c)));
+        out.set(k, spec.type == ParamType::PathMap ? Value(resolve_path(*s, base)) : Value(*s));
+      }
+      return out;
+    }
+  }
+  return bad();
+}
+
+Located unlocated(const Value& v) {
+  Located l{v, "", {}};
+  if (v.is_map()) {
+    for (const auto& [k, e] : v.as_map()) l.children.emplace_back(k, unlocated(e));
+  } else if (v.is_array()) {
+    std::size_t i = 0;
+    for (const auto& e : v.as_array()) l.children.emplace_back(std::to_string(i++), unlocated(e));
+  }
+  return l;
+}
+
+// A section's keys other than the ones the engine itself reads.
+Located without(const Located& m, std::initializer_list<std::string_view> keys) {
+  Located out{Value::map(), m.where, {}};
+  for (const auto& [k, c] : m.children) {
+    if (std::find(keys.begin(), keys.end(), k) != keys.end()) continue;
+    out.value.set(k, c.value);
+    out.children.emplace_back(k, c);
+  }
+  return out;
+}
+
+std::string text_of(const Located& l, const std::string& what) {
+  auto s = as_text(l.value);
+  if (!s || s->empty()) fail_at(l, fmt::format("{} expects a name, found {}", what, found(l)));
+  return *s;
+}
+
+void require_map(const Located& l, const std::string& what) {
+  if (!l.value.is_map()) fail_at(l, fmt::format("{} expects a map, found {}", what, found(l)));
+}
+
+}  // namespace
+
+Params make_params(const ComponentInfo& info, const Located& given, const std::string& owner, const fs::path& base_dir) {
+  Value::Map out;
+  if (!given.value.is_null() && !given.value.is_map()) fail_at(given, fmt::format("{}: parameters must be a map", owner));
+  for (const auto& [k, c] : given.children) {
+    const auto spec = std::find_if(info.params.begin(), info.params.end(), [&](const ParamSpec& p) { return p.name == k; });
+    if (spec == info.params.end()) {
+      std::vector<std::string> known;
+      for (const auto& p : info.params) known.push_back(p.name);
+      fail_at(c, fmt::format("{}: unknown parameter '{}' ({} takes {})", owner, k, info.name,
+                             known.empty() ? "no parameters" : fmt::format("{}", fmt::join(known, ", "))));
+    }
+  }
+  for (const auto& spec : info.params) {
+    const Located* c = given.child(spec.name);
+    if (c == nullptr || (c->value.is_null() && !spec.nullable)) {
+      if (spec.required())
+        fail_at(c ? *c : given, fmt::format("{}: missing required parameter '{}' ({})", owner, spec.name, spec.doc));
+      Value def = spec.default_value;
+      if (!def.is_null()) def = check_param(spec, unlocated(def), owner, base_dir);
+      out.emplace_back(spec.name, std::move(def));
+      continue;
+    }
+    out.emplace_back(spec.name, check_param(spec, *c, owner, base_dir));
+  }
+  return Params(owner, std::move(out));
+}
+
+Params make_params(const ComponentInfo& info, const Value::Map& given, const std::string& owner, const fs::path& base_dir) {
+  return make_params(info, unlocated(Value(given)), owner, base_dir);
+}
+
+Config Config::parse(const std::string& yaml_text, const std::string& source, const fs::path& base_dir,
+                     const std::vector<std::string>& overrides) {
+  YAML::Node doc;
+  try {
+    doc = YAML::Load(yaml_text);
+  } catch (const YAML::ParserException& e) {
+    throw ConfigError(fmt::format("{}: YAML syntax error: {}", where_of(source, e.mark), e.msg));
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(fmt::format("{}: cannot read YAML: {}", source, e.what()));
+  }
+  Located root = Builder{source, ""}.build(doc);
+  if (root.value.is_null()) {
+    root.value = Value::map();
+    root.where = source;
+  }
+  for (const auto& o : overrides) apply_override(root, o);
+  require_map(root, fmt::format("{}: the top level", source));
+
+  Config cfg;
+  cfg.source = source;
+  cfg.base_dir = base_dir;
+
+  static const std::set<std::string, std::less<>> top_keys{"backend", "plugins", "data", "metrics", "output"};
+  for (const auto& [k, c] : root.children)
+    if (!top_keys.contains(k))
+      fail_at(c, fmt::format("unknown top-level key '{}' (expected backend, plugins, data, metrics, output)", k));
+
+  if (const Located* b = root.child("backend"); b && !b->value.is_null()) {
+    if (b->value.is_string()) {
+      cfg.backend_type = b->value.as_string();
+      cfg.backend_params = Located{Value::map(), b->where, {}};
+    } else {
+      require_map(*b, "backend");
+      if (const Located* t = b->child("type")) cfg.backend_type = text_of(*t, "backend.type");
+      cfg.backend_params = without(*b, {"type"});
+    }
+  } else {
+    cfg.backend_params = Located{Value::map(), source, {}};
+  }
+
+  if (const Located* p = root.child("plugins"); p && !p->value.is_null()) {
+    require_map(*p, "plugins");
+    for (const auto& [k, c] : p->children) {
+      if (k != "paths") fail_at(c, fmt::format("unknown key 'plugins.{}' (expected paths)", k));
+      const auto add = [&](const Located& e) {
+        if (!e.value.is_string()) fail_at(e, fmt::format("plugins.paths expects folder names, found {}", found(e)));
+        cfg.plugin_paths.emplace_back(resolve_path(e.value.as_string(), base_dir));
+      };
+      if (c.value.is_array()) {
+        for (const auto& [i, e] : c.children) add(e);
+      } else {
+        add(c);
+      }
+    }
+  }
+
+  if (const Located* d = root.child("data"); d && !d->value.is_null()) {
+    require_map(*d, "data");
+    const Located* t = d->child("type");
+    if (t == nullptr) fail_at(*d, "data: missing 'type' (the reader plugin, for example npy)");
+    cfg.data_type = text_of(*t, "data.type");
+    cfg.data_params = without(*d, {"type"});
+  }
+
+  if (const Located* ms = root.child("metrics"); ms && !ms->value.is_null()) {
+    if (!ms->value.is_array()) fail_at(*ms, fmt::format("metrics expects a list of metrics, found {}", found(*ms)));
+    std::map<std::string, std::string> labels;  // label -> where
+    for (const auto& [idx, m] : ms->children) {
+      const std::string what = fmt::format("metrics[{}]", idx);
+      require_map(m, what);
+      MetricConfig mc;
+      mc.where = m.where;
+      const Located* t = m.child("type");
+      if (t == nullptr) fail_at(m, fmt::format("{}: missing 'type' (a metric plugin, for example Accuracy)", what));
+      mc.type = text_of(*t, what + ".type");
+      mc.label = mc.type;
+      if (const Located* n = m.child("name")) mc.label = text_of(*n, what + ".name");
+      if (const Located* in = m.child("inputs"); in && !in->value.is_null()) {
+        require_map(*in, what + ".inputs");
+        for (const auto& [k, c] : in->children) {
+          if (!c.value.is_string()) fail_at(c, fmt::format("{}.inputs.{} expects a data field name, found {}", what, k, found(c)));
+          mc.inputs.emplace_back(k, c.value.as_string());
+        }
+      }
+      auto [it, inserted] = labels.emplace(mc.label, m.where);
+      if (!inserted)
+        fail_at(m, fmt::format("{}: two metrics are labelled '{}' (the other is at {}); give one a unique 'name:'", what,
+                               mc.label, it->second));
+      mc.params = without(m, {"type", "name", "inputs"});
+      cfg.metrics.push_back(std::move(mc));
+    }
+  }
+
+  if (const Located* o = root.child("output"); o && !o->value.is_null()) {
+    require_map(*o, "output");
+    for (const auto& [k, c] : o->children) {
+      if (k != "json") fail_at(c, fmt::format("unknown key 'output.{}' (expected json)", k));
+      if (c.value.is_null()) continue;
+      if (!c.value.is_string()) fail_at(c, fmt::format("output.json expects a file name, found {}", found(c)));
+      cfg.output_json = fs::path(c.value.as_string());  // relative to the working directory
+    }
+  }
+  return cfg;
+}
+
+Config Config::load(const fs::path& file, const std::vector<std::string>& overrides) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw ConfigError(fmt::format("cannot read config '{}': {}", file.string(), std::strerror(errno)));
+  std::ostringstream text;
+  text << in.rdbuf();
+  auto base = file.parent_path();
+  if (base.empty()) base = ".";
+  std::error_code ec;
+  auto abs = fs::absolute(base, ec);
+  return parse(text.str(), file.string(), ec ? base : abs.lexically_normal(), overrides);
+}
+
+}  // namespace tally

@@ -1,1 +1,10 @@
-// placeholder
+#include "tally/metric.hpp"
+#include "tally/reader.hpp"
+
+namespace tally {
+
+// Key functions: the vtables and type_info of the plugin interfaces live in libtally.
+Metric::~Metric() = default;
+Reader::~Reader() = default;
+
+}  // namespace tally

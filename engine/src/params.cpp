@@ -1,1 +1,109 @@
-// placeholder
+#include "tally/params.hpp"
+
+#include <fmt/format.h>
+
+#include "tally/error.hpp"
+
+namespace tally {
+
+const char* param_type_name(ParamType t) noexcept {
+  switch (t) {
+    case ParamType::Bool: return "bool";
+    case ParamType::Int: return "int";
+    case ParamType::Float: return "float";
+    case ParamType::String: return "string";
+    case ParamType::Path: return "path";
+    case ParamType::IntList: return "int | list of int";
+    case ParamType::FloatList: return "float | list of float";
+    case ParamType::StringList: return "string | list of string";
+    case ParamType::StringMap: return "map of string";
+    case ParamType::PathMap: return "map of path";
+    case ParamType::Any: return "any";
+  }
+  return "?";
+}
+
+void Params::fail(std::string_view name, std::string_view message) const {
+  throw ConfigError(fmt::format("{}: parameter '{}' {}", owner_, name, message));
+}
+
+const Value& Params::get(std::string_view name) const {
+  static const Value null;
+  for (const auto& [k, v] : values_)
+    if (k == name) return v;
+  return null;
+}
+
+bool Params::has(std::string_view name) const { return !get(name).is_null(); }
+
+namespace {
+template <class F>
+auto checked(const Params& p, std::string_view name, const char* want, F&& f) {
+  const Value& v = p.get(name);
+  try {
+    return f(v);
+  } catch (const ConfigError&) {
+    p.fail(name, fmt::format("expects {}, found {}", want, v.is_null() ? "nothing" : v.to_json()));
+  }
+}
+}  // namespace
+
+bool Params::get_bool(std::string_view name) const {
+  return checked(*this, name, "a boolean", [](const Value& v) { return v.as_bool(); });
+}
+std::int64_t Params::get_int(std::string_view name) const {
+  return checked(*this, name, "an integer", [](const Value& v) { return v.as_int(); });
+}
+double Params::get_double(std::string_view name) const {
+  return checked(*this, name, "a number", [](const Value& v) { return v.as_double(); });
+}
+std::string Params::get_string(std::string_view name) const {
+  return checked(*this, name, "a string", [](const Value& v) { return v.as_string(); });
+}
+std::vector<std::int64_t> Params::get_int_list(std::string_view name) const {
+  return checked(*this, name, "a list of integers", [](const Value& v) {
+    std::vector<std::int64_t> out;
+    if (!v.is_array()) return std::vector<std::int64_t>{v.as_int()};
+    for (const auto& e : v.as_array()) out.push_back(e.as_int());
+    return out;
+  });
+}
+std::vector<std::optional<double>> Params::get_optional_double_list(std::string_view name) const {
+  return checked(*this, name, "a list of numbers or nulls", [](const Value& v) {
+    std::vector<std::optional<double>> out;
+    if (!v.is_array()) {
+      if (v.is_null()) return out;
+      return std::vector<std::optional<double>>{v.as_double()};
+    }
+    for (const auto& e : v.as_array()) {
+      if (e.is_null()) out.emplace_back(std::nullopt);
+      else out.emplace_back(e.as_double());
+    }
+    return out;
+  });
+}
+std::vector<double> Params::get_double_list(std::string_view name) const {
+  return checked(*this, name, "a list of numbers", [](const Value& v) {
+    std::vector<double> out;
+    if (!v.is_array()) return std::vector<double>{v.as_double()};
+    for (const auto& e : v.as_array()) out.push_back(e.as_double());
+    return out;
+  });
+}
+std::vector<std::string> Params::get_string_list(std::string_view name) const {
+  return checked(*this, name, "a list of strings", [](const Value& v) {
+    std::vector<std::string> out;
+    if (!v.is_array()) return std::vector<std::string>{v.as_string()};
+    for (const auto& e : v.as_array()) out.push_back(e.as_string());
+    return out;
+  });
+}
+std::vector<std::pair<std::string, std::string>> Params::get_string_map(std::string_view name) const {
+  return checked(*this, name, "a map of strings", [](const Value& v) {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const auto& [k, e] : v.as_map()) out.emplace_back(k, e.as_string());
+    return out;
+  });
+}
+
+}  // namespace tally

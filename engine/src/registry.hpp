@@ -40,6 +40,8 @@ class Registry {
   const std::vector<Component>& components() const { return components_; }
   /// The folders searched, in order.
   const std::vector<std::filesystem::path>& search_path() const { return search_path_; }
+  /// The search path as "a:b:c", for messages.
+  std::string search_text() const;
 
   // Objects hold their library: it is unloaded only after the last object is gone.
   static std::shared_ptr<Metric> make_metric(const Component& c, const Params& p);

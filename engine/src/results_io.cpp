@@ -1,1 +1,188 @@
-// placeholder
+#include "results_io.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "tally/error.hpp"
+#include "tally/version.hpp"
+
+namespace tally {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+nlohmann::ordered_json to_json_value(const Value& v) {
+  using K = Value::Kind;
+  switch (v.kind()) {
+    case K::Null: return nullptr;
+    case K::Bool: return v.as_bool();
+    case K::Int: return v.as_int();
+    case K::Float: {
+      const double d = v.as_double();
+      if (!std::isfinite(d)) return nullptr;  // JSON has no NaN; a NaN result is written as null
+      return d;
+    }
+    case K::String: return v.as_string();
+    case K::Array: {
+      auto a = nlohmann::ordered_json::array();
+      for (const auto& e : v.as_array()) a.push_back(to_json_value(e));
+      return a;
+    }
+    case K::Map: {
+      auto m = nlohmann::ordered_json::object();
+      for (const auto& [k, e] : v.as_map()) m[k] = to_json_value(e);
+      return m;
+    }
+  }
+  return nullptr;
+}
+
+std::string scalar_text(const Value& v) {
+  if (v.is_float()) {
+    const double d = v.as_double();
+    if (std::isnan(d)) return "nan";
+    return fmt::format("{:.6f}", d);
+  }
+  if (v.is_int()) return fmt::format("{}", v.as_int());
+  if (v.is_bool()) return v.as_bool() ? "true" : "false";
+  if (v.is_string()) return v.as_string();
+  if (v.is_null()) return "null";
+  return v.to_json();
+}
+
+bool is_scalar(const Value& v) { return !v.is_array() && !v.is_map(); }
+
+bool is_matrix(const Value& v) {
+  if (!v.is_array() || v.size() == 0) return false;
+  for (const auto& row : v.as_array())
+    if (!row.is_array() || row.size() != v.as_array()[0].size()) return false;
+  return true;
+}
+
+std::string inline_array(const Value& v, std::size_t max_items = 10) {
+  std::string out = "[";
+  const auto& a = v.as_array();
+  for (std::size_t i = 0; i < a.size() && i < max_items; ++i) {
+    if (i) out += ", ";
+    out += is_scalar(a[i]) ? scalar_text(a[i]) : a[i].to_json();
+  }
+  if (a.size() > max_items) out += fmt::format(", ... ({} values)", a.size());
+  return out + "]";
+}
+
+}  // namespace
+
+std::string Results::to_json() const {
+  nlohmann::ordered_json doc;
+  doc["results"] = to_json_value(metrics);
+  doc["run"] = {{"tally_version", kVersion}, {"config", run.config},       {"backend", run.backend},
+                {"world_size", run.world_size}, {"samples", run.samples}, {"wall_seconds", run.wall_seconds}};
+  return doc.dump(2) + "\n";
+}
+
+std::string format_table(const Results& r) {
+  struct Row {
+    std::string metric, key, value;
+  };
+  std::vector<Row> rows;
+  std::vector<std::string> blocks;  // matrices, printed below the table
+  for (const auto& [label, res] : r.metrics.as_map()) {
+    if (!res.is_map()) {
+      rows.push_back({label, "", scalar_text(res)});
+      continue;
+    }
+    for (const auto& [key, v] : res.as_map()) {
+      if (is_matrix(v) && v.size() <= 30) {
+        rows.push_back({label, key, fmt::format("{}x{} matrix, below", v.size(), v.as_array()[0].size())});
+        std::vector<std::string> cells;
+        std::size_t width = 1;
+        for (const auto& row : v.as_array())
+          for (const auto& c : row.as_array()) width = std::max(width, scalar_text(c).size());
+        std::string block = fmt::format("{} {} (rows: ground truth, columns: prediction)\n", label, key);
+        for (const auto& row : v.as_array()) {
+          block += "  ";
+          for (const auto& c : row.as_array()) block += fmt::format(" {:>{}}", scalar_text(c), width);
+          block += "\n";
+        }
+        blocks.push_back(std::move(block));
+      } else if (v.is_array()) {
+        rows.push_back({label, key, inline_array(v)});
+      } else {
+        rows.push_back({label, key, is_scalar(v) ? scalar_text(v) : v.to_json()});
+      }
+    }
+  }
+  std::size_t w0 = 6, w1 = 3;
+  for (const auto& row : rows) {
+    w0 = std::max(w0, row.metric.size());
+    w1 = std::max(w1, row.key.size());
+  }
+  std::string out = fmt::format("{:<{}}  {:<{}}  {}\n", "metric", w0, "key", w1, "value");
+  out += fmt::format("{:-<{}}  {:-<{}}  {:-<{}}\n", "", w0, "", w1, "", 10);
+  std::string last;
+  for (const auto& row : rows) {
+    out += fmt::format("{:<{}}  {:<{}}  {}\n", row.metric == last ? "" : row.metric, w0, row.key, w1, row.value);
+    last = row.metric;
+  }
+  for (const auto& b : blocks) out += "\n" + b;
+  out += fmt::format("\n{} samples, {} backend, world size {}, {:.3f} s\n", r.run.samples, r.run.backend,
+                     r.run.world_size, r.run.wall_seconds);
+  return out;
+}
+
+void check_writable(const fs::path& path) {
+  const fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    throw ConfigError(fmt::format("output '{}': the folder '{}' does not exist", path.string(), dir.string()));
+  if (fs::is_directory(path, ec))
+    throw ConfigError(fmt::format("output '{}' is a folder, a file name was expected", path.string()));
+  if (::access(dir.c_str(), W_OK) != 0)
+    throw ConfigError(fmt::format("output '{}': the folder '{}' is not writable: {}", path.string(), dir.string(),
+                                  std::strerror(errno)));
+}
+
+void write_file_atomic(const fs::path& path, const std::string& text) {
+  const fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
+  std::string tmpl = (dir / fmt::format(".{}.tmp.XXXXXX", path.filename().string())).string();
+  const int fd = ::mkstemp(tmpl.data());
+  if (fd < 0) throw RuntimeError(fmt::format("cannot write '{}': {}", path.string(), std::strerror(errno)));
+  const auto fail = [&](const char* what) {
+    const int err = errno;
+    ::close(fd);
+    ::unlink(tmpl.c_str());
+    throw RuntimeError(fmt::format("cannot write '{}' ({}): {}", path.string(), what, std::strerror(err)));
+  };
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const auto n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      fail("write");
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  if (::fchmod(fd, 0644) != 0) fail("chmod");
+  if (::fsync(fd) != 0) fail("fsync");
+  if (::close(fd) != 0) {
+    const int err = errno;
+    ::unlink(tmpl.c_str());
+    throw RuntimeError(fmt::format("cannot write '{}' (close): {}", path.string(), std::strerror(err)));
+  }
+  if (::rename(tmpl.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmpl.c_str());
+    throw RuntimeError(fmt::format("cannot write '{}' (rename): {}", path.string(), std::strerror(err)));
+  }
+}
+
+}  // namespace tally

@@ -1,0 +1,98 @@
+// The library API: a C++ program builds an Evaluator from YAML text (or a file), feeds batches in
+// its own loop, and calls compute() on every rank:
+//
+//   auto ev = tally::Evaluator::from_yaml(R"(
+//     backend: {type: mpi}
+//     metrics: [{type: Accuracy, topk: [1, 5]}]
+//   )");
+//   for (auto& batch : my_shard) ev.add(batch);       // this rank's samples, in dataset order
+//   tally::Results r = ev.compute(dataset_size);      // same Results on every rank
+//   double top1 = r.metrics.at("Accuracy").at("top1").as_double();
+//
+// compute() is collective: every rank must call it, whatever happened before. An exception from
+// add() is remembered, and the next compute() fails on every rank with that message instead of
+// leaving the other ranks waiting.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tally/batch.hpp"
+#include "tally/dist_backend.hpp"
+#include "tally/export.hpp"
+#include "tally/reader.hpp"
+#include "tally/value.hpp"
+
+namespace tally {
+
+struct RunInfo {
+  std::string config;
+  std::string backend;
+  int world_size = 1;
+  std::int64_t samples = 0;
+  double wall_seconds = 0;
+};
+
+struct Results {
+  /// label -> map of result keys (DESIGN.md, "Results JSON").
+  Value metrics = Value::map();
+  RunInfo run;
+  /// The results JSON document: {"results": ..., "run": ...}, pretty-printed.
+  std::string to_json() const;
+};
+
+struct EvaluatorOptions {
+  /// "KEY=VALUE" overrides, as `tally run --set`.
+  std::vector<std::string> overrides;
+  /// Use this backend instead of creating the config's (the host program owns it).
+  std::shared_ptr<DistBackend> backend;
+  /// Check everything but create no backend (tally validate): rank 0 of world size 1.
+  bool validate_only = false;
+};
+
+class TALLY_API Evaluator {
+ public:
+  /// YAML text; relative data paths resolve against `base_dir`, `source` names it in messages.
+  static Evaluator from_yaml(const std::string& yaml_text, EvaluatorOptions options = {},
+                             const std::string& source = "<yaml>",
+                             const std::filesystem::path& base_dir = {});
+  static Evaluator from_file(const std::filesystem::path& config, EvaluatorOptions options = {});
+
+  Evaluator(Evaluator&&) noexcept;
+  Evaluator& operator=(Evaluator&&) noexcept;
+  ~Evaluator();
+
+  int rank() const;
+  int world_size() const;
+  const std::string& backend_name() const;
+  /// Where the config asks for the results JSON (output.json), if anywhere.
+  std::optional<std::filesystem::path> output_json() const;
+
+  /// The config's data reader over this rank's shard; checks that it provides every field the
+  /// metrics read. ConfigError when the config has no `data:` section.
+  std::shared_ptr<Reader> make_reader() const;
+
+  /// Accumulates one batch of this rank's samples into every metric.
+  void add(const Batch& batch);
+  /// Remembers a failure that happened outside add() (reading data, say): compute() will fail on
+  /// every rank with it. `exit_code` 2 for input errors, 1 otherwise.
+  void record_error(int exit_code, const std::string& message);
+
+  /// Collective. Syncs every metric's state, computes on rank 0, broadcasts; every rank returns
+  /// the same Results. With `dataset_size`, drops the samples a distributed sampler padded: with
+  /// PyTorch's DistributedSampler (and mmengine's DefaultSampler), each of the last
+  /// (padded_total - dataset_size) ranks holds one padded sample as its last.
+  Results compute(std::optional<std::int64_t> dataset_size = std::nullopt);
+  /// Clears every metric's local state (a new epoch).
+  void reset();
+
+ private:
+  struct Impl;
+  explicit Evaluator(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tally

@@ -1,0 +1,22 @@
+// Writers for results: the terminal table and the results JSON (written atomically).
+#pragma once
+
+#include <filesystem>
+#include <string>
+
+#include "tally/evaluator.hpp"
+
+namespace tally {
+
+/// An aligned, readable table of every metric's results.
+std::string format_table(const Results& results);
+
+/// Writes `text` to `path` atomically: a temporary file in the same folder, fsync, rename. A
+/// failure leaves no partial file behind. RuntimeError naming the path on failure.
+void write_file_atomic(const std::filesystem::path& path, const std::string& text);
+
+/// ConfigError when `path` cannot be written (its folder is missing, say), checked before a run
+/// so that a long evaluation does not end with nowhere to put its results.
+void check_writable(const std::filesystem::path& path);
+
+}  // namespace tally
