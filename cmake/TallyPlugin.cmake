@@ -1,11 +1,11 @@
-# tally_add_plugin(NAME SOURCES src... [LINK_LIBRARIES lib...] [OUTPUT_DIRECTORY dir])
+# tally_add_plugin(NAME SOURCES src... [LINK_LIBRARIES lib...] [OUTPUT_DIRECTORY dir] [NO_INSTALL])
 #
 # Builds libtally_<NAME>.so, a plugin the tally registry discovers: a MODULE library with hidden
 # symbols but for its one entry (TALLY_PLUGIN in tally/plugin.hpp). In the tally source tree the
 # plugin lands in the built-in plugin folder and is installed with tally; out of tree (after
 # find_package(tally)) it lands in the build folder or OUTPUT_DIRECTORY.
 function(tally_add_plugin NAME)
-  cmake_parse_arguments(ARG "" "OUTPUT_DIRECTORY" "SOURCES;LINK_LIBRARIES" ${ARGN})
+  cmake_parse_arguments(ARG "NO_INSTALL" "OUTPUT_DIRECTORY" "SOURCES;LINK_LIBRARIES" ${ARGN})
   if(NOT ARG_SOURCES)
     message(FATAL_ERROR "tally_add_plugin(${NAME}): SOURCES is required")
   endif()
@@ -26,7 +26,7 @@ function(tally_add_plugin NAME)
   elseif(DEFINED TALLY_PLUGIN_OUTPUT_DIR)
     set_target_properties(${target} PROPERTIES LIBRARY_OUTPUT_DIRECTORY "${TALLY_PLUGIN_OUTPUT_DIR}")
   endif()
-  if(DEFINED TALLY_PLUGIN_SUBDIR AND PROJECT_NAME STREQUAL "tally")
+  if(DEFINED TALLY_PLUGIN_SUBDIR AND PROJECT_NAME STREQUAL "tally" AND NOT ARG_NO_INSTALL)
     set_target_properties(${target} PROPERTIES INSTALL_RPATH "$ORIGIN/../..")
     install(TARGETS ${target} LIBRARY DESTINATION ${TALLY_PLUGIN_SUBDIR})
     if(NOT TARGET tally_all_plugins)

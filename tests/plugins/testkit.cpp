@@ -1,0 +1,86 @@
+// Test-only metrics that probe the engine rather than compute anything useful.
+//
+// SequenceProbe reads an integer field `x` [N] and reports the count, the sum, and an
+// order-sensitive hash of the values (h = h * 1000003 + x, mod 2^64) folded across ranks in rank
+// order. Equal hashes on any world size prove that rank order is dataset order and that no sample
+// was lost, duplicated or reordered. With `fail_on: V`, a sample equal to V is an InputError, so
+// tests can make exactly one rank fail.
+#include <cstdint>
+#include <vector>
+
+#include "tally/tally.hpp"
+
+namespace {
+
+constexpr std::uint64_t kMul = 1000003;
+
+std::uint64_t pow_mod(std::uint64_t b, std::int64_t e) {
+  std::uint64_t r = 1;
+  for (; e > 0; e >>= 1, b *= b)
+    if (e & 1) r *= b;
+  return r;
+}
+
+struct ProbeState {
+  std::int64_t count = 0;
+  std::int64_t sum = 0;
+  std::uint64_t hash = 0;
+  std::int64_t first = -1;
+  std::int64_t last = -1;
+  MSGPACK_DEFINE(count, sum, hash, first, last);
+};
+
+class SequenceProbe : public tally::TypedMetric<ProbeState> {
+ public:
+  explicit SequenceProbe(const tally::Params& p) : fail_on_(p.has("fail_on") ? p.get_int("fail_on") : INT64_MIN) {}
+
+ protected:
+  void update(ProbeState& s, const tally::Batch& b) override {
+    const tally::Tensor& x = b.tensor("x");
+    if (x.dtype() != tally::DType::I64 || x.dim() != 1)
+      throw tally::InputError("field 'x' must be i64[N], found " + x.describe());
+    const auto* v = x.data_as<std::int64_t>();
+    for (std::int64_t i = 0; i < x.size(0); ++i) {
+      if (v[i] == fail_on_) throw tally::InputError("field 'x' holds the value " + std::to_string(v[i]) + " that fail_on rejects");
+      if (s.count == 0) s.first = v[i];
+      s.last = v[i];
+      ++s.count;
+      s.sum += v[i];
+      s.hash = s.hash * kMul + static_cast<std::uint64_t>(v[i]);
+    }
+  }
+
+  tally::Value compute(const std::vector<ProbeState>& states) const override {
+    ProbeState all;
+    for (const auto& s : states) {
+      if (s.count == 0) continue;
+      if (all.count == 0) all.first = s.first;
+      all.last = s.last;
+      all.hash = all.hash * pow_mod(kMul, s.count) + s.hash;
+      all.count += s.count;
+      all.sum += s.sum;
+    }
+    tally::Value out = tally::Value::map();
+    out.set("count", all.count);
+    out.set("sum", all.sum);
+    out.set("hash", static_cast<std::int64_t>(all.hash >> 1));  // fits a JSON integer
+    out.set("first", all.first);
+    out.set("last", all.last);
+    tally::Value per_rank = tally::Value::array();
+    for (const auto& s : states) per_rank.push_back(s.count);
+    out.set("per_rank", per_rank);
+    return out;
+  }
+
+ private:
+  std::int64_t fail_on_;
+};
+
+}  // namespace
+
+TALLY_PLUGIN("testkit", "0.0.1", [] {
+  return std::vector<tally::ComponentInfo>{tally::metric<SequenceProbe>(
+      "SequenceProbe", "Test probe: count, sum and an order-sensitive hash of an integer field",
+      {tally::param("fail_on", tally::ParamType::Int, "a value that makes add() throw an InputError").optional()},
+      {{"x", "i64[N] values", true}})};
+})

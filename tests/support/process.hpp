@@ -1,0 +1,80 @@
+// Runs a command line through /bin/sh and captures its exit code, stdout and stderr: the
+// integration tests drive the real `tally` binary (and mpirun) this way.
+#pragma once
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <unistd.h>
+
+namespace tally::test {
+
+struct ProcessResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+inline std::string read_file(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+inline ProcessResult run_command(const std::string& cmd) {
+  char tmpl[] = "/tmp/tally-test-stderr-XXXXXX";
+  const int fd = ::mkstemp(tmpl);
+  ::close(fd);
+  ProcessResult r;
+  const std::string full = cmd + " 2>" + tmpl;
+  FILE* p = ::popen(full.c_str(), "r");
+  if (p == nullptr) return r;
+  std::array<char, 4096> buf{};
+  std::size_t n = 0;
+  while ((n = std::fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int status = ::pclose(p);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.err = read_file(tmpl);
+  std::filesystem::remove(tmpl);
+  return r;
+}
+
+/// "mpirun --allow-run-as-root --oversubscribe -np N" (root in containers needs both flags).
+inline std::string mpirun(int np) {
+#ifdef TALLY_MPIEXEC
+  return std::string(TALLY_MPIEXEC) + " --allow-run-as-root --oversubscribe -np " + std::to_string(np) + " ";
+#else
+  (void)np;
+  return {};
+#endif
+}
+
+/// A fresh temporary folder, removed when the object goes.
+struct TempDir {
+  std::filesystem::path path;
+  TempDir() {
+    char tmpl[] = "/tmp/tally-test-XXXXXX";
+    path = ::mkdtemp(tmpl);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::filesystem::path operator/(const std::string& name) const { return path / name; }
+};
+
+inline void write_text(const std::filesystem::path& p, const std::string& text) {
+  std::ofstream out(p, std::ios::binary);
+  out << text;
+}
+
+}  // namespace tally::test
