@@ -16,10 +16,11 @@ function(tally_add_plugin NAME)
     OUTPUT_NAME "tally_${NAME}"
     CXX_VISIBILITY_PRESET hidden
     VISIBILITY_INLINES_HIDDEN ON)
-  if(TARGET tally::sdk)
-    target_link_libraries(${target} PRIVATE tally::sdk ${ARG_LINK_LIBRARIES})
-  else()
+  if(PROJECT_NAME STREQUAL "tally")
+    # In the tally tree: the project's warning flags too.
     target_link_libraries(${target} PRIVATE tally_sdk tally_warnings ${ARG_LINK_LIBRARIES})
+  else()
+    target_link_libraries(${target} PRIVATE tally::sdk ${ARG_LINK_LIBRARIES})
   endif()
   if(ARG_OUTPUT_DIRECTORY)
     set_target_properties(${target} PROPERTIES LIBRARY_OUTPUT_DIRECTORY "${ARG_OUTPUT_DIRECTORY}")

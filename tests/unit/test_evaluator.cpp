@@ -1,0 +1,150 @@
+// The library API on the non-dist backend: Evaluator from YAML text, add() in the caller's loop,
+// compute(). Uses the testkit plugin's SequenceProbe, whose order-sensitive hash proves that every
+// sample was seen once, in order.
+#include <gtest/gtest.h>
+
+#include "tally/error.hpp"
+#include "tally/evaluator.hpp"
+
+using tally::Batch;
+using tally::Evaluator;
+using tally::Tensor;
+
+namespace {
+
+const std::string kHeader = std::string("plugins: {paths: ['") + TALLY_TEST_PLUGIN_DIR + "/testkit']}\n";
+
+Batch batch_of(std::vector<std::int64_t> xs, const std::string& field = "x") {
+  Batch b;
+  b.set(field, Tensor::from_vector(xs));
+  return b;
+}
+
+std::uint64_t expected_hash(std::int64_t n) {
+  std::uint64_t h = 0;
+  for (std::int64_t i = 0; i < n; ++i) h = h * 1000003 + static_cast<std::uint64_t>(i);
+  return h >> 1;
+}
+
+}  // namespace
+
+TEST(Evaluator, AccumulatesBatchesInOrder) {
+  auto ev = Evaluator::from_yaml(kHeader + "metrics: [{type: SequenceProbe}]\n");
+  EXPECT_EQ(ev.rank(), 0);
+  EXPECT_EQ(ev.world_size(), 1);
+  EXPECT_EQ(ev.backend_name(), "nondist");
+  std::int64_t next = 0;
+  for (int size : {1, 4, 0, 7, 1, 2}) {
+    std::vector<std::int64_t> xs;
+    for (int i = 0; i < size; ++i) xs.push_back(next++);
+    ev.add(batch_of(xs));
+  }
+  const auto r = ev.compute();
+  const auto& p = r.metrics.at("SequenceProbe");
+  EXPECT_EQ(p.at("count").as_int(), next);
+  EXPECT_EQ(p.at("sum").as_int(), next * (next - 1) / 2);
+  EXPECT_EQ(static_cast<std::uint64_t>(p.at("hash").as_int()), expected_hash(next));
+  EXPECT_EQ(p.at("first").as_int(), 0);
+  EXPECT_EQ(p.at("last").as_int(), next - 1);
+  EXPECT_EQ(r.run.samples, next);
+  EXPECT_EQ(r.run.world_size, 1);
+  // compute(dataset_size) with the exact size drops nothing.
+  EXPECT_EQ(ev.compute(next).metrics.at("SequenceProbe").at("count").as_int(), next);
+}
+
+TEST(Evaluator, CallerMayReuseItsBufferAfterAdd) {
+  auto ev = Evaluator::from_yaml(kHeader + "metrics: [{type: SequenceProbe}]\n");
+  std::vector<std::int64_t> buf{0, 1, 2};
+  Batch b;
+  b.set("x", Tensor::view(buf.data(), tally::DType::I64, {3}));
+  ev.add(b);
+  buf = {3, 4, 5};  // the same memory, new values: the held-back sample must not change
+  ev.add(b);
+  const auto r = ev.compute();
+  EXPECT_EQ(static_cast<std::uint64_t>(r.metrics.at("SequenceProbe").at("hash").as_int()), expected_hash(6));
+}
+
+TEST(Evaluator, InputsMapMetricInputsToFields) {
+  auto ev = Evaluator::from_yaml(kHeader + "metrics: [{type: SequenceProbe, name: probe, inputs: {x: values}}]\n");
+  ev.add(batch_of({5, 6}, "values"));
+  EXPECT_EQ(ev.compute().metrics.at("probe").at("sum").as_int(), 11);
+}
+
+TEST(Evaluator, ErrorInAddIsReportedByCompute) {
+  auto ev = Evaluator::from_yaml(kHeader + "metrics: [{type: SequenceProbe, fail_on: 3}]\n");
+  ev.add(batch_of({1, 2}));
+  // The bad value is in the held-back sample of this batch; it fails when it is applied.
+  EXPECT_THROW(ev.add(batch_of({3, 4})), tally::InputError);
+  try {
+    ev.compute();
+    FAIL() << "compute() must fail after add() failed";
+  } catch (const tally::InputError& e) {
+    EXPECT_STREQ(e.what(), "metric 'SequenceProbe': field 'x' holds the value 3 that fail_on rejects");
+  }
+}
+
+TEST(Evaluator, BadLastSampleFailsInCompute) {
+  auto ev = Evaluator::from_yaml(kHeader + "metrics: [{type: SequenceProbe, fail_on: 9}]\n");
+  ev.add(batch_of({1, 9}));  // 9 is held back: it is only applied at compute()
+  EXPECT_THROW(ev.compute(), tally::InputError);
+}
+
+TEST(Evaluator, RecordedErrorsFailCompute) {
+  auto ev = Evaluator::from_yaml(kHeader + "metrics: [{type: SequenceProbe}]\n");
+  ev.record_error(2, "data.npy: truncated");
+  EXPECT_THROW(ev.compute(), tally::InputError);
+  ev.reset();
+  ev.add(batch_of({1}));
+  EXPECT_EQ(ev.compute().metrics.at("SequenceProbe").at("count").as_int(), 1);
+}
+
+TEST(Evaluator, DatasetSizeThatPaddingCannotExplainIsAnError) {
+  auto ev = Evaluator::from_yaml(kHeader + "metrics: [{type: SequenceProbe}]\n");
+  ev.add(batch_of({0, 1, 2}));
+  try {
+    ev.compute(2);  // one rank cannot hold padding
+    FAIL();
+  } catch (const tally::InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("compute(dataset_size=2): the ranks added 3 samples (3 per rank)"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_THROW(ev.compute(4), tally::InputError);
+}
+
+TEST(Evaluator, ConfigErrorsNameTheirPlace) {
+  const auto error_of = [](const std::string& yaml) -> std::string {
+    try {
+      Evaluator::from_yaml(yaml, {}, "eval.yaml");
+    } catch (const tally::ConfigError& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  EXPECT_NE(error_of(kHeader + "metrics:\n  - type: SequenceProbes\n").find("eval.yaml:3:5: unknown metric 'SequenceProbes'"),
+            std::string::npos);
+  EXPECT_NE(error_of(kHeader + "metrics:\n  - type: SequenceProbe\n    inputs: {y: values}\n")
+                .find("unknown input 'y' in inputs (the metric reads x)"),
+            std::string::npos);
+  EXPECT_NE(error_of(kHeader + "backend: {type: gloo}\nmetrics: [{type: SequenceProbe}]\n")
+                .find("eval.yaml:2:10: unknown backend 'gloo'"),
+            std::string::npos)
+      << error_of(kHeader + "backend: {type: gloo}\nmetrics: [{type: SequenceProbe}]\n");
+  EXPECT_NE(error_of(kHeader).find("no metrics"), std::string::npos);
+  EXPECT_NE(error_of(kHeader + "metrics: [{type: SequenceProbe}]\n").find("(no error)"), std::string::npos);
+}
+
+TEST(Evaluator, NoDataSectionMeansNoReader) {
+  auto ev = Evaluator::from_yaml(kHeader + "metrics: [{type: SequenceProbe}]\n");
+  EXPECT_THROW(ev.make_reader(), tally::ConfigError);
+}
+
+TEST(Evaluator, ResultsJsonFollowsTheContract) {
+  auto ev = Evaluator::from_yaml(kHeader + "metrics: [{type: SequenceProbe}]\n");
+  ev.add(batch_of({1, 2}));
+  const auto json = ev.compute().to_json();
+  EXPECT_NE(json.find("\"results\": {\n    \"SequenceProbe\": {"), std::string::npos) << json;
+  EXPECT_NE(json.find("\"tally_version\": \"0.1.0\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"backend\": \"nondist\""), std::string::npos) << json;
+  EXPECT_NE(json.find("\"samples\": 2"), std::string::npos) << json;
+}
