@@ -94,6 +94,7 @@ struct Builder {
           Located c = build(kv.second);
           // A key with no value ("topk:") points at the key.
           if (kv.second.IsNull() && fixed_where.empty()) c.where = where(key_node);
+          c.key_where = where(key_node);
           out.value.set(key, c.value);
           out.children.emplace_back(key, std::move(c));
         }
@@ -162,13 +163,13 @@ void apply_override(Located& root, const std::string& spec) {
       if (idx > node->children.size())
         throw ConfigError(fmt::format("{}: index {} is past the end of a list of {}", where, idx, node->children.size()));
       if (idx == node->children.size()) {
-        node->children.emplace_back(part, Located{Value(), where, {}});
+        node->children.emplace_back(part, Located{Value(), where, {}, {}});
       }
       node = &node->children[idx].second;
     } else if (node->value.is_map()) {
       auto it = std::find_if(node->children.begin(), node->children.end(), [&](const auto& c) { return c.first == part; });
       if (it == node->children.end()) {
-        node->children.emplace_back(part, Located{Value(), where, {}});
+        node->children.emplace_back(part, Located{Value(), where, {}, {}});
         it = node->children.end() - 1;
       }
       node = &it->second;
@@ -191,6 +192,12 @@ std::string found(const Located& l) {
 
 [[noreturn]] void fail_at(const Located& l, const std::string& msg) {
   throw ConfigError(l.where.empty() ? msg : fmt::format("{}: {}", l.where, msg));
+}
+
+// For errors about a key itself (unknown keys): the key's own place.
+[[noreturn]] void fail_at_key(const Located& l, const std::string& msg) {
+  const std::string& w = l.key_where.empty() ? l.where : l.key_where;
+  throw ConfigError(w.empty() ? msg : fmt::format("{}: {}", w, msg));
 }
 
 // A plain scalar written where a string is expected stays a string ("average: none", "name: 1").
@@ -287,7 +294,7 @@ Value check_param(const ParamSpec& spec, const Located& l, const std::string& ow
 }
 
 Located unlocated(const Value& v) {
-  Located l{v, "", {}};
+  Located l{v, "", {}, {}};
   if (v.is_map()) {
     for (const auto& [k, e] : v.as_map()) l.children.emplace_back(k, unlocated(e));
   } else if (v.is_array()) {
@@ -299,7 +306,7 @@ Located unlocated(const Value& v) {
 
 // A section's keys other than the ones the engine itself reads.
 Located without(const Located& m, std::initializer_list<std::string_view> keys) {
-  Located out{Value::map(), m.where, {}};
+  Located out{Value::map(), m.where, {}, {}};
   for (const auto& [k, c] : m.children) {
     if (std::find(keys.begin(), keys.end(), k) != keys.end()) continue;
     out.value.set(k, c.value);
@@ -328,7 +335,7 @@ Params make_params(const ComponentInfo& info, const Located& given, const std::s
     if (spec == info.params.end()) {
       std::vector<std::string> known;
       for (const auto& p : info.params) known.push_back(p.name);
-      fail_at(c, fmt::format("{}: unknown parameter '{}' ({} takes {})", owner, k, info.name,
+      fail_at_key(c, fmt::format("{}: unknown parameter '{}' ({} takes {})", owner, k, info.name,
                              known.empty() ? "no parameters" : fmt::format("{}", fmt::join(known, ", "))));
     }
   }
@@ -376,25 +383,25 @@ Config Config::parse(const std::string& yaml_text, const std::string& source, co
   static const std::set<std::string, std::less<>> top_keys{"backend", "plugins", "data", "metrics", "output"};
   for (const auto& [k, c] : root.children)
     if (!top_keys.contains(k))
-      fail_at(c, fmt::format("unknown top-level key '{}' (expected backend, plugins, data, metrics, output)", k));
+      fail_at_key(c, fmt::format("unknown top-level key '{}' (expected backend, plugins, data, metrics, output)", k));
 
   if (const Located* b = root.child("backend"); b && !b->value.is_null()) {
     if (b->value.is_string()) {
       cfg.backend_type = b->value.as_string();
-      cfg.backend_params = Located{Value::map(), b->where, {}};
+      cfg.backend_params = Located{Value::map(), b->where, {}, {}};
     } else {
       require_map(*b, "backend");
       if (const Located* t = b->child("type")) cfg.backend_type = text_of(*t, "backend.type");
       cfg.backend_params = without(*b, {"type"});
     }
   } else {
-    cfg.backend_params = Located{Value::map(), source, {}};
+    cfg.backend_params = Located{Value::map(), source, {}, {}};
   }
 
   if (const Located* p = root.child("plugins"); p && !p->value.is_null()) {
     require_map(*p, "plugins");
     for (const auto& [k, c] : p->children) {
-      if (k != "paths") fail_at(c, fmt::format("unknown key 'plugins.{}' (expected paths)", k));
+      if (k != "paths") fail_at_key(c, fmt::format("unknown key 'plugins.{}' (expected paths)", k));
       const auto add = [&](const Located& e) {
         if (!e.value.is_string()) fail_at(e, fmt::format("plugins.paths expects folder names, found {}", found(e)));
         cfg.plugin_paths.emplace_back(resolve_path(e.value.as_string(), base_dir));
@@ -447,7 +454,7 @@ Config Config::parse(const std::string& yaml_text, const std::string& source, co
   if (const Located* o = root.child("output"); o && !o->value.is_null()) {
     require_map(*o, "output");
     for (const auto& [k, c] : o->children) {
-      if (k != "json") fail_at(c, fmt::format("unknown key 'output.{}' (expected json)", k));
+      if (k != "json") fail_at_key(c, fmt::format("unknown key 'output.{}' (expected json)", k));
       if (c.value.is_null()) continue;
       if (!c.value.is_string()) fail_at(c, fmt::format("output.json expects a file name, found {}", found(c)));
       cfg.output_json = fs::path(c.value.as_string());  // relative to the working directory

@@ -19,6 +19,8 @@ class Registry;
 struct Located {
   Value value;
   std::string where;
+  /// For an entry of a map: where its key was written (unknown-key errors point there).
+  std::string key_where;
   /// Locations of the entries of a map or array value, by key or index (parallel structure).
   std::vector<std::pair<std::string, Located>> children;
   const Located* child(std::string_view key) const;

@@ -1,1 +1,203 @@
-// placeholder: the object algorithms (owned by the backends work)
+// The object algorithms of DistBackend, written once over the transport primitives (as mmeval's
+// TensorBaseDistBackend). Every decision below -- chunked or not, how many rounds, how much a
+// rank sends in a round -- depends only on values every rank holds after the size exchange, so
+// all ranks issue the same sequence of primitive calls whatever their own object is.
+#include "tally/dist_backend.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <string>
+
+#include "tally/error.hpp"
+
+namespace tally {
+
+namespace {
+
+// At least n bytes of `buf`. Grows only, and without copying the old contents (they are dead):
+// once a buffer has seen the largest payload, later collectives allocate and touch no new pages.
+std::byte* grow(std::vector<std::byte>& buf, std::size_t n) {
+  if (buf.size() < n) {
+    std::vector<std::byte>().swap(buf);
+    buf.resize(n);
+  }
+  return buf.data();
+}
+
+void copy_bytes(std::byte* dst, const std::byte* src, std::size_t n) {
+  if (n != 0) std::memcpy(dst, src, n);
+}
+
+[[noreturn]] void fail(const DistBackend& b, const std::string& what) {
+  throw RuntimeError(b.name() + " backend: rank " + std::to_string(b.rank()) + ": " + what);
+}
+
+}  // namespace
+
+DistBackend::~DistBackend() = default;
+
+void DistBackend::set_chunk_bytes(std::size_t n) {
+  if (n == 0) throw ConfigError(name() + " backend: chunk_bytes must be at least 1");
+  const auto world = static_cast<std::size_t>(world_size());
+  if (n < world) {
+    throw ConfigError(name() + " backend: chunk_bytes (" + std::to_string(n) +
+                      ") must be at least the world size (" + std::to_string(world) +
+                      "): every round moves at least one byte per rank");
+  }
+  chunk_bytes_ = n;
+}
+
+std::span<const std::byte> DistBackend::detach_from_recv(std::span<const std::byte> object) {
+  if (object.empty() || recv_.empty()) return object;
+  const std::less<const std::byte*> before;
+  const std::byte* lo = recv_.data();
+  const std::byte* hi = lo + recv_.size();
+  if (before(object.data(), lo) || !before(object.data(), hi)) return object;
+  std::byte* copy = grow(send_copy_, object.size());
+  copy_bytes(copy, object.data(), object.size());
+  return {copy, object.size()};
+}
+
+void DistBackend::all_gather_fixed(std::span<const std::byte> record, std::span<std::byte> out) {
+  const auto world = static_cast<std::size_t>(world_size());
+  const std::size_t n = record.size();
+  if (out.size() != n * world) {
+    fail(*this, "all_gather_fixed: the output holds " + std::to_string(out.size()) +
+                    " bytes, expected world_size * record size = " + std::to_string(n * world));
+  }
+  if (n == 0) return;
+  if (n * world <= chunk_bytes_) {
+    all_gather_equal(record.data(), n, out.data());
+    return;
+  }
+  // Rounds of `per_rank` bytes of every rank's record, gathered into staging_ and then copied to
+  // their places in `out`.
+  const std::size_t per_rank = chunk_bytes_ / world;
+  std::byte* stage = grow(staging_, per_rank * world);
+  for (std::size_t begin = 0; begin < n; begin += per_rank) {
+    const std::size_t len = std::min(per_rank, n - begin);
+    all_gather_equal(record.data() + begin, len, stage);
+    for (std::size_t r = 0; r < world; ++r) copy_bytes(out.data() + r * n + begin, stage + r * len, len);
+  }
+}
+
+GatheredObjects DistBackend::all_gather_object(std::span<const std::byte> object) {
+  const auto world = static_cast<std::size_t>(world_size());
+  object = detach_from_recv(object);
+
+  // 1. Every rank's size.
+  const auto mine = static_cast<std::int64_t>(object.size());
+  sizes_.resize(world);
+  all_gather_fixed(std::as_bytes(std::span(&mine, 1)), std::as_writable_bytes(std::span(sizes_)));
+  counts_.resize(world);
+  std::size_t total = 0;
+  std::size_t largest = 0;
+  for (std::size_t r = 0; r < world; ++r) {
+    if (sizes_[r] < 0) {
+      fail(*this, "all_gather_object: rank " + std::to_string(r) + " announced a negative size (" +
+                      std::to_string(sizes_[r]) + "): the ranks are not running the same collective");
+    }
+    counts_[r] = static_cast<std::size_t>(sizes_[r]);
+    total += counts_[r];
+    largest = std::max(largest, counts_[r]);
+  }
+
+  // 2. The bytes, packed in rank order in recv_.
+  std::byte* out = grow(recv_, total);
+  if (total == 0) {
+    // Nothing to move; every rank knows it, so every rank skips the call.
+  } else if (total <= chunk_bytes_) {
+    all_gather_varying(object.data(), counts_, out);
+  } else {
+    // Round k moves bytes [k*c, (k+1)*c) of every rank's object (fewer or none for objects that
+    // end sooner), so no call moves more than world * c <= chunk_bytes() bytes in all.
+    const std::size_t per_rank = chunk_bytes_ / world;
+    std::byte* stage = grow(staging_, std::min(total, per_rank * world));
+    round_counts_.resize(world);
+    for (std::size_t begin = 0; begin < largest; begin += per_rank) {
+      for (std::size_t r = 0; r < world; ++r)
+        round_counts_[r] = counts_[r] > begin ? std::min(per_rank, counts_[r] - begin) : 0;
+      const std::byte* send = object.size() > begin ? object.data() + begin : nullptr;
+      all_gather_varying(send, round_counts_, stage);
+      std::size_t from = 0;
+      std::size_t to = 0;
+      for (std::size_t r = 0; r < world; ++r) {
+        copy_bytes(out + to + begin, stage + from, round_counts_[r]);
+        from += round_counts_[r];
+        to += counts_[r];
+      }
+    }
+  }
+
+  GatheredObjects gathered;
+  gathered.objects.reserve(world);
+  std::size_t at = 0;
+  for (std::size_t r = 0; r < world; ++r) {
+    gathered.objects.emplace_back(out + at, counts_[r]);
+    at += counts_[r];
+  }
+  return gathered;
+}
+
+void DistBackend::broadcast_chunked(std::byte* buf, std::size_t n, int src) {
+  for (std::size_t begin = 0; begin < n; begin += chunk_bytes_)
+    broadcast(buf + begin, std::min(chunk_bytes_, n - begin), src);
+}
+
+std::span<const std::byte> DistBackend::broadcast_object(std::span<const std::byte> object,
+                                                         int src) {
+  if (src < 0 || src >= world_size()) {
+    fail(*this, "broadcast_object: source rank " + std::to_string(src) + " is outside [0, " +
+                    std::to_string(world_size()) + ")");
+  }
+  const bool is_src = rank() == src;
+  if (is_src) object = detach_from_recv(object);
+
+  std::int64_t size = is_src ? static_cast<std::int64_t>(object.size()) : 0;
+  broadcast_chunked(std::as_writable_bytes(std::span(&size, 1)).data(), sizeof size, src);
+  if (size < 0) {
+    fail(*this, "broadcast_object: rank " + std::to_string(src) + " announced a negative size (" +
+                    std::to_string(size) + "): the ranks are not running the same collective");
+  }
+  const auto n = static_cast<std::size_t>(size);
+  // The source copies its object into recv_ too: the returned view must not depend on the
+  // caller keeping its argument alive.
+  std::byte* out = grow(recv_, n);
+  if (is_src) copy_bytes(out, object.data(), n);
+  broadcast_chunked(out, n, src);
+  return {out, n};
+}
+
+void DistBackend::all_gather_varying(const std::byte* send, std::span<const std::size_t> counts,
+                                     std::byte* recv) {
+  const std::size_t world = counts.size();
+  const auto me = static_cast<std::size_t>(rank());
+  const std::size_t largest = counts.empty() ? 0 : *std::max_element(counts.begin(), counts.end());
+  if (largest == 0) return;
+  // Every rank sends `width` bytes a round (its own bytes, padded); rounds keep
+  // width * world <= chunk_bytes() even when one rank holds nearly all the bytes.
+  const std::size_t per_rank = chunk_bytes_ / world;
+  const std::size_t first_width = std::min(per_rank, largest);
+  std::byte* padded = grow(pad_recv_, first_width * world);
+  std::byte* pad = grow(pad_send_, first_width);
+  for (std::size_t begin = 0; begin < largest; begin += per_rank) {
+    const std::size_t width = std::min(per_rank, largest - begin);
+    const std::size_t own = counts[me] > begin ? std::min(width, counts[me] - begin) : 0;
+    const std::byte* out = pad;
+    if (own == width) {
+      out = send + begin;
+    } else if (own != 0) {
+      copy_bytes(pad, send + begin, own);  // the rest of the pad is ignored by the receivers
+    }
+    all_gather_equal(out, width, padded);
+    std::size_t at = 0;
+    for (std::size_t r = 0; r < world; ++r) {
+      const std::size_t len = counts[r] > begin ? std::min(width, counts[r] - begin) : 0;
+      copy_bytes(recv + at + begin, padded + r * width, len);
+      at += counts[r];
+    }
+  }
+}
+
+}  // namespace tally

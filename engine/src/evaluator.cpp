@@ -48,9 +48,10 @@ auto at(const std::string& where, F&& f) {
   }
 }
 
-std::runtime_error make_error(int exit_code, const std::string& message) {
-  if (exit_code == 2) return InputError(message);
-  return RuntimeError(message);
+// Rethrows a failure reported through the sync protocol as the error type its exit code maps to.
+[[noreturn]] void throw_error(int exit_code, const std::string& message) {
+  if (exit_code == 2) throw InputError(message);
+  throw RuntimeError(message);
 }
 
 }  // namespace
@@ -240,7 +241,7 @@ Results Evaluator::compute(std::optional<std::int64_t> dataset_size) {
   mine.status = s.error ? s.error->first : 0;
   const auto headers = sync::exchange_headers(backend, mine);
 
-  const auto fail_everywhere = [&](int code, const std::string& msg) -> Results { throw make_error(code, msg); };
+  const auto fail_everywhere = [&](int code, const std::string& msg) -> Results { throw_error(code, msg); };
   if (auto verdict = sync::check_headers(headers)) return fail_everywhere(verdict->exit_code, verdict->message);
 
   // A rank that failed: gather every rank's message (an empty one from ranks that did not fail).
@@ -324,7 +325,7 @@ Results Evaluator::compute(std::optional<std::int64_t> dataset_size) {
         const auto& body = obj.via.array.ptr[1];
         if (status != 0) {
           const std::string msg = body.type == msgpack::type::STR ? body.as<std::string>() : "(no message)";
-          throw make_error(static_cast<int>(status), world > 1 ? fmt::format("rank {}: {}", r, msg) : msg);
+          throw_error(static_cast<int>(status), world > 1 ? fmt::format("rank {}: {}", r, msg) : msg);
         }
         if (body.type != msgpack::type::ARRAY || body.via.array.size != s.metrics.size())
           throw RuntimeError(fmt::format("sync failed: rank {} sent {} metric states, expected {}", r,
@@ -343,7 +344,7 @@ Results Evaluator::compute(std::optional<std::int64_t> dataset_size) {
           const std::string msg = e.what();
           const std::string prefix = fmt::format("metric '{}'", s.metrics[i].label);
           if (msg.starts_with(prefix)) throw;
-          throw make_error(e.exit_code(), fmt::format("{}: {}", prefix, msg));
+          throw_error(e.exit_code(), fmt::format("{}: {}", prefix, msg));
         }
       }
       out.set("results", std::move(results));
@@ -365,7 +366,7 @@ Results Evaluator::compute(std::optional<std::int64_t> dataset_size) {
   } catch (const std::exception& e) {
     throw RuntimeError(fmt::format("sync failed: rank {} could not read the results rank 0 broadcast: {}", me, e.what()));
   }
-  if (const auto code = out.at("status").as_int(); code != 0) throw make_error(static_cast<int>(code), out.at("message").as_string());
+  if (const auto code = out.at("status").as_int(); code != 0) throw_error(static_cast<int>(code), out.at("message").as_string());
 
   Results r;
   r.metrics = out.at("results");

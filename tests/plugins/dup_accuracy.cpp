@@ -5,7 +5,7 @@
 namespace {
 struct Empty {
   int n = 0;
-  MSGPACK_DEFINE(n);
+  MSGPACK_DEFINE(n)
 };
 class Dup : public tally::TypedMetric<Empty> {
  public:

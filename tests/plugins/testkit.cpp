@@ -27,7 +27,7 @@ struct ProbeState {
   std::uint64_t hash = 0;
   std::int64_t first = -1;
   std::int64_t last = -1;
-  MSGPACK_DEFINE(count, sum, hash, first, last);
+  MSGPACK_DEFINE(count, sum, hash, first, last)
 };
 
 class SequenceProbe : public tally::TypedMetric<ProbeState> {

@@ -94,7 +94,7 @@ output:
   EXPECT_EQ(cfg.metrics[1].inputs[0], (std::pair<std::string, std::string>{"pred_scores", "logits"}));
   EXPECT_EQ(cfg.metrics[1].params.value.at("average").as_string(), "macro");
   EXPECT_EQ(cfg.metrics[1].params.value.find("name"), nullptr);
-  EXPECT_EQ(cfg.metrics[0].where, "eval.yaml:14:5");
+  EXPECT_EQ(cfg.metrics[0].where, "eval.yaml:13:5");
   EXPECT_EQ(cfg.output_json, fs::path("results.json"));  // relative to the working directory
 }
 
@@ -193,7 +193,7 @@ TEST(Params, ErrorsNameTheKeyTheLineAndWhatWasFound) {
   EXPECT_HAS(params_error("metrics:\n  - type: Probe\n    count: 1\n    mode: mean\n"),
              "eval.yaml:4:11: metric 'Probe': parameter 'mode' must be one of macro, micro, none, found 'mean'");
   EXPECT_HAS(params_error("metrics:\n  - type: Probe\n    count: 1\n    topk: 3\n"),
-             "eval.yaml:4:11: metric 'Probe': unknown parameter 'topk' (Probe takes flag, count, ratio, mode");
+             "eval.yaml:4:5: metric 'Probe': unknown parameter 'topk' (Probe takes flag, count, ratio, mode");
   EXPECT_HAS(params_error("metrics:\n  - type: Probe\n    count: 1\n    flag: 1\n"),
              "parameter 'flag' expects bool, found an integer 1");
   EXPECT_HAS(params_error("metrics:\n  - type: Probe\n    count: 1\n    fields: [a]\n"),

@@ -47,6 +47,7 @@ class TALLY_API DistBackend {
   /// Largest number of bytes one transport call may move in all (sum over ranks); larger objects
   /// go in rounds. Backends set it from their limits (MPI: int counts); tests set it small.
   std::size_t chunk_bytes() const noexcept { return chunk_bytes_; }
+  /// ConfigError for 0 and for less than world_size() (a round moves at least a byte a rank).
   void set_chunk_bytes(std::size_t n);
 
  protected:
@@ -63,11 +64,22 @@ class TALLY_API DistBackend {
   virtual void broadcast(std::byte* buf, std::size_t n, int src) = 0;
 
  private:
+  /// `object` itself, or a copy of it in send_copy_ when it is a view into recv_ (a result of the
+  /// previous collective passed back in), which this collective is about to overwrite.
+  std::span<const std::byte> detach_from_recv(std::span<const std::byte> object);
+  /// broadcast() in pieces of at most chunk_bytes().
+  void broadcast_chunked(std::byte* buf, std::size_t n, int src);
+
   std::size_t chunk_bytes_ = std::size_t{1} << 30;
   // Reused across collectives: a sync does not pay for fresh pages every time.
   std::vector<std::byte> recv_;
   std::vector<std::byte> staging_;
   std::vector<std::byte> pad_send_;
+  std::vector<std::byte> pad_recv_;   // the default all_gather_varying: padded contributions
+  std::vector<std::byte> send_copy_;  // see detach_from_recv
+  std::vector<std::int64_t> sizes_;   // all_gather_object: every rank's object size
+  std::vector<std::size_t> counts_;   // ... as counts, and the counts of one round
+  std::vector<std::size_t> round_counts_;
 };
 
 }  // namespace tally
