@@ -182,10 +182,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::Success& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    if (launcher_rank_zero()) {
-      print_error(e.what());
-      fmt::print(stderr, "run 'tally --help' for usage\n");
-    }
+    if (launcher_rank_zero()) print_error(fmt::format("{} (see 'tally --help')", e.what()));
     return 2;
   }
   if (*run_cmd) return run(config, sets, output, quiet);

@@ -78,7 +78,8 @@ void DistBackend::all_gather_fixed(std::span<const std::byte> record, std::span<
   for (std::size_t begin = 0; begin < n; begin += per_rank) {
     const std::size_t len = std::min(per_rank, n - begin);
     all_gather_equal(record.data() + begin, len, stage);
-    for (std::size_t r = 0; r < world; ++r) copy_bytes(out.data() + r * n + begin, stage + r * len, len);
+    for (std::size_t r = 0; r < world; ++r)
+      copy_bytes(out.data() + r * n + begin, stage + r * len, len);
   }
 }
 
@@ -96,7 +97,8 @@ GatheredObjects DistBackend::all_gather_object(std::span<const std::byte> object
   for (std::size_t r = 0; r < world; ++r) {
     if (sizes_[r] < 0) {
       fail(*this, "all_gather_object: rank " + std::to_string(r) + " announced a negative size (" +
-                      std::to_string(sizes_[r]) + "): the ranks are not running the same collective");
+                      std::to_string(sizes_[r]) +
+                      "): the ranks are not running the same collective");
     }
     counts_[r] = static_cast<std::size_t>(sizes_[r]);
     total += counts_[r];

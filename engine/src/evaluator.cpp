@@ -38,7 +38,7 @@ std::string owner_of(const MetricConfig& mc) {
 
 // Prefixes a ConfigError with a location unless it already carries one.
 template <class F>
-auto at(const std::string& where, F&& f) {
+decltype(auto) at(const std::string& where, F&& f) {  // decltype(auto): references stay references
   try {
     return f();
   } catch (const ConfigError& e) {

@@ -1,0 +1,125 @@
+// tally under real `mpirun` ranks: results on 1, 2, 3, 4 and 7 ranks (uneven shards, empty ranks)
+// equal the single-process results exactly; failures on one rank fail every rank with one message;
+// a rank with another metrics configuration is named; the library API drops sampler padding.
+#include "integration/cli_fixture.hpp"
+
+namespace fs = std::filesystem;
+using namespace tally::test;
+
+namespace {
+
+const std::string kApp = TALLY_LIBRARY_APP;
+const std::string kTestkit = std::string(TALLY_TEST_PLUGIN_DIR) + "/testkit";
+
+class MpiTest : public CliTest {
+ protected:
+  nlohmann::json run_ranks(int np, const fs::path& cfg, const std::string& extra = "") {
+    const auto out = dir / ("np" + std::to_string(np) + ".json");
+    const auto r = run_command(mpirun(np) + kTally + " run -q " + cfg.string() + " --set backend.type=mpi " + extra +
+                               " -o " + out.string());
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return read_json(out);
+  }
+  nlohmann::json run_single(const fs::path& cfg) {
+    const auto out = dir / "single.json";
+    const auto r = tally("run -q " + cfg.string() + " -o " + out.string());
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return read_json(out);
+  }
+};
+
+}  // namespace
+
+TEST_F(MpiTest, AnyWorldSizeGivesTheSingleProcessResults) {
+  const auto cfg = config();
+  const auto single = run_single(cfg);
+  for (int np : {1, 2, 3, 4, 7}) {
+    SCOPED_TRACE(np);
+    const auto j = run_ranks(np, cfg);
+    EXPECT_EQ(j["results"], single["results"]);  // exact: every double bit for bit
+    EXPECT_EQ(j["run"]["world_size"], np);
+    EXPECT_EQ(j["run"]["samples"], 50);
+    EXPECT_EQ(j["run"]["backend"], "mpi");
+  }
+}
+
+TEST_F(MpiTest, RanksWithNoSamplesTakePart) {
+  write_data(make_dataset(5, 5));  // 7 ranks, 5 samples: two ranks read nothing
+  const auto cfg = config();
+  const auto single = run_single(cfg);
+  EXPECT_EQ(run_ranks(7, cfg)["results"], single["results"]);
+  EXPECT_EQ(run_ranks(4, cfg, "--set data.batch_size=1")["results"], single["results"]);
+}
+
+TEST_F(MpiTest, ChunkedCollectivesGiveTheSameResults) {
+  // 64-byte rounds: every state payload and the results broadcast go in many pieces.
+  const auto cfg = config();
+  const auto single = run_single(cfg);
+  EXPECT_EQ(run_ranks(3, cfg, "--set backend.chunk_bytes=64")["results"], single["results"]);
+}
+
+TEST_F(MpiTest, ExampleConfigOnThreeRanks) {
+  const std::string example = std::string(TALLY_SOURCE_DIR) + "/configs/examples/classification.yaml";
+  EXPECT_EQ(run_ranks(3, example)["results"], run_single(example)["results"]);
+}
+
+TEST_F(MpiTest, BadDataOnOneRankFailsEveryRankWithOneMessage) {
+  auto d = make_dataset(50, 5);
+  d.labels[45] = 17;  // in the last rank's shard of 3
+  write_npy(dir / "labels.npy", d.labels);
+  const auto out = dir / "never.json";
+  const auto r = run_command(mpirun(3) + kTally + " run " + config().string() + " --set backend.type=mpi -o " +
+                             out.string());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("tally: error: rank 2: metric 'Accuracy'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("gt_labels"), std::string::npos) << r.err;
+  // Printed once (by rank 0), not once per rank.
+  EXPECT_EQ(r.err.find("tally: error:"), r.err.rfind("tally: error:")) << r.err;
+  EXPECT_FALSE(fs::exists(out));
+}
+
+TEST_F(MpiTest, MissingFileOnEveryRankIsOneMessage) {
+  const auto r = run_command(mpirun(2) + kTally + " run " + config().string() +
+                             " --set backend.type=mpi --set data.fields.gt_labels=absent.npy");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("absent.npy"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("tally: error:"), r.err.rfind("tally: error:")) << r.err;
+}
+
+TEST_F(MpiTest, DifferentMetricsConfigurationIsNamedNotAHang) {
+  const auto cfg = config().string();
+  // MPMD: rank 0 and rank 1 run different top-k lists.
+  const auto r = run_command(mpirun(1) + kTally + " run " + cfg + " --set backend.type=mpi : -np 1 " + kTally +
+                             " run " + cfg + " --set backend.type=mpi --set metrics.0.topk=[1,3]");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("rank 1 has a different metrics configuration from rank 0"), std::string::npos) << r.err;
+}
+
+TEST(LibraryApi, BlocksOnAnyWorldSizeEqualOneProcess) {
+  const auto single = run_command(kApp + " " + kTestkit + " 23 nondist blocks");
+  ASSERT_EQ(single.exit_code, 0) << single.err;
+  auto want = nlohmann::json::parse(single.out)["results"];
+  EXPECT_EQ(want["SequenceProbe"]["count"], 23);
+  want["SequenceProbe"].erase("per_rank");  // the only key that depends on the world size
+  for (int np : {1, 2, 3, 4, 7}) {
+    const auto r = run_command(mpirun(np) + kApp + " " + kTestkit + " 23 mpi blocks 2");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto got = nlohmann::json::parse(r.out)["results"];
+    EXPECT_EQ(got["SequenceProbe"]["per_rank"].size(), static_cast<std::size_t>(np));
+    got["SequenceProbe"].erase("per_rank");
+    EXPECT_EQ(got, want) << np;
+  }
+}
+
+TEST(LibraryApi, ComputeWithDatasetSizeDropsSamplerPadding) {
+  // Sample i holds 7i + 3: the sum over a dataset of 10 is 7*45 + 30 = 345.
+  for (int np : {3, 4, 7}) {
+    // PyTorch's DistributedSampler pads 10 samples to 12 (3 and 4 ranks) or 14 (7 ranks).
+    const auto r = run_command(mpirun(np) + kApp + " " + kTestkit + " 10 mpi torch");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["results"]["SequenceProbe"]["count"], 10) << np;
+    EXPECT_EQ(j["results"]["SequenceProbe"]["sum"], 345) << np;
+    EXPECT_EQ(j["run"]["samples"], 10) << np;
+  }
+}
