@@ -3,6 +3,7 @@
 // metric results. It travels between ranks as msgpack (see the adaptor at the end of this file).
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <initializer_list>
 #include <string>
@@ -102,7 +103,16 @@ MSGPACK_API_VERSION_NAMESPACE(MSGPACK_DEFAULT_API_NS) {
         case K::Null: o.pack_nil(); break;
         case K::Bool: o.pack(v.as_bool()); break;
         case K::Int: o.pack(v.as_int()); break;
-        case K::Float: o.pack_double(v.as_double()); break;
+        case K::Float: {
+          // Always float64: msgpack-cxx's pack_double() writes integral doubles (1.0, -0.0) as
+          // integers, which would turn a result of 1.0 into the integer 1 after the broadcast.
+          const auto bits = std::bit_cast<uint64_t>(v.as_double());
+          char buf[9];
+          buf[0] = static_cast<char>(0xcbu);
+          for (int i = 0; i < 8; ++i) buf[1 + i] = static_cast<char>(bits >> (56 - 8 * i));
+          o.pack_bin_body(buf, 9);  // appends the bytes as they are (no header of its own)
+          break;
+        }
         case K::String: o.pack(v.as_string()); break;
         case K::Array:
           o.pack_array(static_cast<uint32_t>(v.as_array().size()));
