@@ -65,14 +65,22 @@ inline bool any_nan(const T* xs, std::int64_t n) {
 template <class F>
 decltype(auto) visit_integral(const Tensor& t, F&& f) {
   switch (t.dtype()) {
-    case DType::U8: return std::forward<F>(f)(t.data_as<std::uint8_t>());
-    case DType::I8: return std::forward<F>(f)(t.data_as<std::int8_t>());
-    case DType::U16: return std::forward<F>(f)(t.data_as<std::uint16_t>());
-    case DType::I16: return std::forward<F>(f)(t.data_as<std::int16_t>());
-    case DType::I32: return std::forward<F>(f)(t.data_as<std::int32_t>());
-    case DType::U32: return std::forward<F>(f)(t.data_as<std::uint32_t>());
-    case DType::I64: return std::forward<F>(f)(t.data_as<std::int64_t>());
-    default: break;
+    case DType::U8:
+      return std::forward<F>(f)(t.data_as<std::uint8_t>());
+    case DType::I8:
+      return std::forward<F>(f)(t.data_as<std::int8_t>());
+    case DType::U16:
+      return std::forward<F>(f)(t.data_as<std::uint16_t>());
+    case DType::I16:
+      return std::forward<F>(f)(t.data_as<std::int16_t>());
+    case DType::I32:
+      return std::forward<F>(f)(t.data_as<std::int32_t>());
+    case DType::U32:
+      return std::forward<F>(f)(t.data_as<std::uint32_t>());
+    case DType::I64:
+      return std::forward<F>(f)(t.data_as<std::int64_t>());
+    default:
+      break;
   }
   throw InputError(std::string("expected an integer tensor, got ") + t.describe());
 }
@@ -81,9 +89,12 @@ decltype(auto) visit_integral(const Tensor& t, F&& f) {
 template <class F>
 decltype(auto) visit_floating(const Tensor& t, F&& f) {
   switch (t.dtype()) {
-    case DType::F32: return std::forward<F>(f)(t.data_as<float>());
-    case DType::F64: return std::forward<F>(f)(t.data_as<double>());
-    default: break;
+    case DType::F32:
+      return std::forward<F>(f)(t.data_as<float>());
+    case DType::F64:
+      return std::forward<F>(f)(t.data_as<double>());
+    default:
+      break;
   }
   throw InputError(std::string("expected a float32 or float64 tensor, got ") + t.describe());
 }
@@ -115,7 +126,8 @@ class InputChecker {
         (void)value;
         have += (have.empty() ? "" : ", ") + name;
       }
-      fail(field, "is missing from the batch (it has: " + (have.empty() ? "no fields" : have) + ")");
+      fail(field,
+           "is missing from the batch (it has: " + (have.empty() ? "no fields" : have) + ")");
     }
     if (batch.is_ragged(field)) fail(field, "must be a dense tensor, got a ragged field");
     const Tensor& t = batch.tensor(field);
@@ -125,11 +137,11 @@ class InputChecker {
     return t;
   }
 
-  /// InputError unless `t` has `dims` dimensions; `layout` names them for the message ("[N, C]").
-  void dims(const Tensor& t, std::string_view field, std::int64_t dims,
+  /// InputError unless `t` has `want` dimensions; `layout` names them for the message ("[N, C]").
+  void dims(const Tensor& t, std::string_view field, std::int64_t want,
             std::string_view layout) const {
-    if (t.dim() != dims)
-      fail(field, "must be " + std::to_string(dims) + "-D " + std::string(layout) + ", got " +
+    if (t.dim() != want)
+      fail(field, "must be " + std::to_string(want) + "-D " + std::string(layout) + ", got " +
                       t.describe());
   }
 
@@ -148,8 +160,7 @@ class InputChecker {
   const Tensor& labels(const Batch& batch, std::string_view field, std::int64_t num_classes,
                        std::int64_t first_sample = 0) const {
     const Tensor& t = tensor(batch, field);
-    if (!is_integral(t.dtype()))
-      fail(field, "must hold integer class ids, got " + t.describe());
+    if (!is_integral(t.dtype())) fail(field, "must hold integer class ids, got " + t.describe());
     dims(t, field, 1, "[N]");
     check_class_ids(t, field, num_classes, first_sample);
     return t;
@@ -172,8 +183,7 @@ class InputChecker {
         if (static_cast<std::uint64_t>(id) < limit) continue;
         fail(field, "sample " + std::to_string(first_sample + i) + ": class id " +
                         std::to_string(id) + " is outside [0, " +
-                        (num_classes < 0 ? std::string("inf") : std::to_string(num_classes)) +
-                        ")");
+                        (num_classes < 0 ? std::string("inf") : std::to_string(num_classes)) + ")");
       }
     });
   }

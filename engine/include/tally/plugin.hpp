@@ -108,14 +108,15 @@ using PluginEntry = const PluginManifest*() noexcept;
 
 }  // namespace tally
 
-/// Defines and exports the plugin entry. COMPONENTS is a callable returning
-/// std::vector<tally::ComponentInfo>; it runs once, on the first call of the entry, never at load.
-#define TALLY_PLUGIN(NAME, VERSION, COMPONENTS)                                        \
+/// Defines and exports the plugin entry. The third argument is a callable returning
+/// std::vector<tally::ComponentInfo> (it may contain commas: a lambda with a braced list); it runs
+/// once, on the first call of the entry, never at load.
+#define TALLY_PLUGIN(NAME, VERSION, ...)                                               \
   namespace tally_plugin_export {                                                      \
   static const ::tally::PluginManifest* entry() noexcept {                             \
     try {                                                                              \
       static const ::tally::PluginManifest manifest{::tally::kAbiVersion, NAME, VERSION, \
-                                                    (COMPONENTS)()};                   \
+                                                    (__VA_ARGS__)()};                   \
       return &manifest;                                                                \
     } catch (...) {                                                                    \
       return nullptr;                                                                  \

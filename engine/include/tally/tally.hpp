@@ -4,6 +4,7 @@
 #include "tally/batch.hpp"
 #include "tally/dist_backend.hpp"
 #include "tally/error.hpp"
+#include "tally/input.hpp"
 #include "tally/metric.hpp"
 #include "tally/params.hpp"
 #include "tally/plugin.hpp"

@@ -1,0 +1,222 @@
+// Accuracy: top-k accuracy, optionally with score thresholds.
+//
+// Formula. For sample i with scores s (one row of pred_scores [N, C]) and true class y:
+//   rank_i = #{c : s_c > s_y} + #{c > y : s_c == s_y}
+//   hit_i(k, thr) = rank_i < k  and  (thr is null or s_y > thr)
+//   top{k} = sum_i hit_i(k, thr) / N
+// The rank breaks ties exactly as scikit-learn's top_k_accuracy_score (a stable ascending
+// argsort, reversed: among equal scores the higher class index ranks first). It is one O(C)
+// branch-free counting pass per row: no sort, no allocation per sample.
+// With pred_labels [N] (one label per sample) only top-1 is defined: hit_i = (p_i == y_i).
+//
+// Reference: mmeval.metrics.Accuracy (key names and the threshold rule: a hit needs the true
+// class within the top k AND its score > thr) and, for the values,
+// sklearn.metrics.top_k_accuracy_score(y, s, k=k, labels=range(C)) (without thresholds).
+// Differences from mmeval, on purpose:
+//   - thrs defaults to [null] (no threshold); mmeval's default is 0.0, which silently turns every
+//     sample whose true-class score is <= 0 into a miss: raw logits can be negative.
+//   - ties follow scikit-learn; mmeval's torch.topk leaves their order unspecified.
+//   - a threshold is compared in the scores' precision (float32 scores: the threshold is cast
+//     to float32 first), as NumPy 2 and PyTorch compare an array with a Python float.
+//   - results are fractions in [0, 1], never percent.
+//
+// Keys (mmeval's): "top{k}" for each k in topk; with more than one threshold,
+// "top{k}_no-thr" and "top{k}_thr-{thr:.2f}", k outer, thr inner.
+//
+// Example: pred_scores [[0.7, 0.1, 0.1, 0.1], [0.1, 0.3, 0.4, 0.2], [0.3, 0.4, 0.2, 0.1],
+// [0.0, 0.0, 0.1, 0.9]], gt_labels [0, 1, 2, 3]:
+//   topk [1, 2, 3]           -> {top1: 0.5, top2: 0.75, top3: 1.0}
+//   topk 2, thrs [0.1, 0.5]  -> {top2_thr-0.10: 0.75, top2_thr-0.50: 0.5}
+//
+// State: int64 hit counts per (k, thr) and the sample count; they add up across ranks.
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "common.hpp"
+#include "tally/metric.hpp"
+#include "tally/state.hpp"
+#ifdef TALLY_CLASSIFICATION_CUDA
+#include "cuda/gpu_metrics.hpp"
+#endif
+
+namespace tally::classification {
+namespace {
+
+struct AccuracyState {
+  PackedVector<std::int64_t> hits;  // [topk.size() * thrs.size()], k major
+  std::int64_t n = 0;
+  MSGPACK_DEFINE(hits, n)
+};
+
+/// The rank of class y in a row (see the header): a count over [0, y) of strictly greater
+/// scores and over (y, C) of greater-or-equal ones, two loops the compiler vectorises.
+template <class T>
+inline std::int64_t rank_in_row(const T* row, std::int64_t cols, std::int64_t y) {
+  // A counter as wide as the scores keeps the vector lanes aligned with the compares.
+  using Count = std::conditional_t<sizeof(T) == 4, std::int32_t, std::int64_t>;
+  const T sy = row[y];
+  Count above = 0;
+#pragma omp simd reduction(+ : above)
+  for (std::int64_t c = 0; c < y; ++c) above += static_cast<Count>(row[c] > sy);
+#pragma omp simd reduction(+ : above)
+  for (std::int64_t c = y + 1; c < cols; ++c) above += static_cast<Count>(row[c] >= sy);
+  return above;
+}
+
+class Accuracy final : public TypedMetric<AccuracyState> {
+ public:
+  explicit Accuracy(const Params& p)
+      : topk_(p.get_int_list("topk")), thrs_(read_thrs(p)), check_(owner_of(p, "Accuracy")) {
+    if (topk_.empty()) p.fail("topk", "must hold at least one k");
+    for (std::size_t i = 0; i < topk_.size(); ++i) {
+      if (topk_[i] < 1) p.fail("topk", "must be >= 1, got " + std::to_string(topk_[i]));
+      for (std::size_t j = 0; j < i; ++j)
+        if (topk_[j] == topk_[i]) p.fail("topk", "lists " + std::to_string(topk_[i]) + " twice");
+      maxk_ = std::max(maxk_, topk_[i]);
+    }
+  }
+
+ protected:
+  AccuracyState initial_state() const override {
+    AccuracyState s;
+    s.hits.assign(topk_.size() * thrs_.size(), 0);
+    return s;
+  }
+
+  void update(AccuracyState& state, const Batch& batch) override {
+    if (batch.fields().empty()) return;
+#ifdef TALLY_CLASSIFICATION_CUDA
+    if (gpu::on_cuda(batch))
+      return gpu::accuracy_update(check_, topk_, maxk_, thrs_, batch, state.hits, state.n);
+#endif
+    if (has_scores(batch, check_))
+      update_scores(state, batch);
+    else
+      update_labels(state, batch);
+  }
+
+  Value compute(const std::vector<AccuracyState>& states) const override {
+    std::vector<std::int64_t> hits(topk_.size() * thrs_.size(), 0);
+    std::int64_t n = 0;
+    for (std::size_t r = 0; r < states.size(); ++r) {
+      if (states[r].hits.size() != hits.size())
+        throw RuntimeError(check_.owner() + ": the state of rank " + std::to_string(r) + " has " +
+                           std::to_string(states[r].hits.size()) + " counters, expected " +
+                           std::to_string(hits.size()));
+      for (std::size_t i = 0; i < hits.size(); ++i) hits[i] += states[r].hits[i];
+      n += states[r].n;
+    }
+    if (n == 0) check_.fail("no samples");
+    Value out = Value::map();
+    for (std::size_t i = 0; i < topk_.size(); ++i) {
+      for (std::size_t j = 0; j < thrs_.size(); ++j) {
+        std::string key = "top" + std::to_string(topk_[i]);
+        if (thrs_.size() > 1) key += thr_suffix(thrs_[j]);
+        out.set(std::move(key), safe_ratio(hits[i * thrs_.size() + j], n));
+      }
+    }
+    return out;
+  }
+
+ private:
+  void update_scores(AccuracyState& state, const Batch& batch) const {
+    const Tensor& scores = check_.scores(batch, kScores, state.n);
+    const std::int64_t cols = score_classes(scores, check_);
+    const Tensor& labels = check_.labels(batch, kGtLabels, cols, state.n);
+    check_.same_rows(scores, kScores, labels, kGtLabels);
+    if (maxk_ > cols)
+      check_.fail(kScores, "has " + std::to_string(cols) + " columns: top-" +
+                               std::to_string(maxk_) +
+                               " accuracy is unavailable since the number of categories is " +
+                               std::to_string(cols));
+    const std::int64_t n = scores.size(0);
+    const std::size_t nthr = thrs_.size();
+    // hist[j * (maxk + 1) + min(rank, maxk)]: samples passing threshold j, by capped rank.
+    const auto width = static_cast<std::size_t>(maxk_) + 1;
+    std::vector<std::int64_t> hist(nthr * width, 0);
+    visit_floating(scores, [&](const auto* s) {
+      using T = std::remove_cv_t<std::remove_pointer_t<decltype(s)>>;
+      const ThresholdSet<T> thr(thrs_);
+      visit_integral(labels, [&](const auto* y) {
+        for (std::int64_t i = 0; i < n; ++i) {
+          const T* row = s + i * cols;
+          const auto yi = static_cast<std::int64_t>(y[i]);
+          const auto rank = static_cast<std::size_t>(std::min(rank_in_row(row, cols, yi), maxk_));
+          for (std::size_t j = 0; j < nthr; ++j)
+            hist[j * width + rank] += static_cast<std::int64_t>(thr.pass(j, row[yi]));
+        }
+      });
+    });
+    for (std::size_t i = 0; i < topk_.size(); ++i) {
+      const auto k = static_cast<std::size_t>(topk_[i]);
+      for (std::size_t j = 0; j < nthr; ++j) {
+        std::int64_t hits = 0;
+        for (std::size_t r = 0; r < k; ++r) hits += hist[j * width + r];
+        state.hits[i * nthr + j] += hits;
+      }
+    }
+    state.n += n;
+  }
+
+  void update_labels(AccuracyState& state, const Batch& batch) const {
+    if (maxk_ != 1)
+      check_.fail(kPredLabels, "holds one label per sample, so only top-1 is defined (topk is " +
+                                   Value(topk_).to_json() + "); give '" + kScores +
+                                   "' for top-k accuracy");
+    for (const auto& t : thrs_)
+      if (t)
+        check_.fail(kPredLabels, "holds labels, not scores: thresholds (thrs) need '" +
+                                     std::string(kScores) + "'");
+    const Tensor& pred = check_.labels(batch, kPredLabels, -1, state.n);
+    const Tensor& gt = check_.labels(batch, kGtLabels, -1, state.n);
+    check_.same_rows(pred, kPredLabels, gt, kGtLabels);
+    const std::int64_t n = pred.size(0);
+    std::int64_t correct = 0;
+    visit_integral(pred, [&](const auto* p) {
+      visit_integral(gt, [&](const auto* y) {
+        for (std::int64_t i = 0; i < n; ++i)
+          correct += static_cast<std::int64_t>(static_cast<std::int64_t>(p[i]) ==
+                                               static_cast<std::int64_t>(y[i]));
+      });
+    });
+    for (auto& h : state.hits) h += correct;
+    state.n += n;
+  }
+
+  std::vector<std::int64_t> topk_;
+  std::int64_t maxk_ = 0;
+  std::vector<std::optional<double>> thrs_;
+  InputChecker check_;
+};
+
+}  // namespace
+
+ComponentInfo accuracy_info() {
+  return metric<Accuracy>(
+      "Accuracy",
+      "Top-k accuracy: the fraction of samples whose true class is among the k highest scores "
+      "(ties broken as scikit-learn's top_k_accuracy_score) and, with a threshold, whose "
+      "true-class score is above it. mmeval's Accuracy; keys top{k}, and top{k}_thr-{thr:.2f} / "
+      "top{k}_no-thr with several thresholds.",
+      {param("topk", ParamType::IntList,
+             "The k values; an integer or a list. With pred_labels only 1 is defined.")
+           .def(Value::Array{Value(1)}),
+       param("thrs", ParamType::FloatList,
+             "Score thresholds: a hit also needs the true class's score > thr; null means no "
+             "threshold. Defaults to [null]; mmeval's default is 0.0, which counts every sample "
+             "with a true-class score <= 0 as a miss, wrong for raw logits. Float32 scores are "
+             "compared with the threshold cast to float32.")
+           .def(Value::Array{Value()})
+           .nullable()},
+      {InputSpec{kScores, "Class scores [N, C], float32 or float64 (logits or probabilities).",
+                 false},
+       InputSpec{kPredLabels,
+                 "Predicted class ids [N], any integer dtype; used when pred_scores is absent "
+                 "(top-1 only).",
+                 false},
+       InputSpec{kGtLabels, "True class ids [N], any integer dtype, in [0, C).", true}});
+}
+
+}  // namespace tally::classification

@@ -1,0 +1,147 @@
+// ConfusionMatrix: the K x K counts of (true class, predicted class).
+//
+// Formula. The prediction of a sample is p = argmax(s) (the first index among equal scores, as
+// numpy.argmax) or the given pred_label; then
+//   matrix[y][p] = #{samples with true class y and prediction p}
+// rows are the true class, columns the prediction; every row sums to the support of its class.
+//
+// Reference: sklearn.metrics.confusion_matrix(y, p, labels=range(K)) (same orientation); the
+// result of mmpretrain's ConfusionMatrix. Counts are exact int64.
+//
+// Key: "matrix", an array of K arrays of K integers.
+//
+// Example: num_classes 3, pred_labels [0, 2, 1, 2], gt_labels [0, 1, 1, 2]
+//   -> {matrix: [[1, 0, 0], [0, 1, 1], [0, 0, 1]]}
+//
+// State: one flat int64 counter of K * K cells (index y * K + p, computed in 64 bits whatever
+// the label dtype) and the sample count; they add up across ranks.
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "common.hpp"
+#include "tally/metric.hpp"
+#include "tally/state.hpp"
+#ifdef TALLY_CLASSIFICATION_CUDA
+#include "cuda/gpu_metrics.hpp"
+#endif
+
+namespace tally::classification {
+namespace {
+
+constexpr std::int64_t kMaxClasses = 16384;
+
+struct ConfusionState {
+  PackedVector<std::int64_t> counts;  // [K * K], row = true class
+  std::int64_t n = 0;
+  MSGPACK_DEFINE(counts, n)
+};
+
+class ConfusionMatrix final : public TypedMetric<ConfusionState> {
+ public:
+  explicit ConfusionMatrix(const Params& p)
+      : k_(p.get_int("num_classes")), check_(owner_of(p, "ConfusionMatrix")) {
+    if (k_ < 1) p.fail("num_classes", "must be >= 1, got " + std::to_string(k_));
+    // The matrix is state on every rank and travels at each sync as one msgpack bin (< 4 GiB).
+    if (k_ > kMaxClasses)
+      p.fail("num_classes", "must be at most " + std::to_string(kMaxClasses) +
+                                " (the matrix holds num_classes^2 int64 counters: 2 GiB at " +
+                                std::to_string(kMaxClasses) + ")");
+  }
+
+ protected:
+  ConfusionState initial_state() const override {
+    ConfusionState s;
+    s.counts.assign(static_cast<std::size_t>(k_ * k_), 0);
+    return s;
+  }
+
+  void update(ConfusionState& state, const Batch& batch) override {
+    if (batch.fields().empty()) return;
+#ifdef TALLY_CLASSIFICATION_CUDA
+    if (gpu::on_cuda(batch)) return gpu::confusion_matrix_update(check_, k_, batch, state.counts, state.n);
+#endif
+    std::int64_t* counts = state.counts.data();
+    const std::int64_t k = k_;
+    std::int64_t n = 0;
+    if (has_scores(batch, check_)) {
+      const Tensor& scores = check_.scores(batch, kScores, state.n);
+      const std::int64_t cols = score_classes(scores, check_);
+      if (cols != k)
+        check_.fail(kScores, "has " + std::to_string(cols) + " columns, but num_classes is " +
+                                 std::to_string(k));
+      const Tensor& gt = check_.labels(batch, kGtLabels, k, state.n);
+      check_.same_rows(scores, kScores, gt, kGtLabels);
+      n = scores.size(0);
+      visit_floating(scores, [&](const auto* s) {
+        visit_integral(gt, [&](const auto* y) {
+          for (std::int64_t i = 0; i < n; ++i)
+            ++counts[static_cast<std::int64_t>(y[i]) * k + argmax_row(s + i * cols, cols)];
+        });
+      });
+    } else {
+      const Tensor& pred = check_.labels(batch, kPredLabels, k, state.n);
+      const Tensor& gt = check_.labels(batch, kGtLabels, k, state.n);
+      check_.same_rows(pred, kPredLabels, gt, kGtLabels);
+      n = pred.size(0);
+      visit_integral(pred, [&](const auto* p) {
+        visit_integral(gt, [&](const auto* y) {
+          for (std::int64_t i = 0; i < n; ++i)
+            ++counts[static_cast<std::int64_t>(y[i]) * k + static_cast<std::int64_t>(p[i])];
+        });
+      });
+    }
+    state.n += n;
+  }
+
+  Value compute(const std::vector<ConfusionState>& states) const override {
+    const auto cells = static_cast<std::size_t>(k_ * k_);
+    std::vector<std::int64_t> total(cells, 0);
+    std::int64_t n = 0;
+    for (std::size_t r = 0; r < states.size(); ++r) {
+      if (states[r].counts.size() != cells)
+        throw RuntimeError(check_.owner() + ": the state of rank " + std::to_string(r) + " has " +
+                           std::to_string(states[r].counts.size()) + " cells, expected " +
+                           std::to_string(cells));
+      for (std::size_t i = 0; i < cells; ++i) total[i] += states[r].counts[i];
+      n += states[r].n;
+    }
+    if (n == 0) check_.fail("no samples");
+    Value::Array rows;
+    rows.reserve(static_cast<std::size_t>(k_));
+    const auto k = static_cast<std::size_t>(k_);
+    for (std::size_t y = 0; y < k; ++y)
+      rows.emplace_back(
+          std::vector<std::int64_t>(total.begin() + static_cast<std::ptrdiff_t>(y * k),
+                                    total.begin() + static_cast<std::ptrdiff_t>((y + 1) * k)));
+    Value out = Value::map();
+    out.set("matrix", Value(std::move(rows)));
+    return out;
+  }
+
+ private:
+  std::int64_t k_;
+  InputChecker check_;
+};
+
+}  // namespace
+
+ComponentInfo confusion_matrix_info() {
+  return metric<ConfusionMatrix>(
+      "ConfusionMatrix",
+      "The confusion matrix: matrix[y][p] counts the samples of true class y predicted as p "
+      "(argmax of the scores, or the given labels), as scikit-learn's confusion_matrix(y, p, "
+      "labels=range(num_classes)). Key: matrix, num_classes arrays of num_classes integers.",
+      {param("num_classes", ParamType::Int,
+             "Number of classes K (the matrix is K x K); pred_scores must have K columns.")},
+      {InputSpec{kScores, "Class scores [N, K], float32 or float64; the prediction is the argmax.",
+                 false},
+       InputSpec{kPredLabels,
+                 "Predicted class ids [N], any integer dtype, in [0, K); used when pred_scores "
+                 "is absent.",
+                 false},
+       InputSpec{kGtLabels, "True class ids [N], any integer dtype, in [0, K).", true}});
+}
+
+}  // namespace tally::classification

@@ -1,0 +1,326 @@
+// SingleLabelMetric (alias SingleLabelPrecisionRecallF1score): precision, recall, F1 and support
+// for single-label multi-class classification, per class or averaged.
+//
+// Formula. The prediction of a sample is p = argmax(s) (the first index among equal scores, as
+// numpy.argmax) or the given pred_label; with a threshold thr, a sample whose max score is
+// <= thr predicts no class. Per class c, over all samples:
+//   TP_c = #{p == c and y == c},  predicted_c = #{p == c},  support_c = #{y == c}
+//   precision_c = TP_c / predicted_c       (0 when predicted_c == 0)
+//   recall_c    = TP_c / support_c         (0 when support_c == 0)
+//   f1_c        = 2 TP_c / (predicted_c + support_c) = 2 P R / (P + R)   (0 when both are 0)
+//   macro: the unweighted mean over all C classes (absent and never-predicted classes count);
+//   micro: the same formulas on TP, predicted and support summed over the classes;
+//   none:  the per-class values.
+//   support: N (macro, micro) or support_c (none), as mmeval reports it.
+//
+// Reference: mmeval.metrics.SingleLabelMetric (key names, thresholds, support) and, for the
+// values, sklearn.metrics.precision_recall_fscore_support(y, p, labels=range(C),
+// average='macro' | 'micro' | None, zero_division=0), where a sample below the threshold has
+// p = -1 (a label outside `labels`: it counts as a false negative of its true class only).
+// Results are fractions in [0, 1]; mmeval reports percent.
+//
+// Keys, exactly as mmeval's SingleLabelMetric builds them: for each threshold (in order), the
+// items in the order precision, recall, f1-score, support (those asked for), named
+//   item + thr_suffix + average_suffix
+// where thr_suffix is "" with one threshold, else "_no-thr" or "_thr-{thr:.2f}"; and
+// average_suffix is "" for macro, "_micro" for micro and "_classwise" for none:
+//   macro: precision, recall, f1-score, support                   (numbers; support an integer)
+//   micro: precision_micro, recall_micro, f1-score_micro, support_micro
+//   none:  precision_classwise, ..., support_classwise            (arrays of C values)
+//   thrs [null, 0.5], macro: precision_no-thr, ..., precision_thr-0.50, ...
+//
+// Example: pred_scores [[0.7, 0.1, 0.1, 0.1], [0.1, 0.3, 0.4, 0.2], [0.3, 0.4, 0.2, 0.1],
+// [0.0, 0.0, 0.1, 0.9]], gt_labels [0, 1, 2, 3], average micro
+//   -> {precision_micro: 0.5, recall_micro: 0.5, f1-score_micro: 0.5}
+//
+// State: int64 counters: support [C], and TP and predicted [thrs x C]; never per-sample lists.
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "common.hpp"
+#include "tally/metric.hpp"
+#include "tally/state.hpp"
+#ifdef TALLY_CLASSIFICATION_CUDA
+#include "cuda/gpu_metrics.hpp"
+#endif
+
+namespace tally::classification {
+namespace {
+
+struct SingleLabelState {
+  PackedVector<std::int64_t> support;    // [C]
+  PackedVector<std::int64_t> tp;         // [thrs x C]
+  PackedVector<std::int64_t> predicted;  // [thrs x C]
+  std::int64_t num_classes = 0;          // 0 until known (scores without num_classes)
+  std::int64_t n = 0;
+  MSGPACK_DEFINE(support, tp, predicted, num_classes, n)
+};
+
+enum class Average { Macro, Micro, None };
+
+constexpr const char* kItems[] = {"precision", "recall", "f1-score", "support"};
+
+class SingleLabelMetric final : public TypedMetric<SingleLabelState> {
+ public:
+  explicit SingleLabelMetric(const Params& p)
+      : thrs_(read_thrs(p)), check_(owner_of(p, "SingleLabelMetric")) {
+    const std::string avg = p.has("average") ? p.get_string("average") : "none";
+    if (avg == "macro")
+      average_ = Average::Macro;
+    else if (avg == "micro")
+      average_ = Average::Micro;
+    else if (avg == "none")
+      average_ = Average::None;
+    else
+      p.fail("average", "must be one of macro, micro, none; got '" + avg + "'");
+
+    if (p.has("num_classes")) {
+      num_classes_ = p.get_int("num_classes");
+      if (num_classes_ < 1)
+        p.fail("num_classes", "must be >= 1, got " + std::to_string(num_classes_));
+    }
+
+    const auto items = p.get_string_list("items");
+    if (items.empty())
+      p.fail("items", "must name at least one of precision, recall, f1-score, support");
+    for (const auto& item : items) {
+      bool known = false;
+      for (std::size_t i = 0; i < 4; ++i) {
+        if (item == kItems[i]) {
+          want_[i] = true;
+          known = true;
+        }
+      }
+      if (!known)
+        p.fail("items", "must be among precision, recall, f1-score, support; got '" + item + "'");
+    }
+  }
+
+ protected:
+  SingleLabelState initial_state() const override {
+    SingleLabelState s;
+    if (num_classes_ > 0) size_state(s, num_classes_);
+    return s;
+  }
+
+  void update(SingleLabelState& state, const Batch& batch) override {
+    if (batch.fields().empty()) return;
+#ifdef TALLY_CLASSIFICATION_CUDA
+    if (gpu::on_cuda(batch))
+      return gpu::single_label_update(check_, thrs_, num_classes_, batch, state.n, [&](std::int64_t c) {
+        fix_classes(state, c);
+        return gpu::SingleLabelCounters{state.support.data(), state.tp.data(), state.predicted.data()};
+      });
+#endif
+    if (has_scores(batch, check_))
+      update_scores(state, batch);
+    else
+      update_labels(state, batch);
+  }
+
+  Value compute(const std::vector<SingleLabelState>& states) const override {
+    SingleLabelState total;
+    for (std::size_t r = 0; r < states.size(); ++r) {
+      const SingleLabelState& s = states[r];
+      const auto c = static_cast<std::size_t>(s.num_classes);
+      if (s.support.size() != c || s.tp.size() != c * thrs_.size() ||
+          s.predicted.size() != c * thrs_.size())
+        throw RuntimeError(check_.owner() + ": the state of rank " + std::to_string(r) +
+                           " is inconsistent");
+      if (s.num_classes == 0) continue;  // a rank that saw no data
+      if (total.num_classes == 0) {
+        size_state(total, s.num_classes);
+      } else if (total.num_classes != s.num_classes) {
+        check_.fail(kScores, "has " + std::to_string(s.num_classes) + " columns on rank " +
+                                 std::to_string(r) + " but " + std::to_string(total.num_classes) +
+                                 " on an earlier rank");
+      }
+      for (std::size_t i = 0; i < total.support.size(); ++i) total.support[i] += s.support[i];
+      for (std::size_t i = 0; i < total.tp.size(); ++i) {
+        total.tp[i] += s.tp[i];
+        total.predicted[i] += s.predicted[i];
+      }
+      total.n += s.n;
+    }
+    if (total.n == 0) check_.fail("no samples");
+
+    const auto c = static_cast<std::size_t>(total.num_classes);
+    Value out = Value::map();
+    for (std::size_t j = 0; j < thrs_.size(); ++j) {
+      const std::string suffix = (thrs_.size() > 1 ? thr_suffix(thrs_[j]) : std::string()) +
+                                 (average_ == Average::Micro  ? "_micro"
+                                  : average_ == Average::None ? "_classwise"
+                                                              : "");
+      const std::int64_t* tp = total.tp.data() + j * c;
+      const std::int64_t* pred = total.predicted.data() + j * c;
+      const std::int64_t* sup = total.support.data();
+      std::vector<double> prf[3];
+      if (average_ == Average::Micro) {
+        std::int64_t tp_sum = 0, pred_sum = 0, sup_sum = 0;
+        for (std::size_t k = 0; k < c; ++k) {
+          tp_sum += tp[k];
+          pred_sum += pred[k];
+          sup_sum += sup[k];
+        }
+        prf[0] = {safe_ratio(tp_sum, pred_sum)};
+        prf[1] = {safe_ratio(tp_sum, sup_sum)};
+        prf[2] = {safe_ratio(2 * tp_sum, pred_sum + sup_sum)};
+      } else {
+        for (std::size_t k = 0; k < c; ++k) {
+          prf[0].push_back(safe_ratio(tp[k], pred[k]));
+          prf[1].push_back(safe_ratio(tp[k], sup[k]));
+          prf[2].push_back(safe_ratio(2 * tp[k], pred[k] + sup[k]));
+        }
+      }
+      for (std::size_t item = 0; item < 4; ++item) {
+        if (!want_[item]) continue;
+        const std::string key = kItems[item] + suffix;
+        if (item == 3) {
+          if (average_ == Average::None)
+            out.set(key, Value(std::vector<std::int64_t>(sup, sup + c)));
+          else
+            out.set(key, Value(static_cast<long long>(total.n)));
+        } else if (average_ == Average::None) {
+          out.set(key, Value(prf[item]));
+        } else if (average_ == Average::Micro) {
+          out.set(key, prf[item][0]);
+        } else {
+          double sum = 0.0;
+          for (double v : prf[item]) sum += v;
+          out.set(key, sum / static_cast<double>(c));
+        }
+      }
+    }
+    return out;
+  }
+
+ private:
+  void size_state(SingleLabelState& s, std::int64_t c) const {
+    s.num_classes = c;
+    s.support.assign(static_cast<std::size_t>(c), 0);
+    s.tp.assign(static_cast<std::size_t>(c) * thrs_.size(), 0);
+    s.predicted.assign(static_cast<std::size_t>(c) * thrs_.size(), 0);
+  }
+
+  /// Sizes the state for `c` classes on the first batch; InputError when `c` disagrees with
+  /// num_classes or with earlier batches.
+  void fix_classes(SingleLabelState& state, std::int64_t c) const {
+    if (num_classes_ > 0 && c != num_classes_)
+      check_.fail(kScores, "has " + std::to_string(c) + " columns, but num_classes is " +
+                               std::to_string(num_classes_));
+    if (state.num_classes == 0)
+      size_state(state, c);
+    else if (state.num_classes != c)
+      check_.fail(kScores, "has " + std::to_string(c) + " columns, earlier batches had " +
+                               std::to_string(state.num_classes));
+  }
+
+  void update_scores(SingleLabelState& state, const Batch& batch) const {
+    const Tensor& scores = check_.scores(batch, kScores, state.n);
+    const std::int64_t cols = score_classes(scores, check_);
+    const Tensor& labels = check_.labels(batch, kGtLabels, cols, state.n);
+    check_.same_rows(scores, kScores, labels, kGtLabels);
+    fix_classes(state, cols);
+    const std::int64_t n = scores.size(0);
+    const std::size_t nthr = thrs_.size();
+    const auto c = static_cast<std::size_t>(cols);
+    visit_floating(scores, [&](const auto* s) {
+      using T = std::remove_cv_t<std::remove_pointer_t<decltype(s)>>;
+      const ThresholdSet<T> thr(thrs_);
+      visit_integral(labels, [&](const auto* y) {
+        for (std::int64_t i = 0; i < n; ++i) {
+          const T* row = s + i * cols;
+          const auto p = static_cast<std::size_t>(argmax_row(row, cols));
+          const auto yi = static_cast<std::size_t>(y[i]);
+          ++state.support[yi];
+          const auto correct = static_cast<std::int64_t>(p == yi);
+          for (std::size_t j = 0; j < nthr; ++j) {
+            const auto pass = static_cast<std::int64_t>(thr.pass(j, row[p]));
+            state.predicted[j * c + p] += pass;
+            state.tp[j * c + p] += pass & correct;
+          }
+        }
+      });
+    });
+    state.n += n;
+  }
+
+  void update_labels(SingleLabelState& state, const Batch& batch) const {
+    if (num_classes_ <= 0)
+      throw ConfigError(check_.owner() +
+                        ": parameter 'num_classes' is required when the predictions are labels "
+                        "(field '" +
+                        kPredLabels + "')");
+    for (const auto& t : thrs_)
+      if (t)
+        check_.fail(kPredLabels, "holds labels, not scores: thresholds (thrs) need '" +
+                                     std::string(kScores) + "'");
+    const Tensor& pred = check_.labels(batch, kPredLabels, num_classes_, state.n);
+    const Tensor& gt = check_.labels(batch, kGtLabels, num_classes_, state.n);
+    check_.same_rows(pred, kPredLabels, gt, kGtLabels);
+    const std::int64_t n = pred.size(0);
+    // read_thrs() refuses a repeated null, so thrs is exactly [null] here: one block.
+    visit_integral(pred, [&](const auto* p) {
+      visit_integral(gt, [&](const auto* y) {
+        for (std::int64_t i = 0; i < n; ++i) {
+          const auto pi = static_cast<std::size_t>(p[i]);
+          const auto yi = static_cast<std::size_t>(y[i]);
+          ++state.support[yi];
+          ++state.predicted[pi];
+          state.tp[pi] += static_cast<std::int64_t>(pi == yi);
+        }
+      });
+    });
+    state.n += n;
+  }
+
+  std::vector<std::optional<double>> thrs_;
+  Average average_ = Average::Macro;
+  std::int64_t num_classes_ = 0;  // 0: not given
+  bool want_[4] = {false, false, false, false};
+  InputChecker check_;
+};
+
+}  // namespace
+
+ComponentInfo single_label_metric_info() {
+  return metric<SingleLabelMetric>(
+      "SingleLabelMetric",
+      "Precision, recall, F1-score and support of single-label classification (prediction = "
+      "argmax of the scores, or the given labels), per class or macro/micro averaged as "
+      "scikit-learn's precision_recall_fscore_support(labels=range(C), zero_division=0). "
+      "mmeval's SingleLabelMetric and its key names.",
+      {param("average", ParamType::String,
+             "macro: mean over all classes; micro: from the counts summed over classes; none "
+             "(or null, as mmeval's None): per-class arrays, keys suffixed _classwise.")
+           .def("macro")
+           .nullable()
+           .choices({"macro", "micro", "none"}),
+       param("num_classes", ParamType::Int,
+             "Number of classes C. Required with pred_labels; with pred_scores it defaults to "
+             "the number of columns and must equal it when given.")
+           .optional(),
+       param("thrs", ParamType::FloatList,
+             "Score thresholds: a sample whose max score is <= thr predicts no class; null "
+             "means no threshold. Defaults to [null] (mmeval: 0.0, wrong for raw logits). "
+             "Several thresholds suffix the keys with _no-thr / _thr-{thr:.2f}.")
+           .def(Value::Array{Value()})
+           .nullable(),
+       param("items", ParamType::StringList,
+             "The values to report, among precision, recall, f1-score, support (always "
+             "reported in that order).")
+           .def(Value::Array{Value("precision"), Value("recall"), Value("f1-score")})
+           .choices({"precision", "recall", "f1-score", "support"})},
+      {InputSpec{kScores, "Class scores [N, C], float32 or float64; the prediction is the argmax.",
+                 false},
+       InputSpec{kPredLabels,
+                 "Predicted class ids [N], any integer dtype, in [0, num_classes); used when "
+                 "pred_scores is absent.",
+                 false},
+       InputSpec{kGtLabels, "True class ids [N], any integer dtype, in [0, C).", true}},
+      {"SingleLabelPrecisionRecallF1score"});
+}
+
+}  // namespace tally::classification
