@@ -36,6 +36,27 @@ inline const char* component_kind_name(ComponentKind k) {
   return "?";
 }
 
+/// Which way a result should move: `tally compare` flags a move the other way as a regression.
+enum class Better { Higher, Lower, Neither };
+
+/// How a report draws a result.
+enum class Plot {
+  None,     // a number in the tables
+  Bars,     // an array of per-class values: a bar chart
+  Heatmap,  // a matrix (array of equal-length arrays): a heatmap, rows = ground truth
+  Curve,    // a map {"x": [...], "y": [...], "x_label": "...", "y_label": "..."}: a line chart
+};
+
+/// What a metric declares about its result keys. `key` is a key or a glob over keys ("top*",
+/// "*_classwise"); the first spec that matches a key applies. Keys no spec matches are treated as
+/// Better::Higher, Plot::None.
+struct ResultSpec {
+  std::string key;
+  Better better = Better::Higher;
+  Plot plot = Plot::None;
+  std::string doc;
+};
+
 using MetricFactory = std::function<std::unique_ptr<Metric>(const Params&)>;
 using ReaderFactory = std::function<std::unique_ptr<Reader>(const Params&, const ShardInfo&)>;
 using BackendFactory = std::function<std::unique_ptr<DistBackend>(const Params&)>;
@@ -49,6 +70,8 @@ struct ComponentInfo {
   std::vector<ParamSpec> params;
   /// Metrics: the batch fields read.
   std::vector<InputSpec> inputs;
+  /// Metrics: what the result keys mean for comparisons and reports.
+  std::vector<ResultSpec> results;
   MetricFactory make_metric;
   ReaderFactory make_reader;
   BackendFactory make_backend;
@@ -65,8 +88,10 @@ struct PluginManifest {
 /// A metric component whose factory is `M(const Params&)`.
 template <class M>
 ComponentInfo metric(std::string name, std::string doc, std::vector<ParamSpec> params,
-                     std::vector<InputSpec> inputs, std::vector<std::string> aliases = {}) {
+                     std::vector<InputSpec> inputs, std::vector<std::string> aliases = {},
+                     std::vector<ResultSpec> results = {}) {
   ComponentInfo c;
+  c.results = std::move(results);
   c.kind = ComponentKind::Metric;
   c.name = std::move(name);
   c.aliases = std::move(aliases);
