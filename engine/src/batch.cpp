@@ -17,12 +17,15 @@ void Batch::check_count(std::string_view name, std::int64_t n) {
   // The first field sets the sample count; replacing the only field may change it.
   const bool only_this = fields_.empty() || (fields_.size() == 1 && fields_[0].first == name);
   if (!only_this && n != size_)
-    throw InputError(fmt::format("batch field '{}' has {} samples, the other fields have {}", name, n, size_));
+    throw InputError(
+        fmt::format("batch field '{}' has {} samples, the other fields have {}", name, n, size_));
   size_ = n;
 }
 
 Batch& Batch::set(std::string name, Tensor dense) {
-  if (dense.dim() < 1) throw InputError(fmt::format("batch field '{}' must have a leading sample dimension, found {}", name, dense.describe()));
+  if (dense.dim() < 1)
+    throw InputError(fmt::format("batch field '{}' must have a leading sample dimension, found {}",
+                                 name, dense.describe()));
   check_count(name, dense.size(0));
   for (auto& [n, f] : fields_)
     if (n == name) {
@@ -52,18 +55,22 @@ bool Batch::is_ragged(std::string_view name) const {
 const Tensor& Batch::tensor(std::string_view name) const {
   const Field* f = find(name);
   if (f == nullptr)
-    throw InputError(fmt::format("field '{}' is not in the batch (fields: {})", name, fmt::join(names(), ", ")));
+    throw InputError(
+        fmt::format("field '{}' is not in the batch (fields: {})", name, fmt::join(names(), ", ")));
   if (!std::holds_alternative<Tensor>(*f))
-    throw InputError(fmt::format("field '{}' is ragged (one tensor per sample), a dense tensor was expected", name));
+    throw InputError(fmt::format(
+        "field '{}' is ragged (one tensor per sample), a dense tensor was expected", name));
   return std::get<Tensor>(*f);
 }
 
 const Batch::Ragged& Batch::ragged(std::string_view name) const {
   const Field* f = find(name);
   if (f == nullptr)
-    throw InputError(fmt::format("field '{}' is not in the batch (fields: {})", name, fmt::join(names(), ", ")));
+    throw InputError(
+        fmt::format("field '{}' is not in the batch (fields: {})", name, fmt::join(names(), ", ")));
   if (!std::holds_alternative<Ragged>(*f))
-    throw InputError(fmt::format("field '{}' is dense, a ragged field (one tensor per sample) was expected", name));
+    throw InputError(fmt::format(
+        "field '{}' is dense, a ragged field (one tensor per sample) was expected", name));
   return std::get<Ragged>(*f);
 }
 
@@ -76,7 +83,8 @@ std::vector<std::string> Batch::names() const {
 
 Batch Batch::slice(std::int64_t begin, std::int64_t end) const {
   if (begin < 0 || end < begin || end > size_)
-    throw InputError(fmt::format("batch slice [{}, {}) is out of range for {} samples", begin, end, size_));
+    throw InputError(
+        fmt::format("batch slice [{}, {}) is out of range for {} samples", begin, end, size_));
   Batch out;
   for (const auto& [n, f] : fields_) {
     if (const auto* t = std::get_if<Tensor>(&f)) {
@@ -113,7 +121,8 @@ Batch Batch::renamed(const std::vector<std::pair<std::string, std::string>>& map
   for (const auto& [to, from] : mapping)
     if (const Field* f = find(from)) out.fields_.emplace_back(to, *f);
   for (const auto& [n, f] : fields_) {
-    const bool is_source = std::any_of(mapping.begin(), mapping.end(), [&](const auto& m) { return m.second == n; });
+    const bool is_source =
+        std::any_of(mapping.begin(), mapping.end(), [&](const auto& m) { return m.second == n; });
     if (!is_source && out.find(n) == nullptr) out.fields_.emplace_back(n, f);
   }
   return out;

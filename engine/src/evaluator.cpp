@@ -4,9 +4,9 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <tuple>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -81,7 +81,8 @@ struct Evaluator::Impl {
         // Messages from the SDK name the field; say which metric read it.
         const std::string prefix = fmt::format("metric '{}'", m.label);
         if (msg.starts_with(prefix)) throw;
-        if (dynamic_cast<const InputError*>(&e)) throw InputError(fmt::format("{}: {}", prefix, msg));
+        if (dynamic_cast<const InputError*>(&e))
+          throw InputError(fmt::format("{}: {}", prefix, msg));
         throw RuntimeError(fmt::format("{}: {}", prefix, msg));
       }
     }
@@ -95,19 +96,23 @@ Evaluator::~Evaluator() = default;
 
 Evaluator Evaluator::from_file(const fs::path& config, EvaluatorOptions options) {
   std::ifstream in(config, std::ios::binary);
-  if (!in) throw ConfigError(fmt::format("cannot read config '{}': {}", config.string(), std::strerror(errno)));
+  if (!in)
+    throw ConfigError(
+        fmt::format("cannot read config '{}': {}", config.string(), std::strerror(errno)));
   std::ostringstream text;
   text << in.rdbuf();
   fs::path base = config.parent_path();
   if (base.empty()) base = ".";
-  return from_yaml(text.str(), std::move(options), config.string(), fs::absolute(base).lexically_normal());
+  return from_yaml(text.str(), std::move(options), config.string(),
+                   fs::absolute(base).lexically_normal());
 }
 
-Evaluator Evaluator::from_yaml(const std::string& yaml_text, EvaluatorOptions options, const std::string& source,
-                               const fs::path& base_dir) {
+Evaluator Evaluator::from_yaml(const std::string& yaml_text, EvaluatorOptions options,
+                               const std::string& source, const fs::path& base_dir) {
   auto impl = std::make_unique<Impl>();
   auto& c = impl->config;
-  c = Config::parse(yaml_text, source, base_dir.empty() ? fs::current_path() : base_dir, options.overrides);
+  c = Config::parse(yaml_text, source, base_dir.empty() ? fs::current_path() : base_dir,
+                    options.overrides);
   impl->registry = Registry::load(c.plugin_paths);
   const auto& reg = impl->registry;
 
@@ -115,7 +120,8 @@ Evaluator Evaluator::from_yaml(const std::string& yaml_text, EvaluatorOptions op
   const Component& bc = at(c.backend_params.where, [&]() -> const Component& {
     return reg.get(ComponentKind::Backend, c.backend_type);
   });
-  const Params bp = make_params(*bc.info, c.backend_params, fmt::format("backend '{}'", c.backend_type), c.base_dir);
+  const Params bp = make_params(*bc.info, c.backend_params,
+                                fmt::format("backend '{}'", c.backend_type), c.base_dir);
   impl->backend_name = bc.info->name;
   if (options.backend) {
     impl->backend = std::move(options.backend);
@@ -124,19 +130,23 @@ Evaluator Evaluator::from_yaml(const std::string& yaml_text, EvaluatorOptions op
     impl->backend = Registry::make_backend(bc, bp);
   }
 
-  if (c.metrics.empty()) throw ConfigError(fmt::format("{}: no metrics: add a 'metrics:' list", source));
+  if (c.metrics.empty())
+    throw ConfigError(fmt::format("{}: no metrics: add a 'metrics:' list", source));
   std::string canonical = fmt::format("protocol {}\n", kProtocolVersion);
   for (const auto& mc : c.metrics) {
     const std::string owner = owner_of(mc);
-    const Component& comp = at(mc.where, [&]() -> const Component& { return reg.get(ComponentKind::Metric, mc.type); });
+    const Component& comp =
+        at(mc.where, [&]() -> const Component& { return reg.get(ComponentKind::Metric, mc.type); });
     const Params params = make_params(*comp.info, mc.params, owner, c.base_dir);
     for (const auto& [input, field] : mc.inputs) {
       const auto& ins = comp.info->inputs;
-      if (std::none_of(ins.begin(), ins.end(), [&](const InputSpec& s) { return s.name == input; })) {
+      if (std::none_of(ins.begin(), ins.end(),
+                       [&](const InputSpec& s) { return s.name == input; })) {
         std::vector<std::string> names;
         for (const auto& s : ins) names.push_back(s.name);
-        throw ConfigError(fmt::format("{}: {}: unknown input '{}' in inputs (the metric reads {})", mc.where, owner,
-                                      input, names.empty() ? "nothing" : fmt::format("{}", fmt::join(names, ", "))));
+        throw ConfigError(fmt::format(
+            "{}: {}: unknown input '{}' in inputs (the metric reads {})", mc.where, owner, input,
+            names.empty() ? "nothing" : fmt::format("{}", fmt::join(names, ", "))));
       }
     }
     MetricSlot slot;
@@ -146,8 +156,8 @@ Evaluator Evaluator::from_yaml(const std::string& yaml_text, EvaluatorOptions op
     slot.where = mc.where;
     slot.metric = at(mc.where, [&] { return Registry::make_metric(comp, params); });
     impl->metrics.push_back(std::move(slot));
-    canonical += fmt::format("{}|{}|{}@{}|{}|", mc.label, comp.info->name, comp.plugin_name, comp.plugin_version,
-                             Value(params.values()).to_json());
+    canonical += fmt::format("{}|{}|{}@{}|{}|", mc.label, comp.info->name, comp.plugin_name,
+                             comp.plugin_version, Value(params.values()).to_json());
     for (const auto& [k, v] : mc.inputs) canonical += fmt::format("{}={};", k, v);
     canonical += '\n';
   }
@@ -163,12 +173,14 @@ std::optional<fs::path> Evaluator::output_json() const { return impl_->config.ou
 std::shared_ptr<Reader> Evaluator::make_reader() const {
   const auto& c = impl_->config;
   if (!c.data_type)
-    throw ConfigError(fmt::format("{}: no 'data:' section: say which reader reads the data (for example type: npy)",
-                                  c.source));
+    throw ConfigError(fmt::format(
+        "{}: no 'data:' section: say which reader reads the data (for example type: npy)",
+        c.source));
   const Component& rc = at(c.data_params.where, [&]() -> const Component& {
     return impl_->registry.get(ComponentKind::Reader, *c.data_type);
   });
-  const Params rp = make_params(*rc.info, c.data_params, fmt::format("data ({})", *c.data_type), c.base_dir);
+  const Params rp =
+      make_params(*rc.info, c.data_params, fmt::format("data ({})", *c.data_type), c.base_dir);
   auto reader = Registry::make_reader(rc, rp, ShardInfo{rank(), world_size()});
   const auto fields = reader->fields();
   for (const auto& m : impl_->metrics) {
@@ -180,12 +192,15 @@ std::shared_ptr<Reader> Evaluator::make_reader() const {
           field = f;
           mapped = true;
         }
-      if ((spec.required || mapped) && std::find(fields.begin(), fields.end(), field) == fields.end())
+      if ((spec.required || mapped) &&
+          std::find(fields.begin(), fields.end(), field) == fields.end())
         throw ConfigError(fmt::format(
-            "{}: metric '{}' reads input '{}' from the data field '{}', which the {} reader does not provide (its "
+            "{}: metric '{}' reads input '{}' from the data field '{}', which the {} reader does "
+            "not provide (its "
             "fields: {}){}",
             m.where, m.label, spec.name, field, *c.data_type, fmt::join(fields, ", "),
-            mapped ? "" : fmt::format("; map another field with inputs: {{{}: FIELD}}", spec.name)));
+            mapped ? ""
+                   : fmt::format("; map another field with inputs: {{{}: FIELD}}", spec.name)));
     }
   }
   return reader;
@@ -228,7 +243,9 @@ void Evaluator::reset() {
 
 Results Evaluator::compute(std::optional<std::int64_t> dataset_size) {
   auto& s = *impl_;
-  if (!s.backend) throw ConfigError("this evaluator was built to validate a config; it has no backend to compute with");
+  if (!s.backend)
+    throw ConfigError(
+        "this evaluator was built to validate a config; it has no backend to compute with");
   DistBackend& backend = *s.backend;
   const int world = backend.world_size();
   const int me = backend.rank();
@@ -241,8 +258,11 @@ Results Evaluator::compute(std::optional<std::int64_t> dataset_size) {
   mine.status = s.error ? s.error->first : 0;
   const auto headers = sync::exchange_headers(backend, mine);
 
-  const auto fail_everywhere = [&](int code, const std::string& msg) -> Results { throw_error(code, msg); };
-  if (auto verdict = sync::check_headers(headers)) return fail_everywhere(verdict->exit_code, verdict->message);
+  const auto fail_everywhere = [&](int code, const std::string& msg) -> Results {
+    throw_error(code, msg);
+  };
+  if (auto verdict = sync::check_headers(headers))
+    return fail_everywhere(verdict->exit_code, verdict->message);
 
   // A rank that failed: gather every rank's message (an empty one from ranks that did not fail).
   if (std::any_of(headers.begin(), headers.end(), [](const auto& h) { return h.status != 0; })) {
@@ -256,7 +276,9 @@ Results Evaluator::compute(std::optional<std::int64_t> dataset_size) {
     std::string text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
     if (world > 1) {
       text = fmt::format("rank {}: {}", failed.front(), text);
-      if (failed.size() > 1) text += fmt::format(" (ranks {} failed too)", fmt::join(failed.begin() + 1, failed.end(), ", "));
+      if (failed.size() > 1)
+        text += fmt::format(" (ranks {} failed too)",
+                            fmt::join(failed.begin() + 1, failed.end(), ", "));
     }
     return fail_everywhere(headers[first].status, text);
   }
@@ -267,14 +289,17 @@ Results Evaluator::compute(std::optional<std::int64_t> dataset_size) {
   bool drop_held = false;
   if (dataset_size) {
     const std::int64_t excess = total - *dataset_size;
-    const bool even = std::all_of(headers.begin(), headers.end(), [&](const auto& h) { return h.samples == headers[0].samples; });
+    const bool even = std::all_of(headers.begin(), headers.end(),
+                                  [&](const auto& h) { return h.samples == headers[0].samples; });
     if (*dataset_size < 0 || excess < 0 || excess >= world || (excess > 0 && !even)) {
       std::vector<std::int64_t> counts;
       for (const auto& h : headers) counts.push_back(h.samples);
-      return fail_everywhere(2, fmt::format(
-          "compute(dataset_size={}): the ranks added {} samples ({} per rank); a distributed sampler pads the "
-          "dataset to equal shards with fewer than world_size ({}) extra samples, so these counts cannot come from "
-          "a dataset of that size", *dataset_size, total, fmt::join(counts, ", "), world));
+      return fail_everywhere(2, fmt::format("compute(dataset_size={}): the ranks added {} samples "
+                                            "({} per rank); a distributed sampler pads the "
+                                            "dataset to equal shards with fewer than world_size "
+                                            "({}) extra samples, so these counts cannot come from "
+                                            "a dataset of that size",
+                                            *dataset_size, total, fmt::join(counts, ", "), world));
     }
     drop_held = me >= world - excess;
     total = *dataset_size;
@@ -297,7 +322,8 @@ Results Evaluator::compute(std::optional<std::int64_t> dataset_size) {
     payload.clear();
     msgpack::pack(payload, std::make_tuple(te ? te->exit_code() : 1, std::string(e.what())));
   }
-  const auto gathered = backend.all_gather_object(std::as_bytes(std::span(payload.data(), payload.size())));
+  const auto gathered =
+      backend.all_gather_object(std::as_bytes(std::span(payload.data(), payload.size())));
 
   // Rank 0 computes; every rank gets what it computed, or its error.
   msgpack::sbuffer reply;
@@ -312,34 +338,43 @@ Results Evaluator::compute(std::optional<std::int64_t> dataset_size) {
         try {
           // Bins are referenced in place: large numeric state is read straight from the buffer.
           h = msgpack::unpack(reinterpret_cast<const char*>(bytes.data()), bytes.size(),
-                              [](msgpack::type::object_type t, std::size_t, void*) { return t == msgpack::type::BIN; });
+                              [](msgpack::type::object_type t, std::size_t, void*) {
+                                return t == msgpack::type::BIN;
+                              });
         } catch (const std::exception& e) {
-          throw RuntimeError(fmt::format("sync failed: the payload of rank {} ({} bytes) is not valid msgpack: {}", r,
-                                         bytes.size(), e.what()));
+          throw RuntimeError(
+              fmt::format("sync failed: the payload of rank {} ({} bytes) is not valid msgpack: {}",
+                          r, bytes.size(), e.what()));
         }
         const auto& obj = h.get();
         if (obj.type != msgpack::type::ARRAY || obj.via.array.size != 2 ||
             obj.via.array.ptr[0].type != msgpack::type::POSITIVE_INTEGER)
-          throw RuntimeError(fmt::format("sync failed: the payload of rank {} is not a tally state payload", r));
+          throw RuntimeError(
+              fmt::format("sync failed: the payload of rank {} is not a tally state payload", r));
         const auto status = obj.via.array.ptr[0].via.u64;
         const auto& body = obj.via.array.ptr[1];
         if (status != 0) {
-          const std::string msg = body.type == msgpack::type::STR ? body.as<std::string>() : "(no message)";
-          throw_error(static_cast<int>(status), world > 1 ? fmt::format("rank {}: {}", r, msg) : msg);
+          const std::string msg =
+              body.type == msgpack::type::STR ? body.as<std::string>() : "(no message)";
+          throw_error(static_cast<int>(status),
+                      world > 1 ? fmt::format("rank {}: {}", r, msg) : msg);
         }
         if (body.type != msgpack::type::ARRAY || body.via.array.size != s.metrics.size())
-          throw RuntimeError(fmt::format("sync failed: rank {} sent {} metric states, expected {}", r,
-                                         body.type == msgpack::type::ARRAY ? body.via.array.size : 0, s.metrics.size()));
+          throw RuntimeError(fmt::format(
+              "sync failed: rank {} sent {} metric states, expected {}", r,
+              body.type == msgpack::type::ARRAY ? body.via.array.size : 0, s.metrics.size()));
       }
       Value results = Value::map();
       std::vector<msgpack::object> states(static_cast<std::size_t>(world));
       for (std::size_t i = 0; i < s.metrics.size(); ++i) {
         for (int r = 0; r < world; ++r)
-          states[static_cast<std::size_t>(r)] = handles[static_cast<std::size_t>(r)].get().via.array.ptr[1].via.array.ptr[i];
+          states[static_cast<std::size_t>(r)] =
+              handles[static_cast<std::size_t>(r)].get().via.array.ptr[1].via.array.ptr[i];
         try {
           results.set(s.metrics[i].label, s.metrics[i].metric->compute_packed(states));
         } catch (const msgpack::type_error&) {
-          throw RuntimeError(fmt::format("metric '{}': a rank sent a state this metric cannot read", s.metrics[i].label));
+          throw RuntimeError(fmt::format("metric '{}': a rank sent a state this metric cannot read",
+                                         s.metrics[i].label));
         } catch (const Error& e) {
           const std::string msg = e.what();
           const std::string prefix = fmt::format("metric '{}'", s.metrics[i].label);
@@ -356,17 +391,21 @@ Results Evaluator::compute(std::optional<std::int64_t> dataset_size) {
       out.set("message", fmt::format("rank 0 failed while computing: {}", e.what()));
     }
     out.set("samples", total);
-    out.set("wall_seconds", std::chrono::duration<double>(std::chrono::steady_clock::now() - s.start).count());
+    out.set("wall_seconds",
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - s.start).count());
     msgpack::pack(reply, out);
   }
-  const auto answer = backend.broadcast_object(std::as_bytes(std::span(reply.data(), reply.size())), 0);
+  const auto answer =
+      backend.broadcast_object(std::as_bytes(std::span(reply.data(), reply.size())), 0);
   Value out;
   try {
     msgpack::unpack(reinterpret_cast<const char*>(answer.data()), answer.size()).get().convert(out);
   } catch (const std::exception& e) {
-    throw RuntimeError(fmt::format("sync failed: rank {} could not read the results rank 0 broadcast: {}", me, e.what()));
+    throw RuntimeError(fmt::format(
+        "sync failed: rank {} could not read the results rank 0 broadcast: {}", me, e.what()));
   }
-  if (const auto code = out.at("status").as_int(); code != 0) throw_error(static_cast<int>(code), out.at("message").as_string());
+  if (const auto code = out.at("status").as_int(); code != 0)
+    throw_error(static_cast<int>(code), out.at("message").as_string());
 
   Results r;
   r.metrics = out.at("results");
@@ -375,6 +414,12 @@ Results Evaluator::compute(std::optional<std::int64_t> dataset_size) {
   r.run.world_size = world;
   r.run.samples = out.at("samples").as_int();
   r.run.wall_seconds = out.at("wall_seconds").as_double();
+  for (const auto& m : s.metrics) {
+    r.run.types.emplace_back(m.label, m.component->info->name);
+    const auto& plugin = m.component->plugin_name;
+    if (std::none_of(r.run.plugins.begin(), r.run.plugins.end(), [&](const auto& p) { return p.first == plugin; }))
+      r.run.plugins.emplace_back(plugin, m.component->plugin_version);
+  }
   return r;
 }
 

@@ -8,17 +8,28 @@ namespace tally {
 
 const char* param_type_name(ParamType t) noexcept {
   switch (t) {
-    case ParamType::Bool: return "bool";
-    case ParamType::Int: return "int";
-    case ParamType::Float: return "float";
-    case ParamType::String: return "string";
-    case ParamType::Path: return "path";
-    case ParamType::IntList: return "int | list of int";
-    case ParamType::FloatList: return "float | list of float";
-    case ParamType::StringList: return "string | list of string";
-    case ParamType::StringMap: return "map of string";
-    case ParamType::PathMap: return "map of path";
-    case ParamType::Any: return "any";
+    case ParamType::Bool:
+      return "bool";
+    case ParamType::Int:
+      return "int";
+    case ParamType::Float:
+      return "float";
+    case ParamType::String:
+      return "string";
+    case ParamType::Path:
+      return "path";
+    case ParamType::IntList:
+      return "int | list of int";
+    case ParamType::FloatList:
+      return "float | list of float";
+    case ParamType::StringList:
+      return "string | list of string";
+    case ParamType::StringMap:
+      return "map of string";
+    case ParamType::PathMap:
+      return "map of path";
+    case ParamType::Any:
+      return "any";
   }
   return "?";
 }
@@ -76,8 +87,10 @@ std::vector<std::optional<double>> Params::get_optional_double_list(std::string_
       return std::vector<std::optional<double>>{v.as_double()};
     }
     for (const auto& e : v.as_array()) {
-      if (e.is_null()) out.emplace_back(std::nullopt);
-      else out.emplace_back(e.as_double());
+      if (e.is_null())
+        out.emplace_back(std::nullopt);
+      else
+        out.emplace_back(e.as_double());
     }
     return out;
   });
@@ -98,7 +111,8 @@ std::vector<std::string> Params::get_string_list(std::string_view name) const {
     return out;
   });
 }
-std::vector<std::pair<std::string, std::string>> Params::get_string_map(std::string_view name) const {
+std::vector<std::pair<std::string, std::string>> Params::get_string_map(
+    std::string_view name) const {
   return checked(*this, name, "a map of strings", [](const Value& v) {
     std::vector<std::pair<std::string, std::string>> out;
     for (const auto& [k, e] : v.as_map()) out.emplace_back(k, e.as_string());

@@ -5,10 +5,10 @@
 #include <map>
 #include <system_error>
 
-#include <boost/dll/runtime_symbol_info.hpp>
-#include <boost/dll/shared_library.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <boost/dll/runtime_symbol_info.hpp>
+#include <boost/dll/shared_library.hpp>
 
 namespace tally {
 
@@ -32,24 +32,25 @@ Loaded load_plugin(const fs::path& file) {
   out.file = file;
   try {
     // RTLD_LAZY | RTLD_LOCAL: a plugin's symbols never leak into another's.
-    out.lib = std::make_shared<boost::dll::shared_library>(file, boost::dll::load_mode::rtld_lazy |
-                                                                     boost::dll::load_mode::rtld_local);
+    out.lib = std::make_shared<boost::dll::shared_library>(
+        file, boost::dll::load_mode::rtld_lazy | boost::dll::load_mode::rtld_local);
   } catch (const std::system_error& e) {
     throw ConfigError(fmt::format("plugin '{}' cannot be loaded: {}", file.string(), e.what()));
   }
   if (!out.lib->has("tally_plugin"))
-    throw ConfigError(fmt::format("plugin '{}' is not a tally plugin: it exports no 'tally_plugin' entry",
-                                  file.string()));
+    throw ConfigError(fmt::format(
+        "plugin '{}' is not a tally plugin: it exports no 'tally_plugin' entry", file.string()));
   auto& entry = out.lib->get_alias<PluginEntry>("tally_plugin");
   const PluginManifest* m = entry();
   if (m == nullptr)
     throw ConfigError(fmt::format("plugin '{}' failed while building its manifest", file.string()));
   // The ABI version is the first member; nothing else is read before it matches.
   if (m->abi_version != kAbiVersion)
-    throw ConfigError(fmt::format(
-        "plugin '{}' was built for plugin ABI version {}, this tally {} uses ABI version {}: rebuild the "
-        "plugin against this tally",
-        file.string(), m->abi_version, kVersion, kAbiVersion));
+    throw ConfigError(
+        fmt::format("plugin '{}' was built for plugin ABI version {}, this tally {} uses ABI "
+                    "version {}: rebuild the "
+                    "plugin against this tally",
+                    file.string(), m->abi_version, kVersion, kAbiVersion));
   for (const auto& c : m->components) {
     const bool has_factory = (c.kind == ComponentKind::Metric && c.make_metric) ||
                              (c.kind == ComponentKind::Reader && c.make_reader) ||
@@ -86,11 +87,14 @@ std::vector<fs::path> plugin_files(const fs::path& entry, const std::string& ori
     throw ConfigError(fmt::format("{}: plugin path '{}' does not exist", origin, entry.string()));
   if (fs::is_regular_file(st)) return {entry};
   if (!fs::is_directory(st))
-    throw ConfigError(fmt::format("{}: plugin path '{}' is neither a folder nor a file", origin, entry.string()));
+    throw ConfigError(
+        fmt::format("{}: plugin path '{}' is neither a folder nor a file", origin, entry.string()));
   std::vector<fs::path> files;
   for (const auto& d : fs::directory_iterator(entry, ec))
     if (is_plugin_file(d.path()) && !d.is_directory()) files.push_back(d.path());
-  if (ec) throw ConfigError(fmt::format("{}: cannot list plugin folder '{}': {}", origin, entry.string(), ec.message()));
+  if (ec)
+    throw ConfigError(fmt::format("{}: cannot list plugin folder '{}': {}", origin, entry.string(),
+                                  ec.message()));
   std::sort(files.begin(), files.end());
   return files;
 }
@@ -162,9 +166,9 @@ const Component& Registry::get(ComponentKind kind, std::string_view name) const 
   for (const auto& c : components_)
     if (c.info->kind == kind) known.push_back(c.info->name);
   std::sort(known.begin(), known.end());
-  throw ConfigError(fmt::format("unknown {} '{}' (known: {}; searched {})", component_kind_name(kind), name,
-                                known.empty() ? "none" : fmt::format("{}", fmt::join(known, ", ")),
-                                search_text()));
+  throw ConfigError(fmt::format(
+      "unknown {} '{}' (known: {}; searched {})", component_kind_name(kind), name,
+      known.empty() ? "none" : fmt::format("{}", fmt::join(known, ", ")), search_text()));
 }
 
 namespace {
@@ -179,7 +183,8 @@ std::shared_ptr<T> hold_library(std::unique_ptr<T> obj, const std::shared_ptr<vo
 std::shared_ptr<Metric> Registry::make_metric(const Component& c, const Params& p) {
   return hold_library(c.info->make_metric(p), c.library);
 }
-std::shared_ptr<Reader> Registry::make_reader(const Component& c, const Params& p, const ShardInfo& s) {
+std::shared_ptr<Reader> Registry::make_reader(const Component& c, const Params& p,
+                                              const ShardInfo& s) {
   return hold_library(c.info->make_reader(p, s), c.library);
 }
 std::shared_ptr<DistBackend> Registry::make_backend(const Component& c, const Params& p) {

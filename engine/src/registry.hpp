@@ -45,7 +45,8 @@ class Registry {
 
   // Objects hold their library: it is unloaded only after the last object is gone.
   static std::shared_ptr<Metric> make_metric(const Component& c, const Params& p);
-  static std::shared_ptr<Reader> make_reader(const Component& c, const Params& p, const ShardInfo& s);
+  static std::shared_ptr<Reader> make_reader(const Component& c, const Params& p,
+                                             const ShardInfo& s);
   static std::shared_ptr<DistBackend> make_backend(const Component& c, const Params& p);
 
  private:

@@ -10,16 +10,26 @@ namespace tally {
 
 const char* dtype_name(DType t) noexcept {
   switch (t) {
-    case DType::Bool: return "bool";
-    case DType::U8: return "u8";
-    case DType::I8: return "i8";
-    case DType::U16: return "u16";
-    case DType::I16: return "i16";
-    case DType::I32: return "i32";
-    case DType::U32: return "u32";
-    case DType::I64: return "i64";
-    case DType::F32: return "f32";
-    case DType::F64: return "f64";
+    case DType::Bool:
+      return "bool";
+    case DType::U8:
+      return "u8";
+    case DType::I8:
+      return "i8";
+    case DType::U16:
+      return "u16";
+    case DType::I16:
+      return "i16";
+    case DType::I32:
+      return "i32";
+    case DType::U32:
+      return "u32";
+    case DType::I64:
+      return "i64";
+    case DType::F32:
+      return "f32";
+    case DType::F64:
+      return "f64";
   }
   return "?";
 }
@@ -28,14 +38,18 @@ std::size_t dtype_size(DType t) noexcept {
   switch (t) {
     case DType::Bool:
     case DType::U8:
-    case DType::I8: return 1;
+    case DType::I8:
+      return 1;
     case DType::U16:
-    case DType::I16: return 2;
+    case DType::I16:
+      return 2;
     case DType::I32:
     case DType::U32:
-    case DType::F32: return 4;
+    case DType::F32:
+      return 4;
     case DType::I64:
-    case DType::F64: return 8;
+    case DType::F64:
+      return 8;
   }
   return 0;
 }
@@ -44,7 +58,9 @@ namespace {
 std::int64_t checked_numel(const std::vector<std::int64_t>& shape) {
   std::int64_t n = 1;
   for (auto d : shape) {
-    if (d < 0) throw InputError(fmt::format("tensor shape [{}] has a negative dimension", fmt::join(shape, ", ")));
+    if (d < 0)
+      throw InputError(
+          fmt::format("tensor shape [{}] has a negative dimension", fmt::join(shape, ", ")));
     if (d != 0 && n > INT64_MAX / d)
       throw InputError(fmt::format("tensor shape [{}] overflows 64 bits", fmt::join(shape, ", ")));
     n *= d;
@@ -58,7 +74,8 @@ Tensor Tensor::zeros(DType dtype, std::vector<std::int64_t> shape) {
   const std::size_t bytes = static_cast<std::size_t>(n) * dtype_size(dtype);
   // calloc: large zeroed blocks come straight from the kernel's zero pages.
   void* p = std::calloc(bytes == 0 ? 1 : bytes, 1);
-  if (p == nullptr) throw RuntimeError(fmt::format("out of memory allocating a tensor of {} bytes", bytes));
+  if (p == nullptr)
+    throw RuntimeError(fmt::format("out of memory allocating a tensor of {} bytes", bytes));
   Tensor t;
   t.holder_ = std::shared_ptr<void>(p, std::free);
   t.data_ = p;
@@ -85,7 +102,8 @@ Tensor Tensor::view(const void* data, DType dtype, std::vector<std::int64_t> sha
 std::int64_t Tensor::size(std::int64_t i) const {
   const auto d = dim();
   const auto j = i < 0 ? i + d : i;
-  if (j < 0 || j >= d) throw InputError(fmt::format("dimension {} is out of range for {}", i, describe()));
+  if (j < 0 || j >= d)
+    throw InputError(fmt::format("dimension {} is out of range for {}", i, describe()));
   return shape_[static_cast<std::size_t>(j)];
 }
 

@@ -17,11 +17,21 @@ void append_json_string(std::string& out, const std::string& s) {
   out += '"';
   for (char c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
@@ -36,16 +46,24 @@ void append_json_string(std::string& out, const std::string& s) {
 void append_json(std::string& out, const Value& v) {
   using K = Value::Kind;
   switch (v.kind()) {
-    case K::Null: out += "null"; break;
-    case K::Bool: out += v.as_bool() ? "true" : "false"; break;
-    case K::Int: out += fmt::format("{}", v.as_int()); break;
+    case K::Null:
+      out += "null";
+      break;
+    case K::Bool:
+      out += v.as_bool() ? "true" : "false";
+      break;
+    case K::Int:
+      out += fmt::format("{}", v.as_int());
+      break;
     case K::Float: {
       const double d = v.as_double();
       // Shortest representation that round-trips; JSON has no NaN or infinity.
       out += std::isfinite(d) ? fmt::format("{}", d) : "null";
       break;
     }
-    case K::String: append_json_string(out, v.as_string()); break;
+    case K::String:
+      append_json_string(out, v.as_string());
+      break;
     case K::Array: {
       out += '[';
       bool first = true;
@@ -76,13 +94,20 @@ void append_json(std::string& out, const Value& v) {
 
 const char* Value::kind_name(Kind k) noexcept {
   switch (k) {
-    case Kind::Null: return "null";
-    case Kind::Bool: return "a boolean";
-    case Kind::Int: return "an integer";
-    case Kind::Float: return "a number";
-    case Kind::String: return "a string";
-    case Kind::Array: return "a list";
-    case Kind::Map: return "a map";
+    case Kind::Null:
+      return "null";
+    case Kind::Bool:
+      return "a boolean";
+    case Kind::Int:
+      return "an integer";
+    case Kind::Float:
+      return "a number";
+    case Kind::String:
+      return "a string";
+    case Kind::Array:
+      return "a list";
+    case Kind::Map:
+      return "a map";
   }
   return "?";
 }

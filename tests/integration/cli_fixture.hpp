@@ -36,7 +36,8 @@ inline Dataset make_dataset(std::int64_t n, std::int64_t c, std::uint32_t seed =
       d.scores.push_back(s);
       if (s > d.scores[static_cast<std::size_t>(i * c + best)]) best = k;
     }
-    d.labels.push_back(u(gen) < 0.6f ? best : static_cast<std::int64_t>(gen() % static_cast<std::uint32_t>(c)));
+    d.labels.push_back(
+        u(gen) < 0.6f ? best : static_cast<std::int64_t>(gen() % static_cast<std::uint32_t>(c)));
   }
   return d;
 }
@@ -63,18 +64,22 @@ class CliTest : public ::testing::Test {
   }
 
   /// A config in the temp folder: the npy reader over scores.npy and labels.npy, then `metrics`.
-  std::filesystem::path config(const std::string& metrics = kMetricsYaml, const std::string& extra = "",
+  std::filesystem::path config(const std::string& metrics = kMetricsYaml,
+                               const std::string& extra = "",
                                const std::string& name = "eval.yaml") {
     const auto p = dir / name;
-    write_text(p, "data:\n  type: npy\n  batch_size: 8\n  fields:\n    pred_scores: scores.npy\n"
-                  "    gt_labels: labels.npy\n" +
-                      metrics + extra);
+    write_text(p,
+               "data:\n  type: npy\n  batch_size: 8\n  fields:\n    pred_scores: scores.npy\n"
+               "    gt_labels: labels.npy\n" +
+                   metrics + extra);
     return p;
   }
 
   ProcessResult tally(const std::string& args) { return run_command(kTally + " " + args); }
 
-  static nlohmann::json read_json(const std::filesystem::path& p) { return nlohmann::json::parse(read_file(p)); }
+  static nlohmann::json read_json(const std::filesystem::path& p) {
+    return nlohmann::json::parse(read_file(p));
+  }
 
   TempDir dir;
 };

@@ -42,7 +42,8 @@ TEST_F(CliTest, RunPrintsATableAndWritesTheResultsJson) {
 
 TEST_F(CliTest, OutputJsonFromTheConfigAndQuiet) {
   const auto out = dir / "from_config.json";
-  const auto r = tally("run -q " + config(kMetricsYaml, "output:\n  json: " + out.string() + "\n").string());
+  const auto r =
+      tally("run -q " + config(kMetricsYaml, "output:\n  json: " + out.string() + "\n").string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out, "");
   EXPECT_TRUE(fs::exists(out));
@@ -51,7 +52,8 @@ TEST_F(CliTest, OutputJsonFromTheConfigAndQuiet) {
 TEST_F(CliTest, ExampleConfigMatchesScikitLearn) {
   // Expected values: tests/reference/expected_classification.json, section "example", computed by
   // tests/reference/classification.py with scikit-learn (versions recorded in that file).
-  const auto expected = read_json(fs::path(TALLY_SOURCE_DIR) / "tests/reference/expected_classification.json")["example"];
+  const auto expected = read_json(fs::path(TALLY_SOURCE_DIR) /
+                                  "tests/reference/expected_classification.json")["example"];
   const auto out = dir / "example.json";
   const auto r = run_command("cd " + std::string(TALLY_SOURCE_DIR) + " && " + kTally +
                              " run configs/examples/classification.yaml -q -o " + out.string());
@@ -63,11 +65,13 @@ TEST_F(CliTest, ExampleConfigMatchesScikitLearn) {
       const auto& have = got["results"][label][key];
       ASSERT_FALSE(have.is_null()) << label << "." << key;
       if (want.is_number_float()) {
-        EXPECT_NEAR(have.get<double>(), want.get<double>(), 1e-12 * std::abs(want.get<double>())) << label << "." << key;
+        EXPECT_NEAR(have.get<double>(), want.get<double>(), 1e-12 * std::abs(want.get<double>()))
+            << label << "." << key;
       } else if (want.is_array() && !want.empty() && want[0].is_number_float()) {
         ASSERT_EQ(have.size(), want.size());
         for (std::size_t i = 0; i < want.size(); ++i)
-          EXPECT_NEAR(have[i].get<double>(), want[i].get<double>(), 1e-12 * std::abs(want[i].get<double>()))
+          EXPECT_NEAR(have[i].get<double>(), want[i].get<double>(),
+                      1e-12 * std::abs(want[i].get<double>()))
               << label << "." << key << "[" << i << "]";
       } else {
         EXPECT_EQ(have, want) << label << "." << key;  // counts: exact
@@ -88,8 +92,9 @@ TEST_F(CliTest, ValidateChecksWithoutRunning) {
 TEST_F(CliTest, PluginsListsEveryComponentWithItsParameters) {
   const auto r = tally("plugins");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const char* s : {"backend nondist", "backend mpi", "reader npy", "metric Accuracy", "metric SingleLabelMetric",
-                        "alias SingleLabelPrecisionRecallF1score", "metric ConfusionMatrix", "topk", "num_classes"})
+  for (const char* s : {"backend nondist", "backend mpi", "reader npy", "metric Accuracy",
+                        "metric SingleLabelMetric", "alias SingleLabelPrecisionRecallF1score",
+                        "metric ConfusionMatrix", "topk", "num_classes"})
     EXPECT_NE(r.out.find(s), std::string::npos) << s;
 
   const auto j = nlohmann::json::parse(tally("plugins --json").out);
@@ -115,7 +120,8 @@ TEST_F(CliTest, PluginsListsEveryComponentWithItsParameters) {
 
 TEST_F(CliTest, SetOverridesTheConfig) {
   const auto out = dir / "r.json";
-  const auto r = tally("run -q " + config().string() + " --set metrics.0.topk=[1,3] -o " + out.string());
+  const auto r =
+      tally("run -q " + config().string() + " --set metrics.0.topk=[1,3] -o " + out.string());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_TRUE(read_json(out)["results"]["Accuracy"].contains("top3"));
 }
@@ -131,7 +137,8 @@ TEST_F(CliTest, BadInputsGiveExitTwoAndOneClearLine) {
     EXPECT_EQ(r.exit_code, 2) << r.err;
     EXPECT_EQ(r.err.rfind("tally: error: ", 0), 0u) << r.err;
     EXPECT_EQ(line_count(r.err), 1) << r.err;
-    EXPECT_NE(r.err.find(fragment), std::string::npos) << "expected '" << fragment << "' in: " << r.err;
+    EXPECT_NE(r.err.find(fragment), std::string::npos)
+        << "expected '" << fragment << "' in: " << r.err;
     EXPECT_FALSE(fs::exists(out)) << "no output file after a failed run";
   };
   const auto cfg = config().string();
@@ -139,14 +146,20 @@ TEST_F(CliTest, BadInputsGiveExitTwoAndOneClearLine) {
   run_bad("run " + (dir / "missing.yaml").string(), "cannot read config");
   write_text(dir / "syntax.yaml", "metrics:\n  - type: Accuracy\n    topk: [1, 2\n");
   run_bad("run " + (dir / "syntax.yaml").string(), "syntax.yaml:4:1: YAML syntax error");
-  run_bad("run " + config(kMetricsYaml, "outputs: {json: x}\n", "k.yaml").string(), "k.yaml:17:1: unknown top-level key 'outputs'");
-  run_bad("run " + config("metrics:\n  - type: Acuracy\n", "", "m.yaml").string(), "m.yaml:8:5: unknown metric 'Acuracy'");
-  run_bad("run " + config("metrics:\n  - type: Accuracy\n    topk: three\n", "", "t.yaml").string(),
-          "t.yaml:9:11: metric 'Accuracy': parameter 'topk' expects int | list of int, found 'three'");
+  run_bad("run " + config(kMetricsYaml, "outputs: {json: x}\n", "k.yaml").string(),
+          "k.yaml:17:1: unknown top-level key 'outputs'");
+  run_bad("run " + config("metrics:\n  - type: Acuracy\n", "", "m.yaml").string(),
+          "m.yaml:8:5: unknown metric 'Acuracy'");
+  run_bad(
+      "run " + config("metrics:\n  - type: Accuracy\n    topk: three\n", "", "t.yaml").string(),
+      "t.yaml:9:11: metric 'Accuracy': parameter 'topk' expects int | list of int, found 'three'");
   run_bad("run " + config("metrics:\n  - type: ConfusionMatrix\n", "", "c.yaml").string(),
           "c.yaml:8:5: metric 'ConfusionMatrix': missing required parameter 'num_classes'");
-  run_bad("run " + config("metrics:\n  - type: Accuracy\n    inputs: {gt_labels: target}\n", "", "in.yaml").string(),
-          "metric 'Accuracy' reads input 'gt_labels' from the data field 'target', which the npy reader does not provide");
+  run_bad("run " + config("metrics:\n  - type: Accuracy\n    inputs: {gt_labels: target}\n", "",
+                          "in.yaml")
+                       .string(),
+          "metric 'Accuracy' reads input 'gt_labels' from the data field 'target', which the npy "
+          "reader does not provide");
   run_bad("run " + cfg + " --set metrics.0", "expected KEY=VALUE");
   run_bad("run " + cfg + " --set data.batch_size=0", "batch_size");
   run_bad("run " + cfg + " --bogus", "--bogus");
@@ -156,7 +169,8 @@ TEST_F(CliTest, BadInputsGiveExitTwoAndOneClearLine) {
   {
     const auto r = tally("run " + cfg + " -o /nonexistent/dir/r.json");
     EXPECT_EQ(r.exit_code, 2);
-    EXPECT_NE(r.err.find("output '/nonexistent/dir/r.json': the folder '/nonexistent/dir' does not exist"),
+    EXPECT_NE(r.err.find(
+                  "output '/nonexistent/dir/r.json': the folder '/nonexistent/dir' does not exist"),
               std::string::npos)
         << r.err;
   }
@@ -199,7 +213,8 @@ TEST_F(CliTest, BadInputsGiveExitTwoAndOneClearLine) {
   write_npy(dir / "nan.npy", nan.scores, {50, 5});
   run_bad("run " + cfg + " --set data.fields.pred_scores=nan.npy", "pred_scores");
   write_npy(dir / "flat.npy", nan.labels);  // 1-D where [N, C] scores are expected
-  run_bad("run " + config("metrics:\n  - type: Accuracy\n    topk: [1, 3]\n", "", "flat.yaml").string() +
+  run_bad("run " +
+              config("metrics:\n  - type: Accuracy\n    topk: [1, 3]\n", "", "flat.yaml").string() +
               " --set data.fields.pred_scores=flat.npy",
           "Accuracy");
 }

@@ -15,8 +15,8 @@ class MpiTest : public CliTest {
  protected:
   nlohmann::json run_ranks(int np, const fs::path& cfg, const std::string& extra = "") {
     const auto out = dir / ("np" + std::to_string(np) + ".json");
-    const auto r = run_command(mpirun(np) + kTally + " run -q " + cfg.string() + " --set backend.type=mpi " + extra +
-                               " -o " + out.string());
+    const auto r = run_command(mpirun(np) + kTally + " run -q " + cfg.string() +
+                               " --set backend.type=mpi " + extra + " -o " + out.string());
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return read_json(out);
   }
@@ -59,7 +59,8 @@ TEST_F(MpiTest, ChunkedCollectivesGiveTheSameResults) {
 }
 
 TEST_F(MpiTest, ExampleConfigOnThreeRanks) {
-  const std::string example = std::string(TALLY_SOURCE_DIR) + "/configs/examples/classification.yaml";
+  const std::string example =
+      std::string(TALLY_SOURCE_DIR) + "/configs/examples/classification.yaml";
   EXPECT_EQ(run_ranks(3, example)["results"], run_single(example)["results"]);
 }
 
@@ -68,8 +69,8 @@ TEST_F(MpiTest, BadDataOnOneRankFailsEveryRankWithOneMessage) {
   d.labels[45] = 17;  // in the last rank's shard of 3
   write_npy(dir / "labels.npy", d.labels);
   const auto out = dir / "never.json";
-  const auto r = run_command(mpirun(3) + kTally + " run " + config().string() + " --set backend.type=mpi -o " +
-                             out.string());
+  const auto r = run_command(mpirun(3) + kTally + " run " + config().string() +
+                             " --set backend.type=mpi -o " + out.string());
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("tally: error: rank 2: metric 'Accuracy'"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("gt_labels"), std::string::npos) << r.err;
@@ -89,10 +90,13 @@ TEST_F(MpiTest, MissingFileOnEveryRankIsOneMessage) {
 TEST_F(MpiTest, DifferentMetricsConfigurationIsNamedNotAHang) {
   const auto cfg = config().string();
   // MPMD: rank 0 and rank 1 run different top-k lists.
-  const auto r = run_command(mpirun(1) + kTally + " run " + cfg + " --set backend.type=mpi : -np 1 " + kTally +
-                             " run " + cfg + " --set backend.type=mpi --set metrics.0.topk=[1,3]");
+  const auto r =
+      run_command(mpirun(1) + kTally + " run " + cfg + " --set backend.type=mpi : -np 1 " + kTally +
+                  " run " + cfg + " --set backend.type=mpi --set metrics.0.topk=[1,3]");
   EXPECT_EQ(r.exit_code, 2) << r.err;
-  EXPECT_NE(r.err.find("rank 1 has a different metrics configuration from rank 0"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("rank 1 has a different metrics configuration from rank 0"),
+            std::string::npos)
+      << r.err;
 }
 
 TEST(LibraryApi, BlocksOnAnyWorldSizeEqualOneProcess) {

@@ -32,7 +32,8 @@ struct ProbeState {
 
 class SequenceProbe : public tally::TypedMetric<ProbeState> {
  public:
-  explicit SequenceProbe(const tally::Params& p) : fail_on_(p.has("fail_on") ? p.get_int("fail_on") : INT64_MIN) {}
+  explicit SequenceProbe(const tally::Params& p)
+      : fail_on_(p.has("fail_on") ? p.get_int("fail_on") : INT64_MIN) {}
 
  protected:
   void update(ProbeState& s, const tally::Batch& b) override {
@@ -41,7 +42,9 @@ class SequenceProbe : public tally::TypedMetric<ProbeState> {
       throw tally::InputError("field 'x' must be i64[N], found " + x.describe());
     const auto* v = x.data_as<std::int64_t>();
     for (std::int64_t i = 0; i < x.size(0); ++i) {
-      if (v[i] == fail_on_) throw tally::InputError("field 'x' holds the value " + std::to_string(v[i]) + " that fail_on rejects");
+      if (v[i] == fail_on_)
+        throw tally::InputError("field 'x' holds the value " + std::to_string(v[i]) +
+                                " that fail_on rejects");
       if (s.count == 0) s.first = v[i];
       s.last = v[i];
       ++s.count;
@@ -81,6 +84,8 @@ class SequenceProbe : public tally::TypedMetric<ProbeState> {
 TALLY_PLUGIN("testkit", "0.0.1", [] {
   return std::vector<tally::ComponentInfo>{tally::metric<SequenceProbe>(
       "SequenceProbe", "Test probe: count, sum and an order-sensitive hash of an integer field",
-      {tally::param("fail_on", tally::ParamType::Int, "a value that makes add() throw an InputError").optional()},
+      {tally::param("fail_on", tally::ParamType::Int,
+                    "a value that makes add() throw an InputError")
+           .optional()},
       {{"x", "i64[N] values", true}})};
 })

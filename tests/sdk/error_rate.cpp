@@ -36,8 +36,9 @@ class ExampleErrorRate : public tally::TypedMetric<State> {
       throw tally::InputError("metric 'ExampleErrorRate': field 'pred_scores' must be f32[N, " +
                               std::to_string(classes_) + "], found " + scores.describe());
     if (labels.dtype() != tally::DType::I64 || labels.dim() != 1)
-      throw tally::InputError("metric 'ExampleErrorRate': field 'gt_labels' must be i64[N], found " +
-                              labels.describe());
+      throw tally::InputError(
+          "metric 'ExampleErrorRate': field 'gt_labels' must be i64[N], found " +
+          labels.describe());
     const float* p = scores.data_as<float>();
     const std::int64_t* y = labels.data_as<std::int64_t>();
     for (std::int64_t i = 0; i < batch.size(); ++i) {
@@ -46,8 +47,8 @@ class ExampleErrorRate : public tally::TypedMetric<State> {
       for (std::int64_t c = 1; c < classes_; ++c)
         if (row[c] > row[best]) best = c;
       if (y[i] < 0 || y[i] >= classes_)
-        throw tally::InputError("metric 'ExampleErrorRate': field 'gt_labels' sample " + std::to_string(i) +
-                                " is out of range");
+        throw tally::InputError("metric 'ExampleErrorRate': field 'gt_labels' sample " +
+                                std::to_string(i) + " is out of range");
       s.seen[static_cast<std::size_t>(y[i])] += 1;
       s.errors[static_cast<std::size_t>(y[i])] += best != y[i];
     }
@@ -77,7 +78,9 @@ class ExampleErrorRate : public tally::TypedMetric<State> {
 
 TALLY_PLUGIN("example_error_rate", "1.0.0", [] {
   return std::vector<tally::ComponentInfo>{tally::metric<ExampleErrorRate>(
-      "ExampleErrorRate", "Fraction of samples whose top-scoring class is wrong, and errors per true class",
+      "ExampleErrorRate",
+      "Fraction of samples whose top-scoring class is wrong, and errors per true class",
       {tally::param("num_classes", tally::ParamType::Int, "number of classes C")},
-      {{"pred_scores", "f32[N, C] class scores", true}, {"gt_labels", "i64[N] true classes", true}})};
+      {{"pred_scores", "f32[N, C] class scores", true},
+       {"gt_labels", "i64[N] true classes", true}})};
 })

@@ -12,13 +12,20 @@ namespace tally::test {
 
 template <class T>
 const char* npy_descr() {
-  if constexpr (std::is_same_v<T, bool>) return "|b1";
-  else if constexpr (std::is_same_v<T, std::uint8_t>) return "|u1";
-  else if constexpr (std::is_same_v<T, std::int32_t>) return "<i4";
-  else if constexpr (std::is_same_v<T, std::int64_t>) return "<i8";
-  else if constexpr (std::is_same_v<T, float>) return "<f4";
-  else if constexpr (std::is_same_v<T, double>) return "<f8";
-  else static_assert(sizeof(T) == 0, "unsupported npy type");
+  if constexpr (std::is_same_v<T, bool>)
+    return "|b1";
+  else if constexpr (std::is_same_v<T, std::uint8_t>)
+    return "|u1";
+  else if constexpr (std::is_same_v<T, std::int32_t>)
+    return "<i4";
+  else if constexpr (std::is_same_v<T, std::int64_t>)
+    return "<i8";
+  else if constexpr (std::is_same_v<T, float>)
+    return "<f4";
+  else if constexpr (std::is_same_v<T, double>)
+    return "<f8";
+  else
+    static_assert(sizeof(T) == 0, "unsupported npy type");
 }
 
 /// The .npy header for `descr` and `shape` (padded so the data starts 64-byte aligned).
@@ -42,14 +49,16 @@ inline std::string npy_header(const std::string& descr, const std::vector<std::i
 }
 
 template <class T>
-void write_npy(const std::filesystem::path& p, const std::vector<T>& values, std::vector<std::int64_t> shape = {}) {
+void write_npy(const std::filesystem::path& p, const std::vector<T>& values,
+               std::vector<std::int64_t> shape = {}) {
   if (shape.empty()) shape = {static_cast<std::int64_t>(values.size())};
   std::ofstream out(p, std::ios::binary);
   out << npy_header(npy_descr<T>(), shape);
   if constexpr (std::is_same_v<T, bool>) {
     for (bool b : values) out.put(b ? 1 : 0);
   } else {
-    out.write(reinterpret_cast<const char*>(values.data()), static_cast<std::streamsize>(values.size() * sizeof(T)));
+    out.write(reinterpret_cast<const char*>(values.data()),
+              static_cast<std::streamsize>(values.size() * sizeof(T)));
   }
 }
 

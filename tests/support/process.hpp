@@ -49,7 +49,8 @@ inline ProcessResult run_command(const std::string& cmd) {
 /// "mpirun --allow-run-as-root --oversubscribe -np N" (root in containers needs both flags).
 inline std::string mpirun(int np) {
 #ifdef TALLY_MPIEXEC
-  return std::string(TALLY_MPIEXEC) + " --allow-run-as-root --oversubscribe -np " + std::to_string(np) + " ";
+  return std::string(TALLY_MPIEXEC) + " --allow-run-as-root --oversubscribe -np " +
+         std::to_string(np) + " ";
 #else
   (void)np;
   return {};

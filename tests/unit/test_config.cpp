@@ -29,10 +29,14 @@ tally::ComponentInfo all_types() {
       tally::param("flag", tally::ParamType::Bool, "a flag").def(false),
       tally::param("count", tally::ParamType::Int, "a count"),
       tally::param("ratio", tally::ParamType::Float, "a ratio").def(0.5),
-      tally::param("mode", tally::ParamType::String, "a mode").def("macro").choices({"macro", "micro", "none"}),
+      tally::param("mode", tally::ParamType::String, "a mode")
+          .def("macro")
+          .choices({"macro", "micro", "none"}),
       tally::param("file", tally::ParamType::Path, "a file").optional(),
       tally::param("ks", tally::ParamType::IntList, "ks").def(Value::Array{1}),
-      tally::param("thrs", tally::ParamType::FloatList, "thresholds").def(Value::Array{Value()}).nullable(),
+      tally::param("thrs", tally::ParamType::FloatList, "thresholds")
+          .def(Value::Array{Value()})
+          .nullable(),
       tally::param("names", tally::ParamType::StringList, "names").optional(),
       tally::param("fields", tally::ParamType::PathMap, "fields").optional(),
   };
@@ -54,7 +58,8 @@ tally::Params params_of(const std::string& yaml, const std::vector<std::string>&
   return tally::make_params(all_types(), cfg.metrics.at(0).params, "metric 'Probe'", cfg.base_dir);
 }
 
-#define EXPECT_HAS(haystack, needle) EXPECT_NE((haystack).find(needle), std::string::npos) << (haystack)
+#define EXPECT_HAS(haystack, needle) \
+  EXPECT_NE((haystack).find(needle), std::string::npos) << (haystack)
 
 }  // namespace
 
@@ -91,7 +96,8 @@ output:
   EXPECT_EQ(cfg.metrics[1].label, "prf_macro");
   EXPECT_EQ(cfg.metrics[1].type, "SingleLabelMetric");
   ASSERT_EQ(cfg.metrics[1].inputs.size(), 1u);
-  EXPECT_EQ(cfg.metrics[1].inputs[0], (std::pair<std::string, std::string>{"pred_scores", "logits"}));
+  EXPECT_EQ(cfg.metrics[1].inputs[0],
+            (std::pair<std::string, std::string>{"pred_scores", "logits"}));
   EXPECT_EQ(cfg.metrics[1].params.value.at("average").as_string(), "macro");
   EXPECT_EQ(cfg.metrics[1].params.value.find("name"), nullptr);
   EXPECT_EQ(cfg.metrics[0].where, "eval.yaml:13:5");
@@ -116,28 +122,35 @@ TEST(Config, UnknownTopLevelKey) {
 }
 
 TEST(Config, DuplicateKey) {
-  EXPECT_HAS(parse_error("metrics: [{type: A}]\nmetrics: [{type: B}]\n"), "eval.yaml:2:1: duplicate key 'metrics'");
+  EXPECT_HAS(parse_error("metrics: [{type: A}]\nmetrics: [{type: B}]\n"),
+             "eval.yaml:2:1: duplicate key 'metrics'");
 }
 
 TEST(Config, MetricsMustBeAListOfMapsWithType) {
-  EXPECT_HAS(parse_error("metrics: {type: A}\n"), "eval.yaml:1:10: metrics expects a list of metrics");
+  EXPECT_HAS(parse_error("metrics: {type: A}\n"),
+             "eval.yaml:1:10: metrics expects a list of metrics");
   EXPECT_HAS(parse_error("metrics:\n  - topk: 1\n"), "eval.yaml:2:5: metrics[0]: missing 'type'");
-  EXPECT_HAS(parse_error("metrics:\n  - 3\n"), "eval.yaml:2:5: metrics[0] expects a map, found an integer 3");
+  EXPECT_HAS(parse_error("metrics:\n  - 3\n"),
+             "eval.yaml:2:5: metrics[0] expects a map, found an integer 3");
 }
 
 TEST(Config, DuplicateLabels) {
   const auto msg = parse_error("metrics:\n  - type: Accuracy\n  - type: Accuracy\n");
-  EXPECT_HAS(msg, "eval.yaml:3:5: metrics[1]: two metrics are labelled 'Accuracy' (the other is at eval.yaml:2:5)");
+  EXPECT_HAS(msg,
+             "eval.yaml:3:5: metrics[1]: two metrics are labelled 'Accuracy' (the other is at "
+             "eval.yaml:2:5)");
 }
 
 TEST(Config, DataNeedsAType) {
-  EXPECT_HAS(parse_error("data: {fields: {a: b}}\nmetrics: [{type: A}]\n"), "eval.yaml:1:7: data: missing 'type'");
+  EXPECT_HAS(parse_error("data: {fields: {a: b}}\nmetrics: [{type: A}]\n"),
+             "eval.yaml:1:7: data: missing 'type'");
 }
 
 TEST(Config, SetOverridesAnyKey) {
-  const auto cfg = Config::parse("metrics:\n  - type: Accuracy\n    topk: 1\n", "eval.yaml", "/d",
-                                 {"metrics.0.topk=[1,5]", "backend.type=mpi", "output.json=out.json",
-                                  "metrics.1={type: ConfusionMatrix, num_classes: 3}"});
+  const auto cfg =
+      Config::parse("metrics:\n  - type: Accuracy\n    topk: 1\n", "eval.yaml", "/d",
+                    {"metrics.0.topk=[1,5]", "backend.type=mpi", "output.json=out.json",
+                     "metrics.1={type: ConfusionMatrix, num_classes: 3}"});
   EXPECT_EQ(cfg.backend_type, "mpi");
   EXPECT_EQ(cfg.metrics[0].params.value.at("topk"), Value(Value::Array{1, 5}));
   EXPECT_EQ(cfg.metrics[0].params.child("topk")->where, "--set metrics.0.topk");
@@ -147,10 +160,14 @@ TEST(Config, SetOverridesAnyKey) {
 }
 
 TEST(Config, BadSetIsAnError) {
-  EXPECT_HAS(parse_error("metrics: [{type: A}]", {"metrics.0.topk"}), "--set 'metrics.0.topk': expected KEY=VALUE");
-  EXPECT_HAS(parse_error("metrics: [{type: A}]", {"metrics.5.topk=1"}), "index 5 is past the end of a list of 1");
-  EXPECT_HAS(parse_error("metrics: [{type: A}]", {"metrics.x=1"}), "'metrics' is a list, so 'x' must be an index");
-  EXPECT_HAS(parse_error("metrics: [{type: A}]", {"metrics.0.type.x=1"}), "'metrics.0.type' is a string");
+  EXPECT_HAS(parse_error("metrics: [{type: A}]", {"metrics.0.topk"}),
+             "--set 'metrics.0.topk': expected KEY=VALUE");
+  EXPECT_HAS(parse_error("metrics: [{type: A}]", {"metrics.5.topk=1"}),
+             "index 5 is past the end of a list of 1");
+  EXPECT_HAS(parse_error("metrics: [{type: A}]", {"metrics.x=1"}),
+             "'metrics' is a list, so 'x' must be an index");
+  EXPECT_HAS(parse_error("metrics: [{type: A}]", {"metrics.0.type.x=1"}),
+             "'metrics.0.type' is a string");
   EXPECT_HAS(parse_error("metrics: [{type: A}]", {"metrics.0.topk=[1,"}), "is not valid YAML");
 }
 
@@ -167,8 +184,8 @@ TEST(Params, TypesDefaultsAndCoercions) {
     mode: none
 )");
   EXPECT_EQ(p.get_int("count"), 3);
-  EXPECT_FALSE(p.get_bool("flag"));              // default
-  EXPECT_DOUBLE_EQ(p.get_double("ratio"), 1.0);  // int widened
+  EXPECT_FALSE(p.get_bool("flag"));                               // default
+  EXPECT_DOUBLE_EQ(p.get_double("ratio"), 1.0);                   // int widened
   EXPECT_EQ(p.get_int_list("ks"), std::vector<std::int64_t>{5});  // scalar -> list of one
   const auto thrs = p.get_optional_double_list("thrs");
   ASSERT_EQ(thrs.size(), 3u);
@@ -191,15 +208,19 @@ TEST(Params, ErrorsNameTheKeyTheLineAndWhatWasFound) {
   EXPECT_HAS(params_error("metrics:\n  - type: Probe\n"),
              "eval.yaml:2:5: metric 'Probe': missing required parameter 'count'");
   EXPECT_HAS(params_error("metrics:\n  - type: Probe\n    count: 1\n    mode: mean\n"),
-             "eval.yaml:4:11: metric 'Probe': parameter 'mode' must be one of macro, micro, none, found 'mean'");
+             "eval.yaml:4:11: metric 'Probe': parameter 'mode' must be one of macro, micro, none, "
+             "found 'mean'");
   EXPECT_HAS(params_error("metrics:\n  - type: Probe\n    count: 1\n    topk: 3\n"),
-             "eval.yaml:4:5: metric 'Probe': unknown parameter 'topk' (Probe takes flag, count, ratio, mode");
+             "eval.yaml:4:5: metric 'Probe': unknown parameter 'topk' (Probe takes flag, count, "
+             "ratio, mode");
   EXPECT_HAS(params_error("metrics:\n  - type: Probe\n    count: 1\n    flag: 1\n"),
              "parameter 'flag' expects bool, found an integer 1");
   EXPECT_HAS(params_error("metrics:\n  - type: Probe\n    count: 1\n    fields: [a]\n"),
              "parameter 'fields' expects map of path");
   // An explicit null for a parameter with a default means the default.
-  EXPECT_DOUBLE_EQ(params_of("metrics:\n  - type: Probe\n    count: 1\n    ratio: null\n").get_double("ratio"), 0.5);
+  EXPECT_DOUBLE_EQ(
+      params_of("metrics:\n  - type: Probe\n    count: 1\n    ratio: null\n").get_double("ratio"),
+      0.5);
 }
 
 TEST(Params, SetValuesAreLocatedAtTheSet) {
@@ -209,7 +230,8 @@ TEST(Params, SetValuesAreLocatedAtTheSet) {
 
 TEST(Params, ValuesFromCodeAreCheckedToo) {
   const auto c = all_types();
-  const auto p = tally::make_params(c, Value::Map{{"count", 2}, {"ks", Value::Array{1, 3}}}, "metric 'Probe'");
+  const auto p =
+      tally::make_params(c, Value::Map{{"count", 2}, {"ks", Value::Array{1, 3}}}, "metric 'Probe'");
   EXPECT_EQ(p.get_int_list("ks"), (std::vector<std::int64_t>{1, 3}));
   EXPECT_THROW(tally::make_params(c, Value::Map{{"count", "x"}}, "metric 'Probe'"), ConfigError);
   // A typed accessor used on the wrong type names the owner and the parameter.
@@ -217,6 +239,7 @@ TEST(Params, ValuesFromCodeAreCheckedToo) {
     p.get_string("count");
     FAIL();
   } catch (const ConfigError& e) {
-    EXPECT_HAS(std::string(e.what()), "metric 'Probe': parameter 'count' expects a string, found 2");
+    EXPECT_HAS(std::string(e.what()),
+               "metric 'Probe': parameter 'count' expects a string, found 2");
   }
 }

@@ -12,7 +12,8 @@ using tally::Tensor;
 
 namespace {
 
-const std::string kHeader = std::string("plugins: {paths: ['") + TALLY_TEST_PLUGIN_DIR + "/testkit']}\n";
+const std::string kHeader =
+    std::string("plugins: {paths: ['") + TALLY_TEST_PLUGIN_DIR + "/testkit']}\n";
 
 Batch batch_of(std::vector<std::int64_t> xs, const std::string& field = "x") {
   Batch b;
@@ -61,11 +62,13 @@ TEST(Evaluator, CallerMayReuseItsBufferAfterAdd) {
   buf = {3, 4, 5};  // the same memory, new values: the held-back sample must not change
   ev.add(b);
   const auto r = ev.compute();
-  EXPECT_EQ(static_cast<std::uint64_t>(r.metrics.at("SequenceProbe").at("hash").as_int()), expected_hash(6));
+  EXPECT_EQ(static_cast<std::uint64_t>(r.metrics.at("SequenceProbe").at("hash").as_int()),
+            expected_hash(6));
 }
 
 TEST(Evaluator, InputsMapMetricInputsToFields) {
-  auto ev = Evaluator::from_yaml(kHeader + "metrics: [{type: SequenceProbe, name: probe, inputs: {x: values}}]\n");
+  auto ev = Evaluator::from_yaml(
+      kHeader + "metrics: [{type: SequenceProbe, name: probe, inputs: {x: values}}]\n");
   ev.add(batch_of({5, 6}, "values"));
   EXPECT_EQ(ev.compute().metrics.at("probe").at("sum").as_int(), 11);
 }
@@ -79,7 +82,8 @@ TEST(Evaluator, ErrorInAddIsReportedByCompute) {
     ev.compute();
     FAIL() << "compute() must fail after add() failed";
   } catch (const tally::InputError& e) {
-    EXPECT_STREQ(e.what(), "metric 'SequenceProbe': field 'x' holds the value 3 that fail_on rejects");
+    EXPECT_STREQ(e.what(),
+                 "metric 'SequenceProbe': field 'x' holds the value 3 that fail_on rejects");
   }
 }
 
@@ -105,7 +109,8 @@ TEST(Evaluator, DatasetSizeThatPaddingCannotExplainIsAnError) {
     ev.compute(2);  // one rank cannot hold padding
     FAIL();
   } catch (const tally::InputError& e) {
-    EXPECT_NE(std::string(e.what()).find("compute(dataset_size=2): the ranks added 3 samples (3 per rank)"),
+    EXPECT_NE(std::string(e.what()).find(
+                  "compute(dataset_size=2): the ranks added 3 samples (3 per rank)"),
               std::string::npos)
         << e.what();
   }
@@ -121,7 +126,8 @@ TEST(Evaluator, ConfigErrorsNameTheirPlace) {
     }
     return "(no error)";
   };
-  EXPECT_NE(error_of(kHeader + "metrics:\n  - type: SequenceProbes\n").find("eval.yaml:3:5: unknown metric 'SequenceProbes'"),
+  EXPECT_NE(error_of(kHeader + "metrics:\n  - type: SequenceProbes\n")
+                .find("eval.yaml:3:5: unknown metric 'SequenceProbes'"),
             std::string::npos);
   EXPECT_NE(error_of(kHeader + "metrics:\n  - type: SequenceProbe\n    inputs: {y: values}\n")
                 .find("unknown input 'y' in inputs (the metric reads x)"),
@@ -131,7 +137,8 @@ TEST(Evaluator, ConfigErrorsNameTheirPlace) {
             std::string::npos)
       << error_of(kHeader + "backend: {type: gloo}\nmetrics: [{type: SequenceProbe}]\n");
   EXPECT_NE(error_of(kHeader).find("no metrics"), std::string::npos);
-  EXPECT_NE(error_of(kHeader + "metrics: [{type: SequenceProbe}]\n").find("(no error)"), std::string::npos);
+  EXPECT_NE(error_of(kHeader + "metrics: [{type: SequenceProbe}]\n").find("(no error)"),
+            std::string::npos);
 }
 
 TEST(Evaluator, NoDataSectionMeansNoReader) {

@@ -5,8 +5,8 @@
 
 #include <cstdlib>
 
-#include "registry.hpp"
 #include "config.hpp"
+#include "registry.hpp"
 #include "support/process.hpp"
 #include "tally/error.hpp"
 
@@ -40,7 +40,8 @@ bool is_loaded(const fs::path& so) {
 TEST(Registry, FindsBuiltInPluginsWithNoEnvironment) {
   ::unsetenv("TALLY_PLUGIN_PATH");
   const auto reg = Registry::load();
-  EXPECT_EQ(fs::weakly_canonical(Registry::builtin_dir()), fs::weakly_canonical(fs::path(TALLY_PLUGIN_DIR)));
+  EXPECT_EQ(fs::weakly_canonical(Registry::builtin_dir()),
+            fs::weakly_canonical(fs::path(TALLY_PLUGIN_DIR)));
   const auto* nondist = reg.find(ComponentKind::Backend, "nondist");
   ASSERT_NE(nondist, nullptr);
   EXPECT_EQ(nondist->file.filename(), "libtally_nondist.so");
@@ -73,7 +74,8 @@ TEST(Registry, ConfigPathsComeFirstThenEnvironmentThenBuiltIn) {
 
 TEST(Registry, SameFileNamedTwiceLoadsOnce) {
   const fs::path testkit = kTestPlugins / "testkit";
-  const auto reg = Registry::load({testkit, testkit / "libtally_testkit.so", Registry::builtin_dir()});
+  const auto reg =
+      Registry::load({testkit, testkit / "libtally_testkit.so", Registry::builtin_dir()});
   EXPECT_NE(reg.find(ComponentKind::Metric, "SequenceProbe"), nullptr);
 }
 
@@ -91,11 +93,14 @@ TEST(Registry, UnknownComponentListsTheKnownOnes) {
 
 TEST(Registry, MissingPathIsAnError) {
   const auto msg = load_error({"/nonexistent/plugins"});
-  EXPECT_NE(msg.find("plugins.paths: plugin path '/nonexistent/plugins' does not exist"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("plugins.paths: plugin path '/nonexistent/plugins' does not exist"),
+            std::string::npos)
+      << msg;
   ::setenv("TALLY_PLUGIN_PATH", "/nonexistent/env", 1);
   const auto env_msg = load_error({});
   ::unsetenv("TALLY_PLUGIN_PATH");
-  EXPECT_NE(env_msg.find("TALLY_PLUGIN_PATH: plugin path '/nonexistent/env' does not exist"), std::string::npos)
+  EXPECT_NE(env_msg.find("TALLY_PLUGIN_PATH: plugin path '/nonexistent/env' does not exist"),
+            std::string::npos)
       << env_msg;
 }
 
@@ -114,20 +119,24 @@ TEST(Registry, CorruptLibraryIsAnErrorNamingTheFile) {
 
 TEST(Registry, LibraryWithoutEntryIsRefused) {
   const auto msg = load_error({kTestPlugins / "no_entry"});
-  EXPECT_NE(msg.find("libtally_no_entry.so' is not a tally plugin: it exports no 'tally_plugin' entry"),
-            std::string::npos)
+  EXPECT_NE(
+      msg.find("libtally_no_entry.so' is not a tally plugin: it exports no 'tally_plugin' entry"),
+      std::string::npos)
       << msg;
 }
 
 TEST(Registry, AbiMismatchNamesTheFileAndBothVersions) {
   const auto msg = load_error({kTestPlugins / "bad_abi"});
-  EXPECT_NE(msg.find("libtally_bad_abi.so' was built for plugin ABI version 42"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("libtally_bad_abi.so' was built for plugin ABI version 42"), std::string::npos)
+      << msg;
   EXPECT_NE(msg.find("uses ABI version 1"), std::string::npos) << msg;
 }
 
 TEST(Registry, ManifestThatFailsIsRefused) {
   const auto msg = load_error({kTestPlugins / "failing_manifest"});
-  EXPECT_NE(msg.find("libtally_failing_manifest.so' failed while building its manifest"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("libtally_failing_manifest.so' failed while building its manifest"),
+            std::string::npos)
+      << msg;
 }
 
 TEST(Registry, DuplicateNamesNameBothFiles) {

@@ -28,7 +28,8 @@ TEST(Tensor, OwningTensorsAreZeroedAndTyped) {
 }
 
 TEST(Tensor, ViewsKeepTheirOwnerAlive) {
-  auto owner = std::make_shared<std::vector<std::int64_t>>(std::vector<std::int64_t>{1, 2, 3, 4, 5, 6});
+  auto owner =
+      std::make_shared<std::vector<std::int64_t>>(std::vector<std::int64_t>{1, 2, 3, 4, 5, 6});
   std::weak_ptr<std::vector<std::int64_t>> watch = owner;
   Tensor v = Tensor::view(owner->data(), DType::I64, {3, 2}, tally::Device::cpu(), owner);
   owner.reset();

@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tally/batch.hpp"
@@ -34,6 +35,11 @@ struct RunInfo {
   int world_size = 1;
   std::int64_t samples = 0;
   double wall_seconds = 0;
+  /// Metric label -> the metric's type (its component name): a results file says what produced
+  /// each key, so `tally compare` can read the metrics' ResultSpecs (directions, plots).
+  std::vector<std::pair<std::string, std::string>> types;
+  /// Plugin name -> version, for the plugins whose metrics ran.
+  std::vector<std::pair<std::string, std::string>> plugins;
 };
 
 struct Results {

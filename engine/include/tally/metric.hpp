@@ -5,8 +5,8 @@
 // With TypedMetric a metric declares its local state as a struct with MSGPACK_DEFINE and writes
 // only update(state, batch) and compute(states):
 //
-//   struct State { tally::PackedVector<std::int64_t> hits; std::int64_t n = 0; MSGPACK_DEFINE(hits, n) };
-//   class MyMetric : public tally::TypedMetric<State> {
+//   struct State { tally::PackedVector<std::int64_t> hits; std::int64_t n = 0; MSGPACK_DEFINE(hits,
+//   n) }; class MyMetric : public tally::TypedMetric<State> {
 //     void update(State& s, const tally::Batch& b) override { ... }
 //     tally::Value compute(const std::vector<State>& per_rank) const override { ... }
 //   };

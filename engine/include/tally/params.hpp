@@ -17,7 +17,7 @@ namespace tally {
 enum class ParamType {
   Bool,
   Int,
-  Float,       // an integer is accepted and widened
+  Float,  // an integer is accepted and widened
   String,
   Path,        // a string; relative paths are resolved against the config file's folder
   IntList,     // a single integer is accepted as a one-element list
@@ -45,13 +45,26 @@ struct ParamSpec {
   bool required() const { return default_value.is_null() && !optional; }
 };
 
-/// Fluent helpers for schemas: `param("topk", ParamType::IntList, "k values").def(Value::Array{1})`.
+/// Fluent helpers for schemas: `param("topk", ParamType::IntList, "k
+/// values").def(Value::Array{1})`.
 struct ParamBuilder {
   ParamSpec spec;
-  ParamBuilder& def(Value v) { spec.default_value = std::move(v); return *this; }
-  ParamBuilder& optional() { spec.optional = true; return *this; }
-  ParamBuilder& nullable() { spec.nullable = true; return *this; }
-  ParamBuilder& choices(std::vector<std::string> c) { spec.choices = std::move(c); return *this; }
+  ParamBuilder& def(Value v) {
+    spec.default_value = std::move(v);
+    return *this;
+  }
+  ParamBuilder& optional() {
+    spec.optional = true;
+    return *this;
+  }
+  ParamBuilder& nullable() {
+    spec.nullable = true;
+    return *this;
+  }
+  ParamBuilder& choices(std::vector<std::string> c) {
+    spec.choices = std::move(c);
+    return *this;
+  }
   operator ParamSpec() const { return spec; }
 };
 inline ParamBuilder param(std::string name, ParamType type, std::string doc) {
@@ -63,13 +76,14 @@ inline ParamBuilder param(std::string name, ParamType type, std::string doc) {
 class TALLY_API Params {
  public:
   Params() = default;
-  Params(std::string owner, Value::Map values) : owner_(std::move(owner)), values_(std::move(values)) {}
+  Params(std::string owner, Value::Map values)
+      : owner_(std::move(owner)), values_(std::move(values)) {}
 
   /// Who these belong to, for messages: "metric 'prf_macro' (SingleLabelMetric)".
   const std::string& owner() const noexcept { return owner_; }
   const Value::Map& values() const noexcept { return values_; }
 
-  bool has(std::string_view name) const;  // present and not null
+  bool has(std::string_view name) const;          // present and not null
   const Value& get(std::string_view name) const;  // null when absent
   bool get_bool(std::string_view name) const;
   std::int64_t get_int(std::string_view name) const;

@@ -5,7 +5,8 @@
 //
 //   TALLY_PLUGIN("classification", "0.1.0", [] {
 //     return std::vector<tally::ComponentInfo>{
-//         tally::metric<Accuracy>("Accuracy", "Top-k accuracy ...", Accuracy::params(), Accuracy::inputs())};
+//         tally::metric<Accuracy>("Accuracy", "Top-k accuracy ...", Accuracy::params(),
+//         Accuracy::inputs())};
 //   })
 #pragma once
 
@@ -29,9 +30,12 @@ enum class ComponentKind { Metric, Reader, Backend };
 
 inline const char* component_kind_name(ComponentKind k) {
   switch (k) {
-    case ComponentKind::Metric: return "metric";
-    case ComponentKind::Reader: return "reader";
-    case ComponentKind::Backend: return "backend";
+    case ComponentKind::Metric:
+      return "metric";
+    case ComponentKind::Reader:
+      return "reader";
+    case ComponentKind::Backend:
+      return "backend";
   }
   return "?";
 }
@@ -124,7 +128,9 @@ ComponentInfo backend(std::string name, std::string doc, std::vector<ParamSpec> 
   c.name = std::move(name);
   c.doc = std::move(doc);
   c.params = std::move(params);
-  c.make_backend = [](const Params& p) -> std::unique_ptr<DistBackend> { return std::make_unique<B>(p); };
+  c.make_backend = [](const Params& p) -> std::unique_ptr<DistBackend> {
+    return std::make_unique<B>(p);
+  };
   return c;
 }
 
@@ -136,16 +142,16 @@ using PluginEntry = const PluginManifest*() noexcept;
 /// Defines and exports the plugin entry. The third argument is a callable returning
 /// std::vector<tally::ComponentInfo> (it may contain commas: a lambda with a braced list); it runs
 /// once, on the first call of the entry, never at load.
-#define TALLY_PLUGIN(NAME, VERSION, ...)                                               \
-  namespace tally_plugin_export {                                                      \
-  static const ::tally::PluginManifest* entry() noexcept {                             \
-    try {                                                                              \
+#define TALLY_PLUGIN(NAME, VERSION, ...)                                                 \
+  namespace tally_plugin_export {                                                        \
+  static const ::tally::PluginManifest* entry() noexcept {                               \
+    try {                                                                                \
       static const ::tally::PluginManifest manifest{::tally::kAbiVersion, NAME, VERSION, \
-                                                    (__VA_ARGS__)()};                   \
-      return &manifest;                                                                \
-    } catch (...) {                                                                    \
-      return nullptr;                                                                  \
-    }                                                                                  \
-  }                                                                                    \
-  }                                                                                    \
+                                                    (__VA_ARGS__)()};                    \
+      return &manifest;                                                                  \
+    } catch (...) {                                                                      \
+      return nullptr;                                                                    \
+    }                                                                                    \
+  }                                                                                      \
+  }                                                                                      \
   BOOST_DLL_ALIAS(tally_plugin_export::entry, tally_plugin)

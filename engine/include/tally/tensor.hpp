@@ -5,8 +5,8 @@
 #pragma once
 
 #include <cstddef>
-#include <cstring>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -26,17 +26,28 @@ inline bool is_integral(DType t) noexcept { return !is_floating(t) && t != DType
 
 template <class T>
 constexpr DType dtype_of() {
-  if constexpr (std::is_same_v<T, bool>) return DType::Bool;
-  else if constexpr (std::is_same_v<T, std::uint8_t>) return DType::U8;
-  else if constexpr (std::is_same_v<T, std::int8_t>) return DType::I8;
-  else if constexpr (std::is_same_v<T, std::uint16_t>) return DType::U16;
-  else if constexpr (std::is_same_v<T, std::int16_t>) return DType::I16;
-  else if constexpr (std::is_same_v<T, std::int32_t>) return DType::I32;
-  else if constexpr (std::is_same_v<T, std::uint32_t>) return DType::U32;
-  else if constexpr (std::is_same_v<T, std::int64_t>) return DType::I64;
-  else if constexpr (std::is_same_v<T, float>) return DType::F32;
-  else if constexpr (std::is_same_v<T, double>) return DType::F64;
-  else static_assert(sizeof(T) == 0, "tally::dtype_of: unsupported element type");
+  if constexpr (std::is_same_v<T, bool>)
+    return DType::Bool;
+  else if constexpr (std::is_same_v<T, std::uint8_t>)
+    return DType::U8;
+  else if constexpr (std::is_same_v<T, std::int8_t>)
+    return DType::I8;
+  else if constexpr (std::is_same_v<T, std::uint16_t>)
+    return DType::U16;
+  else if constexpr (std::is_same_v<T, std::int16_t>)
+    return DType::I16;
+  else if constexpr (std::is_same_v<T, std::int32_t>)
+    return DType::I32;
+  else if constexpr (std::is_same_v<T, std::uint32_t>)
+    return DType::U32;
+  else if constexpr (std::is_same_v<T, std::int64_t>)
+    return DType::I64;
+  else if constexpr (std::is_same_v<T, float>)
+    return DType::F32;
+  else if constexpr (std::is_same_v<T, double>)
+    return DType::F64;
+  else
+    static_assert(sizeof(T) == 0, "tally::dtype_of: unsupported element type");
 }
 
 enum class DeviceType : std::uint8_t { CPU, CUDA };
@@ -83,7 +94,9 @@ class TALLY_API Tensor {
   /// Size of dimension i; negative i counts from the end.
   std::int64_t size(std::int64_t i) const;
   std::int64_t numel() const noexcept;
-  std::size_t nbytes() const noexcept { return static_cast<std::size_t>(numel()) * dtype_size(dtype_); }
+  std::size_t nbytes() const noexcept {
+    return static_cast<std::size_t>(numel()) * dtype_size(dtype_);
+  }
   Device device() const noexcept { return device_; }
   bool is_cuda() const noexcept { return device_.is_cuda(); }
 
