@@ -1,0 +1,210 @@
+// The `mpi` backend (Open MPI). Sizes travel with MPI_Allgather, object bytes with MPI_Allgatherv
+// (no padding); the base class keeps every call under chunk_bytes(), which is at most INT_MAX so
+// every count fits MPI's int. tally's traffic runs on its own duplicate of MPI_COMM_WORLD with
+// MPI_ERRORS_RETURN, so it never mixes with the host program's and every failure becomes a
+// tally::RuntimeError naming the rank and the call.
+//
+// MPI is initialised only if the host program has not done it, and finalised only by the backend
+// that initialised it, when the last live mpi backend of the process goes away.
+#include <dlfcn.h>
+#include <mpi.h>
+
+#include <climits>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tally/dist_backend.hpp"
+#include "tally/error.hpp"
+#include "tally/params.hpp"
+#include "tally/plugin.hpp"
+
+namespace {
+
+constexpr std::int64_t kDefaultChunkBytes = std::int64_t{1} << 30;
+
+std::string mpi_error_string(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(code, text, &len) != MPI_SUCCESS)
+    return "MPI error code " + std::to_string(code);
+  return std::string(text, static_cast<std::size_t>(len));
+}
+
+// This plugin is dlopen'ed with RTLD_LOCAL, so libmpi (its dependency) is not in the global
+// symbol scope. Several Open MPI components (mca_pml_ob1, mca_btl_tcp, mca_coll_han, ...) are not
+// linked against libmpi / libopen-pal and resolve those symbols from the global scope; they load
+// today only because earlier components happen to drag libmpi into it. Promoting libmpi (and with
+// it libopen-rte and libopen-pal) before MPI_Init removes that dependence on load order. The
+// handle is never closed: libmpi must stay loaded after MPI_Finalize.
+void make_libmpi_global() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&MPI_Init), &info) == 0 || info.dli_fname == nullptr) return;
+  dlopen(info.dli_fname, RTLD_NOW | RTLD_GLOBAL | RTLD_NOLOAD);
+}
+
+// Process-wide: how many mpi backends are alive, and whether one of them initialised MPI.
+struct ProcessState {
+  std::mutex mutex;
+  int live = 0;
+  bool initialised_by_tally = false;
+};
+ProcessState& process_state() {
+  static ProcessState state;
+  return state;
+}
+
+class MpiBackend final : public tally::DistBackend {
+ public:
+  explicit MpiBackend(const tally::Params& params) {
+    const std::int64_t chunk = params.get_int("chunk_bytes");
+    if (chunk < 1 || chunk > INT_MAX) {
+      params.fail("chunk_bytes", "must be between 1 and " + std::to_string(INT_MAX) +
+                                     " (MPI counts are int), got " + std::to_string(chunk));
+    }
+    acquire();
+    try {
+      check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup(MPI_COMM_WORLD)");
+      check(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+      check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
+      check(MPI_Comm_size(comm_, &world_), "MPI_Comm_size");
+      if (chunk < world_) {
+        params.fail("chunk_bytes", "must be at least the world size (" + std::to_string(world_) +
+                                       "), got " + std::to_string(chunk));
+      }
+      set_chunk_bytes(static_cast<std::size_t>(chunk));
+    } catch (...) {
+      release();
+      throw;
+    }
+  }
+
+  ~MpiBackend() override { release(); }
+  MpiBackend(const MpiBackend&) = delete;
+  MpiBackend& operator=(const MpiBackend&) = delete;
+
+  std::string name() const override { return "mpi"; }
+  bool is_initialized() const override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    return comm_ != MPI_COMM_NULL && finalized == 0;
+  }
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_; }
+  void barrier() override { check(MPI_Barrier(comm_), "MPI_Barrier"); }
+
+ protected:
+  void all_gather_equal(const std::byte* send, std::size_t n, std::byte* recv) override {
+    const int count = to_int(n, "MPI_Allgather");
+    check(MPI_Allgather(send, count, MPI_BYTE, recv, count, MPI_BYTE, comm_), "MPI_Allgather");
+  }
+
+  void all_gather_varying(const std::byte* send, std::span<const std::size_t> counts,
+                          std::byte* recv) override {
+    counts_.resize(counts.size());
+    displs_.resize(counts.size());
+    std::size_t at = 0;
+    for (std::size_t r = 0; r < counts.size(); ++r) {
+      counts_[r] = to_int(counts[r], "MPI_Allgatherv");
+      displs_[r] = to_int(at, "MPI_Allgatherv");
+      at += counts[r];
+    }
+    to_int(at, "MPI_Allgatherv");
+    const int mine = counts_[static_cast<std::size_t>(rank_)];
+    check(
+        MPI_Allgatherv(send, mine, MPI_BYTE, recv, counts_.data(), displs_.data(), MPI_BYTE, comm_),
+        "MPI_Allgatherv");
+  }
+
+  void broadcast(std::byte* buf, std::size_t n, int src) override {
+    check(MPI_Bcast(buf, to_int(n, "MPI_Bcast"), MPI_BYTE, src, comm_), "MPI_Bcast");
+  }
+
+ private:
+  void check(int code, const char* call) const {
+    if (code == MPI_SUCCESS) return;
+    throw tally::RuntimeError("mpi backend: rank " + std::to_string(rank_) + " of " +
+                              std::to_string(world_) + ": " + call +
+                              " failed: " + mpi_error_string(code));
+  }
+
+  // The base class keeps every call within chunk_bytes() <= INT_MAX; this guards that contract.
+  int to_int(std::size_t n, const char* call) const {
+    if (n > static_cast<std::size_t>(INT_MAX)) {
+      throw tally::RuntimeError("mpi backend: rank " + std::to_string(rank_) + ": " + call +
+                                " of " + std::to_string(n) +
+                                " bytes exceeds MPI's int count limit");
+    }
+    return static_cast<int>(n);
+  }
+
+  // Initialises MPI if nobody has, and counts this backend as live.
+  void acquire() {
+    ProcessState& state = process_state();
+    std::lock_guard lock(state.mutex);
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized != 0) {
+      throw tally::RuntimeError(
+          "mpi backend: MPI has already been finalised in this process and cannot be initialised "
+          "again (initialise MPI in the host program to use several mpi backends one after "
+          "another)");
+    }
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (initialized == 0) {
+      make_libmpi_global();
+      int provided = 0;
+      const int code = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+      if (code != MPI_SUCCESS)
+        throw tally::RuntimeError("mpi backend: MPI_Init_thread failed: " + mpi_error_string(code));
+      state.initialised_by_tally = true;
+    }
+    ++state.live;
+    counted_ = true;
+  }
+
+  // Frees the communicator, and finalises MPI when this was the last live backend and a tally
+  // backend initialised it. Never throws: it runs in the destructor.
+  void release() noexcept {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (comm_ != MPI_COMM_NULL && finalized == 0) MPI_Comm_free(&comm_);
+    comm_ = MPI_COMM_NULL;
+    if (!counted_) return;
+    counted_ = false;
+    ProcessState& state = process_state();
+    std::lock_guard lock(state.mutex);
+    if (--state.live == 0 && state.initialised_by_tally) {
+      state.initialised_by_tally = false;
+      if (finalized == 0) MPI_Finalize();
+    }
+  }
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  int rank_ = 0;
+  int world_ = 1;
+  bool counted_ = false;
+  std::vector<int> counts_;
+  std::vector<int> displs_;
+};
+
+std::vector<tally::ParamSpec> mpi_params() {
+  return {tally::param("chunk_bytes", tally::ParamType::Int,
+                       "bytes one MPI call moves at most; larger objects go in rounds")
+              .def(kDefaultChunkBytes)};
+}
+
+}  // namespace
+
+TALLY_PLUGIN("mpi", "0.1.0", [] {
+  return std::vector<tally::ComponentInfo>{tally::backend<MpiBackend>(
+      "mpi",
+      "Open MPI: sizes with MPI_Allgather, bytes with MPI_Allgatherv on a duplicate of "
+      "MPI_COMM_WORLD. Initialises MPI only if the host program has not, and finalises only what "
+      "it initialised.",
+      mpi_params())};
+})

@@ -1,0 +1,423 @@
+#include "npy_file.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <bit>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+#include <string_view>
+#include <tuple>
+#include <utility>
+
+#include "tally/error.hpp"
+
+namespace tally_npy {
+
+namespace {
+
+static_assert(std::endian::native == std::endian::little,
+              "the npy reader hands out little-endian file data as it is");
+
+constexpr std::string_view kMagic = "\x93NUMPY";
+
+// printable ASCII as is, anything else as \xNN, at most `limit` bytes.
+std::string escaped(std::string_view bytes, std::size_t limit = 80) {
+  std::string out;
+  for (std::size_t i = 0; i < bytes.size() && i < limit; ++i) {
+    const auto c = static_cast<unsigned char>(bytes[i]);
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      out += static_cast<char>(c);
+    } else {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "\\x%02x", c);
+      out += hex;
+    }
+  }
+  if (bytes.size() > limit) out += "...";
+  return out;
+}
+
+std::string bytes_text(std::size_t n) { return std::to_string(n) + (n == 1 ? " byte" : " bytes"); }
+
+// ---- the header: a Python dict literal ----------------------------------------------------------
+
+// The subset of Python literals that npy headers use.
+struct PyValue {
+  enum class Kind { Str, Int, Bool, None, Tuple, List };
+  Kind kind = Kind::None;
+  std::string str;
+  std::int64_t integer = 0;
+  bool boolean = false;
+  std::vector<PyValue> items;
+};
+
+class HeaderParser {
+ public:
+  explicit HeaderParser(std::string_view text) : text_(text) {}
+
+  // The dict, as (key, value) pairs in order; nullopt and error() on malformed text.
+  std::optional<std::vector<std::pair<std::string, PyValue>>> parse_dict() {
+    std::vector<std::pair<std::string, PyValue>> entries;
+    skip_space();
+    if (!eat('{')) return fail("expected '{'");
+    skip_space();
+    while (!eat('}')) {
+      PyValue key;
+      if (!parse_value(key)) return std::nullopt;
+      if (key.kind != PyValue::Kind::Str) return fail("expected a string key");
+      skip_space();
+      if (!eat(':')) return fail("expected ':' after key '" + key.str + "'");
+      PyValue value;
+      if (!parse_value(value)) return std::nullopt;
+      for (const auto& [k, v] : entries) {
+        if (k == key.str) return fail("duplicate key '" + key.str + "'");
+      }
+      entries.emplace_back(std::move(key.str), std::move(value));
+      skip_space();
+      if (eat(',')) {
+        skip_space();
+        continue;
+      }
+      if (peek() != '}') return fail("expected ',' or '}'");
+    }
+    skip_space();
+    if (pos_ != text_.size()) return fail("unexpected text after the closing '}'");
+    return entries;
+  }
+
+  const std::string& error() const { return error_; }
+
+ private:
+  std::nullopt_t fail(std::string message) {
+    if (error_.empty()) error_ = message + " at offset " + std::to_string(pos_);
+    return std::nullopt;
+  }
+  char peek() const { return pos_ < text_.size() ? text_[pos_] : '\0'; }
+  bool eat(char c) {
+    if (peek() != c || pos_ >= text_.size()) return false;
+    ++pos_;
+    return true;
+  }
+  void skip_space() {
+    while (pos_ < text_.size() && (text_[pos_] == ' ' || text_[pos_] == '\t' ||
+                                   text_[pos_] == '\n' || text_[pos_] == '\r'))
+      ++pos_;
+  }
+  bool starts_with(std::string_view word) const { return text_.substr(pos_).starts_with(word); }
+
+  bool parse_value(PyValue& out) {
+    skip_space();
+    const char c = peek();
+    if (c == '\'' || c == '"') return parse_string(out);
+    if (c == '(' || c == '[') return parse_sequence(out);
+    if (c == '-' || (c >= '0' && c <= '9')) return parse_int(out);
+    for (const auto& [word, kind, value] : {std::tuple{"True", PyValue::Kind::Bool, true},
+                                            std::tuple{"False", PyValue::Kind::Bool, false},
+                                            std::tuple{"None", PyValue::Kind::None, false}}) {
+      if (starts_with(word)) {
+        pos_ += std::string_view(word).size();
+        out.kind = kind;
+        out.boolean = value;
+        return true;
+      }
+    }
+    fail("expected a value");
+    return false;
+  }
+
+  bool parse_string(PyValue& out) {
+    const char quote = text_[pos_++];
+    const std::size_t begin = pos_;
+    while (pos_ < text_.size() && text_[pos_] != quote) {
+      if (text_[pos_] == '\\') {
+        fail("escape sequences in strings are not supported");
+        return false;
+      }
+      ++pos_;
+    }
+    if (pos_ == text_.size()) {
+      fail("unterminated string");
+      return false;
+    }
+    out.kind = PyValue::Kind::Str;
+    out.str = std::string(text_.substr(begin, pos_ - begin));
+    ++pos_;
+    return true;
+  }
+
+  bool parse_int(PyValue& out) {
+    const bool negative = eat('-');
+    if (!(peek() >= '0' && peek() <= '9')) {
+      fail("expected a digit");
+      return false;
+    }
+    std::int64_t value = 0;
+    while (peek() >= '0' && peek() <= '9') {
+      const int digit = text_[pos_++] - '0';
+      if (__builtin_mul_overflow(value, 10, &value) ||
+          __builtin_add_overflow(value, digit, &value)) {
+        fail("integer out of range");
+        return false;
+      }
+    }
+    if (peek() == 'L' || peek() == 'l') ++pos_;  // Python 2 era files: (3L, 4L)
+    out.kind = PyValue::Kind::Int;
+    out.integer = negative ? -value : value;
+    return true;
+  }
+
+  bool parse_sequence(PyValue& out) {
+    const char close = text_[pos_++] == '(' ? ')' : ']';
+    out.kind = close == ')' ? PyValue::Kind::Tuple : PyValue::Kind::List;
+    skip_space();
+    while (!eat(close)) {
+      PyValue item;
+      if (!parse_value(item)) return false;
+      out.items.push_back(std::move(item));
+      skip_space();
+      if (eat(',')) {
+        skip_space();
+        continue;
+      }
+      if (peek() != close) {
+        fail(std::string("expected ',' or '") + close + "'");
+        return false;
+      }
+    }
+    return true;
+  }
+
+  std::string_view text_;
+  std::size_t pos_ = 0;
+  std::string error_;
+};
+
+// ---- dtypes -------------------------------------------------------------------------------------
+
+struct DTypeCode {
+  std::string_view code;  // kind and size, without the byte-order character
+  tally::DType dtype;
+};
+constexpr DTypeCode kDTypes[] = {
+    {"b1", tally::DType::Bool}, {"u1", tally::DType::U8},  {"i1", tally::DType::I8},
+    {"i2", tally::DType::I16},  {"u2", tally::DType::U16}, {"i4", tally::DType::I32},
+    {"u4", tally::DType::U32},  {"i8", tally::DType::I64}, {"f4", tally::DType::F32},
+    {"f8", tally::DType::F64},
+};
+constexpr std::string_view kSupported = "|b1, |u1, |i1, <i2, <u2, <i4, <u4, <i8, <f4, <f8";
+
+// The dtype of `descr`, or an error message.
+std::pair<std::optional<tally::DType>, std::string> parse_descr(std::string_view descr) {
+  char order = '=';
+  std::string_view code = descr;
+  if (!code.empty() && std::string_view("<>|=").find(code.front()) != std::string_view::npos) {
+    order = code.front();
+    code.remove_prefix(1);
+  }
+  for (const auto& known : kDTypes) {
+    if (known.code != code) continue;
+    const bool one_byte = tally::dtype_size(known.dtype) == 1;
+    // '=' is native order, little-endian here (static_assert above); '|' means "not applicable"
+    // and NumPy only writes it for one-byte types.
+    if (one_byte || order == '<' || order == '=') return {known.dtype, {}};
+    if (order == '>') {
+      return {std::nullopt, "big-endian dtype '" + std::string(descr) +
+                                "' is not supported: expected little-endian '<" +
+                                std::string(code) + "' (convert with arr.astype('<" +
+                                std::string(code) + "'))"};
+    }
+    break;
+  }
+  return {std::nullopt, "unsupported dtype '" + std::string(descr) + "': expected one of " +
+                            std::string(kSupported)};
+}
+
+// ---- the mapping --------------------------------------------------------------------------------
+
+class Mapping {
+ public:
+  Mapping(void* addr, std::size_t size) : addr_(addr), size_(size) {}
+  ~Mapping() { munmap(addr_, size_); }
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
+  const std::byte* bytes() const { return static_cast<const std::byte*>(addr_); }
+
+ private:
+  void* addr_;
+  std::size_t size_;
+};
+
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+}  // namespace
+
+std::string shape_string(const std::vector<std::int64_t>& shape) {
+  std::string out = "(";
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (i != 0) out += ", ";
+    out += std::to_string(shape[i]);
+  }
+  if (shape.size() == 1) out += ",";
+  return out + ")";
+}
+
+NpyFile open_npy(const std::filesystem::path& path, const std::string& what) {
+  auto fail = [&](const std::string& problem) -> tally::InputError {
+    return tally::InputError(what + ": " + problem);
+  };
+
+  const Fd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) {
+    const int err = errno;
+    if (err == ENOENT) throw fail("file not found");
+    throw fail(std::string("cannot open the file: ") + std::strerror(err));
+  }
+  struct stat st {};
+  if (fstat(fd.get(), &st) != 0)
+    throw fail(std::string("cannot stat the file: ") + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) throw fail("not a regular file: expected an .npy file");
+  const auto file_size = static_cast<std::size_t>(st.st_size);
+  if (file_size == 0) throw fail("not an npy file: the file is empty");
+
+  void* addr = mmap(nullptr, file_size, PROT_READ, MAP_SHARED, fd.get(), 0);
+  if (addr == MAP_FAILED) throw fail(std::string("cannot map the file: ") + std::strerror(errno));
+  auto mapping = std::make_shared<const Mapping>(addr, file_size);
+  const std::string_view file(reinterpret_cast<const char*>(mapping->bytes()), file_size);
+
+  // Preamble: magic, major and minor version, header length (u16 for 1.0, u32 for 2.0 and 3.0).
+  if (!file.starts_with(kMagic)) {
+    throw fail("not an npy file: expected the magic string \\x93NUMPY at the start, found '" +
+               escaped(file.substr(0, kMagic.size())) + "'");
+  }
+  if (file.size() < kMagic.size() + 2) {
+    throw fail("truncated npy preamble: the file has " + bytes_text(file_size) +
+               ", expected at least 10");
+  }
+  const auto major = static_cast<unsigned char>(file[6]);
+  const auto minor = static_cast<unsigned char>(file[7]);
+  if (!((major == 1 || major == 2 || major == 3) && minor == 0)) {
+    throw fail("unsupported npy format version " + std::to_string(major) + "." +
+               std::to_string(minor) + ": expected 1.0, 2.0 or 3.0");
+  }
+  const std::size_t length_bytes = major == 1 ? 2 : 4;
+  const std::size_t preamble = kMagic.size() + 2 + length_bytes;
+  if (file_size < preamble) {
+    throw fail("truncated npy preamble: the file has " + bytes_text(file_size) +
+               ", expected at least " + std::to_string(preamble));
+  }
+  std::size_t header_len = 0;
+  for (std::size_t i = 0; i < length_bytes; ++i)
+    header_len |= std::size_t{static_cast<unsigned char>(file[8 + i])} << (8 * i);
+  if (file_size - preamble < header_len) {
+    throw fail("truncated header: the preamble announces a header of " + bytes_text(header_len) +
+               ", but the file has " + bytes_text(file_size) + " in all");
+  }
+  const std::string_view header = file.substr(preamble, header_len);
+
+  // The header dict: exactly descr, fortran_order and shape (as NumPy requires).
+  HeaderParser parser(header);
+  const auto dict = parser.parse_dict();
+  auto header_text = [&] {
+    std::string_view shown = header;
+    while (!shown.empty() && (shown.back() == ' ' || shown.back() == '\n')) shown.remove_suffix(1);
+    return "\"" + escaped(shown, 200) + "\"";
+  };
+  if (!dict) throw fail("malformed header dict (" + parser.error() + "): " + header_text());
+  const PyValue* descr = nullptr;
+  const PyValue* fortran = nullptr;
+  const PyValue* shape = nullptr;
+  for (const auto& [key, value] : *dict) {
+    if (key == "descr") {
+      descr = &value;
+    } else if (key == "fortran_order") {
+      fortran = &value;
+    } else if (key == "shape") {
+      shape = &value;
+    } else {
+      throw fail("malformed header dict: unexpected key '" + key +
+                 "' (expected exactly 'descr', 'fortran_order' and 'shape'): " + header_text());
+    }
+  }
+  for (const auto& [key, value] : {std::pair{"descr", descr}, std::pair{"fortran_order", fortran},
+                                   std::pair{"shape", shape}}) {
+    if (value == nullptr)
+      throw fail(std::string("malformed header dict: missing key '") + key + "': " + header_text());
+  }
+  if (fortran->kind != PyValue::Kind::Bool) {
+    throw fail("malformed header dict: 'fortran_order' must be True or False: " + header_text());
+  }
+  if (shape->kind != PyValue::Kind::Tuple) {
+    throw fail("malformed header dict: 'shape' must be a tuple of integers: " + header_text());
+  }
+
+  NpyFile out;
+  out.path = path;
+  if (descr->kind != PyValue::Kind::Str) {
+    throw fail(
+        "unsupported dtype: structured arrays (a list 'descr') are not supported: expected "
+        "one of " +
+        std::string(kSupported));
+  }
+  out.descr = descr->str;
+  auto [dtype, dtype_error] = parse_descr(out.descr);
+  if (!dtype) throw fail(dtype_error);
+  out.dtype = *dtype;
+  if (fortran->boolean) {
+    throw fail(
+        "Fortran-order arrays are not supported (fortran_order: True): expected C order "
+        "(save np.ascontiguousarray(arr))");
+  }
+  for (const auto& dim : shape->items) {
+    if (dim.kind != PyValue::Kind::Int || dim.integer < 0) {
+      throw fail("malformed header dict: 'shape' must be a tuple of non-negative integers: " +
+                 header_text());
+    }
+    out.shape.push_back(dim.integer);
+  }
+  if (out.shape.empty()) {
+    throw fail("0-d array (shape ()): expected at least one dimension, the sample dimension");
+  }
+
+  // Sizes, with overflow checks: a hostile header must not wrap around.
+  std::size_t row_elements = 1;
+  for (std::size_t i = 1; i < out.shape.size(); ++i) {
+    if (__builtin_mul_overflow(row_elements, static_cast<std::size_t>(out.shape[i]), &row_elements))
+      throw fail("shape " + shape_string(out.shape) + " is too large");
+  }
+  std::size_t data_bytes = 0;
+  if (__builtin_mul_overflow(row_elements, tally::dtype_size(out.dtype), &out.row_bytes) ||
+      __builtin_mul_overflow(out.row_bytes, static_cast<std::size_t>(out.shape[0]), &data_bytes)) {
+    throw fail("shape " + shape_string(out.shape) + " is too large");
+  }
+  out.header_bytes = preamble + header_len;
+  if (file_size - out.header_bytes < data_bytes) {
+    throw fail("truncated data: shape " + shape_string(out.shape) + " of '" + out.descr +
+               "' needs " + bytes_text(data_bytes) + " after a header of " +
+               bytes_text(out.header_bytes) + " (" + bytes_text(out.header_bytes + data_bytes) +
+               " in all), but the file has " + bytes_text(file_size));
+  }
+
+  posix_madvise(addr, file_size, POSIX_MADV_SEQUENTIAL);
+  out.data = mapping->bytes() + out.header_bytes;
+  out.mapping = std::move(mapping);
+  return out;
+}
+
+}  // namespace tally_npy

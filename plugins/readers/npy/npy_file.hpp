@@ -1,0 +1,39 @@
+// One NumPy .npy file, memory-mapped read-only: the parsed header and a pointer to the data.
+// Format: https://numpy.org/doc/stable/reference/generated/numpy.lib.format.html
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tally/tensor.hpp"
+
+namespace tally_npy {
+
+struct NpyFile {
+  std::filesystem::path path;
+  tally::DType dtype = tally::DType::F32;
+  std::string descr;                // as written in the header ("<f4")
+  std::vector<std::int64_t> shape;  // at least one dimension
+  std::size_t header_bytes = 0;     // offset of the data in the file
+  std::size_t row_bytes = 0;        // bytes of one sample (one index of the leading dimension)
+  /// The data (the mapping plus header_bytes); valid as long as `mapping` lives.
+  const std::byte* data = nullptr;
+  /// Owns the mapping: handed to tensor views as their keepalive.
+  std::shared_ptr<const void> mapping;
+
+  std::int64_t samples() const { return shape.front(); }
+};
+
+/// Maps and parses `path`. InputError "<what>: <problem>" for a missing or unreadable file, a
+/// bad magic string, an unsupported version, a malformed header, Fortran order, a big-endian or
+/// unsupported dtype, a 0-d array, or a file shorter than its header says.
+NpyFile open_npy(const std::filesystem::path& path, const std::string& what);
+
+/// "(3, 4)", as NumPy writes shapes.
+std::string shape_string(const std::vector<std::int64_t>& shape);
+
+}  // namespace tally_npy

@@ -1,0 +1,209 @@
+// The mpi backend, loaded through the registry into a process that does not link MPI (as the
+// tally CLI does), run under mpiexec on several world sizes. The backend initialises MPI; the
+// program checks at the end that the last backend finalised it.
+#include <dlfcn.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "config.hpp"
+#include "registry.hpp"
+#include "tally/dist_backend.hpp"
+#include "tally/error.hpp"
+
+using tally::DistBackend;
+using tally::Value;
+
+namespace {
+
+using Bytes = std::vector<std::byte>;
+
+Bytes pattern(int rank, std::size_t n) {
+  Bytes b(n);
+  for (std::size_t i = 0; i < n; ++i)
+    b[i] = static_cast<std::byte>((rank * 131 + i * 7 + i / 251) & 0xff);
+  return b;
+}
+Bytes to_bytes(std::span<const std::byte> s) { return Bytes(s.begin(), s.end()); }
+std::span<const std::byte> view(const Bytes& b) { return {b.data(), b.size()}; }
+
+const tally::Registry& registry() {
+  static const tally::Registry r = tally::Registry::load();
+  return r;
+}
+
+std::shared_ptr<DistBackend> make_mpi(const Value::Map& params = {}) {
+  const auto& c = registry().get(tally::ComponentKind::Backend, "mpi");
+  return tally::Registry::make_backend(c, tally::make_params(*c.info, params, "backend"));
+}
+
+// Two live backends for the whole program: the default one (1 GiB chunks) and one whose tiny
+// chunk forces the rounds path. MPI_Finalize must wait for the last of them.
+constexpr std::size_t kSmallChunk = 4096;
+std::shared_ptr<DistBackend> g_default;
+std::shared_ptr<DistBackend> g_small;
+
+class Backends : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    g_default = make_mpi();
+    g_small = make_mpi({{"chunk_bytes", static_cast<int>(kSmallChunk)}});
+  }
+  void TearDown() override {
+    g_default.reset();
+    g_small.reset();
+  }
+};
+
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? std::atoi(v) : fallback;
+}
+
+// Sizes that differ by rank, with empty objects on every third rank.
+std::size_t size_of_rank(int r, std::size_t scale) { return r % 3 == 1 ? 0 : (r + 1) * scale + r; }
+
+class MpiBackendTest : public ::testing::TestWithParam<bool> {
+ protected:
+  DistBackend& backend() { return GetParam() ? *g_small : *g_default; }
+};
+
+TEST_P(MpiBackendTest, RankAndWorldMatchTheLauncher) {
+  DistBackend& b = backend();
+  EXPECT_EQ(b.name(), "mpi");
+  EXPECT_TRUE(b.is_initialized());
+  EXPECT_EQ(b.world_size(), env_int("OMPI_COMM_WORLD_SIZE", 1));
+  EXPECT_EQ(b.rank(), env_int("OMPI_COMM_WORLD_RANK", 0));
+  EXPECT_EQ(b.chunk_bytes(), GetParam() ? kSmallChunk : std::size_t{1} << 30);
+}
+
+TEST_P(MpiBackendTest, AllGatherObjectOfDifferentSizesInRankOrder) {
+  DistBackend& b = backend();
+  for (std::size_t scale : {1u, 100u, 3000u}) {
+    const Bytes mine = pattern(b.rank(), size_of_rank(b.rank(), scale));
+    const auto got = b.all_gather_object(view(mine));
+    ASSERT_EQ(got.size(), static_cast<std::size_t>(b.world_size()));
+    for (int r = 0; r < b.world_size(); ++r) {
+      EXPECT_EQ(to_bytes(got[static_cast<std::size_t>(r)]), pattern(r, size_of_rank(r, scale)))
+          << "rank " << b.rank() << " sees rank " << r << "'s object wrong (scale " << scale << ")";
+    }
+  }
+}
+
+TEST_P(MpiBackendTest, AllObjectsEmpty) {
+  const auto got = backend().all_gather_object({});
+  ASSERT_EQ(got.size(), static_cast<std::size_t>(backend().world_size()));
+  for (const auto& o : got.objects) EXPECT_TRUE(o.empty());
+}
+
+TEST_P(MpiBackendTest, LargeObjectOnOneRankGoesInRounds) {
+  DistBackend& b = backend();
+  // 200 KB on the last rank against 4 KiB chunks: about 50 * world rounds on the small backend.
+  const int big = b.world_size() - 1;
+  const std::size_t big_size = 200 * 1000 + 7;
+  const Bytes mine = pattern(b.rank(), b.rank() == big ? big_size : size_of_rank(b.rank(), 10));
+  const auto got = b.all_gather_object(view(mine));
+  ASSERT_EQ(got.size(), static_cast<std::size_t>(b.world_size()));
+  for (int r = 0; r < b.world_size(); ++r) {
+    const std::size_t n = r == big ? big_size : size_of_rank(r, 10);
+    EXPECT_EQ(to_bytes(got[static_cast<std::size_t>(r)]), pattern(r, n)) << "rank " << r;
+  }
+}
+
+TEST_P(MpiBackendTest, BroadcastObjectFromEverySource) {
+  DistBackend& b = backend();
+  for (int src = b.world_size() - 1; src >= 0; --src) {
+    const Bytes sent = pattern(src + 40, 10000 + static_cast<std::size_t>(src));
+    const Bytes arg = b.rank() == src ? sent : pattern(99, 3);  // ignored off the source
+    EXPECT_EQ(to_bytes(b.broadcast_object(view(arg), src)), sent) << "from rank " << src;
+  }
+  EXPECT_TRUE(b.broadcast_object({}, b.world_size() - 1).empty());
+}
+
+TEST_P(MpiBackendTest, AllGatherFixed) {
+  DistBackend& b = backend();
+  const Bytes record = pattern(b.rank(), 24);
+  Bytes out(24 * static_cast<std::size_t>(b.world_size()));
+  b.all_gather_fixed(view(record), out);
+  for (int r = 0; r < b.world_size(); ++r)
+    EXPECT_EQ(Bytes(out.begin() + r * 24, out.begin() + (r + 1) * 24), pattern(r, 24))
+        << "rank " << r;
+}
+
+TEST_P(MpiBackendTest, ReceiveBufferIsReused) {
+  DistBackend& b = backend();
+  const Bytes mine = pattern(b.rank(), 5000);
+  const std::byte* first = b.all_gather_object(view(mine))[0].data();
+  const auto again = b.all_gather_object(view(mine));
+  EXPECT_EQ(again[0].data(), first);
+  EXPECT_EQ(to_bytes(again[0]), pattern(0, 5000));
+}
+
+INSTANTIATE_TEST_SUITE_P(Chunks, MpiBackendTest, ::testing::Values(false, true),
+                         [](const auto& p) { return p.param ? "small_chunks" : "default_chunks"; });
+
+TEST(MpiBackend, BarrierWaitsForTheSlowestRank) {
+  DistBackend& b = *g_default;
+  if (b.world_size() == 1) GTEST_SKIP() << "one rank: nothing to wait for";
+  b.barrier();
+  const auto start = std::chrono::steady_clock::now();
+  if (b.rank() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  b.barrier();
+  const auto waited = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(waited, std::chrono::milliseconds(200))
+      << "rank " << b.rank() << " left the barrier early";
+}
+
+TEST(MpiBackend, BadChunkSizesAreConfigErrors) {
+  EXPECT_THROW(make_mpi({{"chunk_bytes", 0}}), tally::ConfigError);
+  EXPECT_THROW(make_mpi({{"chunk_bytes", Value(std::int64_t{1} << 31)}}), tally::ConfigError);
+  const int world = g_default->world_size();
+  if (world > 1) {
+    EXPECT_THROW(make_mpi({{"chunk_bytes", world - 1}}), tally::ConfigError);
+  }
+  // A failed construction leaves MPI usable for the backends that are alive.
+  EXPECT_EQ(g_default->all_gather_object({}).size(), static_cast<std::size_t>(world));
+}
+
+TEST(MpiBackend, AThirdBackendComesAndGoesWithoutFinalisingMpi) {
+  {
+    auto extra = make_mpi({{"chunk_bytes", 64}});
+    const Bytes mine = pattern(extra->rank(), 300);
+    EXPECT_EQ(to_bytes(extra->all_gather_object(view(mine))[0]), pattern(0, 300));
+  }
+  EXPECT_TRUE(g_default->is_initialized());
+  EXPECT_EQ(to_bytes(g_default->broadcast_object(view(pattern(5, 10)), 0)), pattern(5, 10));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  ::testing::AddGlobalTestEnvironment(new Backends);  // gtest owns it
+  const int failed = RUN_ALL_TESTS();
+  // The backends are gone (the environment's TearDown): the one that initialised MPI must have
+  // finalised it. This program does not link MPI; libmpi came in with the plugin, which made it
+  // global so that Open MPI's components find its symbols.
+  using Query = int (*)(int*);
+  auto finalized_fn = reinterpret_cast<Query>(dlsym(RTLD_DEFAULT, "MPI_Finalized"));
+  if (finalized_fn == nullptr) {
+    std::fprintf(stderr, "test_mpi_backend: libmpi is not in the global symbol scope\n");
+    return 1;
+  }
+  int finalized = 0;
+  finalized_fn(&finalized);
+  if (finalized == 0) {
+    std::fprintf(stderr, "test_mpi_backend: MPI is not finalised after the last backend is gone\n");
+    return 1;
+  }
+  return failed;
+}

@@ -1,0 +1,393 @@
+// The object algorithms of DistBackend (size exchange, varying gather, padding, rounds, buffer
+// reuse) on the real nondist plugin, and on an in-process world of W threads whose transport
+// checks every primitive call against the contracts in dist_backend.hpp.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <barrier>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <iterator>
+#include <memory>
+#include <mutex>
+#include <ostream>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "config.hpp"
+#include "registry.hpp"
+#include "tally/dist_backend.hpp"
+#include "tally/error.hpp"
+
+using tally::DistBackend;
+using tally::Value;
+
+namespace {
+
+using Bytes = std::vector<std::byte>;
+
+// `n` bytes that differ by rank and by position, so a misplaced byte shows.
+Bytes pattern(int rank, std::size_t n) {
+  Bytes b(n);
+  for (std::size_t i = 0; i < n; ++i)
+    b[i] = static_cast<std::byte>((rank * 131 + i * 7 + i / 251) & 0xff);
+  return b;
+}
+
+Bytes to_bytes(std::span<const std::byte> s) { return Bytes(s.begin(), s.end()); }
+
+std::span<const std::byte> view(const Bytes& b) { return {b.data(), b.size()}; }
+
+// ---- the nondist plugin, through the registry
+// -----------------------------------------------------
+
+std::shared_ptr<DistBackend> make_nondist(Value::Map params = {}) {
+  static const tally::Registry registry = tally::Registry::load();
+  const auto& c = registry.get(tally::ComponentKind::Backend, "nondist");
+  return tally::Registry::make_backend(c, tally::make_params(*c.info, params, "backend"));
+}
+
+TEST(NondistBackend, IsAWorldOfOne) {
+  auto b = make_nondist();
+  EXPECT_EQ(b->name(), "nondist");
+  EXPECT_TRUE(b->is_initialized());
+  EXPECT_EQ(b->rank(), 0);
+  EXPECT_EQ(b->world_size(), 1);
+  EXPECT_EQ(b->chunk_bytes(), std::size_t{1} << 30);
+  b->barrier();
+}
+
+TEST(NondistBackend, AllGatherObjectReturnsTheObject) {
+  auto b = make_nondist();
+  const Bytes obj = pattern(0, 1000);
+  const auto got = b->all_gather_object(view(obj));
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(to_bytes(got[0]), obj);
+}
+
+TEST(NondistBackend, EmptyObjects) {
+  auto b = make_nondist();
+  const auto got = b->all_gather_object({});
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_TRUE(got[0].empty());
+  EXPECT_TRUE(b->broadcast_object({}, 0).empty());
+}
+
+TEST(NondistBackend, ChunkedPathsWithATinyChunk) {
+  auto b = make_nondist({{"chunk_bytes", 3}});
+  EXPECT_EQ(b->chunk_bytes(), 3u);
+  for (std::size_t n : {0u, 1u, 2u, 3u, 4u, 7u, 1000u, 4099u}) {
+    const Bytes obj = pattern(0, n);
+    EXPECT_EQ(to_bytes(b->all_gather_object(view(obj))[0]), obj) << n << " bytes";
+    EXPECT_EQ(to_bytes(b->broadcast_object(view(obj), 0)), obj) << n << " bytes";
+  }
+}
+
+TEST(NondistBackend, AllGatherFixed) {
+  auto b = make_nondist({{"chunk_bytes", 5}});
+  const Bytes record = pattern(0, 24);
+  Bytes out(24);
+  b->all_gather_fixed(view(record), out);
+  EXPECT_EQ(out, record);
+  Bytes wrong(23);
+  EXPECT_THROW(b->all_gather_fixed(view(record), wrong), tally::RuntimeError);
+}
+
+TEST(NondistBackend, BuffersAreReusedAcrossCalls) {
+  auto b = make_nondist();
+  const Bytes big = pattern(0, 1 << 20);
+  const Bytes small = pattern(1, 100);
+  const std::byte* first = b->all_gather_object(view(big))[0].data();
+  // A smaller object and then an object of the same size land in the same buffer.
+  EXPECT_EQ(b->all_gather_object(view(small))[0].data(), first);
+  const auto again = b->all_gather_object(view(big));
+  EXPECT_EQ(again[0].data(), first);
+  EXPECT_EQ(to_bytes(again[0]), big);
+  EXPECT_EQ(b->broadcast_object(view(small), 0).data(), first);
+}
+
+TEST(NondistBackend, AViewFromThePreviousCollectiveCanBePassedBackIn) {
+  auto b = make_nondist({{"chunk_bytes", 16}});
+  const Bytes obj = pattern(3, 500);
+  const auto first = b->all_gather_object(view(obj));
+  // Both arguments live in the backend's receive buffer, which the next call overwrites.
+  EXPECT_EQ(to_bytes(b->all_gather_object(first[0].subspan(10))[0]),
+            Bytes(obj.begin() + 10, obj.end()));
+  const auto gathered = b->all_gather_object(view(obj));
+  EXPECT_EQ(to_bytes(b->broadcast_object(gathered[0], 0)), obj);
+}
+
+TEST(NondistBackend, RejectsBadChunkSizesAndSources) {
+  auto b = make_nondist();
+  EXPECT_THROW(b->set_chunk_bytes(0), tally::ConfigError);
+  EXPECT_THROW(make_nondist({{"chunk_bytes", 0}}), tally::ConfigError);
+  EXPECT_THROW(make_nondist({{"chunk_bytes", -5}}), tally::ConfigError);
+  EXPECT_THROW(b->broadcast_object({}, 1), tally::RuntimeError);
+  EXPECT_THROW(b->broadcast_object({}, -1), tally::RuntimeError);
+}
+
+// ---- a world of W threads
+// ---------------------------------------------------------------------------
+
+// Shared by the W backends of one world: each primitive is "publish my buffer, wait, copy what I
+// need, wait". It records contract violations instead of throwing: a throw would leave the other
+// threads waiting at the barrier.
+struct ThreadWorld {
+  explicit ThreadWorld(int n) : size(n), sync(n), slots(static_cast<std::size_t>(n)) {}
+
+  struct Slot {
+    const std::byte* data = nullptr;
+    std::size_t n = 0;
+  };
+
+  void violation(const std::string& what) {
+    std::lock_guard lock(mutex);
+    violations.push_back(what);
+  }
+  void record_call(std::size_t bytes) {
+    std::lock_guard lock(mutex);
+    ++calls;
+    max_call_bytes = std::max(max_call_bytes, bytes);
+  }
+
+  int size;
+  std::barrier<> sync;
+  std::vector<Slot> slots;
+  std::mutex mutex;
+  std::vector<std::string> violations;
+  std::size_t calls = 0;  // counted once per rank
+  std::size_t max_call_bytes = 0;
+};
+
+class ThreadBackend final : public DistBackend {
+ public:
+  ThreadBackend(ThreadWorld& world, int rank, bool native_varying)
+      : world_(world), rank_(rank), native_varying_(native_varying) {}
+
+  std::string name() const override { return "threads"; }
+  bool is_initialized() const override { return true; }
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_.size; }
+  void barrier() override { world_.sync.arrive_and_wait(); }
+
+ protected:
+  void all_gather_equal(const std::byte* send, std::size_t n, std::byte* recv) override {
+    const auto w = static_cast<std::size_t>(world_.size);
+    check_within_chunk("all_gather_equal", n * w);
+    publish(send, n);
+    for (std::size_t r = 0; r < w; ++r) {
+      if (world_.slots[r].n != n)
+        world_.violation("all_gather_equal: ranks passed different n");
+      else if (n != 0)
+        std::memcpy(recv + r * n, world_.slots[r].data, n);
+    }
+    world_.sync.arrive_and_wait();
+  }
+
+  void all_gather_varying(const std::byte* send, std::span<const std::size_t> counts,
+                          std::byte* recv) override {
+    if (!native_varying_) {
+      DistBackend::all_gather_varying(send, counts, recv);  // the padding default, as NCCL uses it
+      return;
+    }
+    std::size_t total = 0;
+    for (auto c : counts) total += c;
+    check_within_chunk("all_gather_varying", total);
+    publish(send, counts[static_cast<std::size_t>(rank_)]);
+    std::size_t at = 0;
+    for (std::size_t r = 0; r < counts.size(); ++r) {
+      if (world_.slots[r].n != counts[r])
+        world_.violation("all_gather_varying: counts disagree");
+      else if (counts[r] != 0)
+        std::memcpy(recv + at, world_.slots[r].data, counts[r]);
+      at += counts[r];
+    }
+    world_.sync.arrive_and_wait();
+  }
+
+  void broadcast(std::byte* buf, std::size_t n, int src) override {
+    check_within_chunk("broadcast", n);
+    publish(buf, n);
+    const auto& from = world_.slots[static_cast<std::size_t>(src)];
+    if (from.n != n)
+      world_.violation("broadcast: ranks passed different n");
+    else if (rank_ != src && n != 0)
+      std::memcpy(buf, from.data, n);
+    world_.sync.arrive_and_wait();
+  }
+
+ private:
+  void check_within_chunk(const char* call, std::size_t bytes) {
+    if (rank_ == 0) world_.record_call(bytes);
+    if (bytes > chunk_bytes())
+      world_.violation(std::string(call) + " moved " + std::to_string(bytes) +
+                       " bytes > chunk_bytes");
+  }
+  void publish(const std::byte* data, std::size_t n) {
+    world_.slots[static_cast<std::size_t>(rank_)] = {data, n};
+    world_.sync.arrive_and_wait();
+  }
+
+  ThreadWorld& world_;
+  int rank_;
+  bool native_varying_;
+};
+
+// Runs `body(backend)` on every rank of a W-thread world.
+ThreadWorld& run_world(ThreadWorld& world, bool native_varying, std::size_t chunk,
+                       const std::function<void(ThreadBackend&)>& body) {
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world.size; ++r) {
+    threads.emplace_back([&, r] {
+      ThreadBackend b(world, r, native_varying);
+      b.set_chunk_bytes(chunk);
+      body(b);
+    });
+  }
+  for (auto& t : threads) t.join();
+  return world;
+}
+
+struct WorldCase {
+  int world;
+  bool native_varying;
+  std::size_t chunk;
+};
+
+void PrintTo(const WorldCase& c, std::ostream* os) {
+  *os << c.world << " ranks, " << (c.native_varying ? "native" : "padded")
+      << " varying gather, chunk " << c.chunk;
+}
+
+class ThreadWorldTest : public ::testing::TestWithParam<WorldCase> {};
+
+// Object sizes per rank: empty ones, one large one, and uneven ones.
+std::size_t object_size(int rank, int round) {
+  static const std::size_t sizes[] = {0, 1, 17, 1000, 0, 4096, 3, 250, 77};
+  return sizes[static_cast<std::size_t>(rank * 3 + round) % std::size(sizes)] +
+         (rank == 2 ? 5000 : 0);
+}
+
+TEST_P(ThreadWorldTest, AllGatherObjectInRankOrder) {
+  const auto [w, native, chunk] = GetParam();
+  ThreadWorld world(w);
+  run_world(world, native, chunk, [&](ThreadBackend& b) {
+    for (int round = 0; round < 3; ++round) {
+      const Bytes mine = pattern(b.rank() + 10 * round, object_size(b.rank(), round));
+      const auto got = b.all_gather_object(view(mine));
+      EXPECT_EQ(got.size(), static_cast<std::size_t>(w));
+      for (int r = 0; r < w && r < static_cast<int>(got.size()); ++r) {
+        EXPECT_EQ(to_bytes(got[static_cast<std::size_t>(r)]),
+                  pattern(r + 10 * round, object_size(r, round)))
+            << "rank " << b.rank() << " sees rank " << r << "'s object wrong, round " << round;
+      }
+    }
+    const auto empty = b.all_gather_object({});
+    EXPECT_EQ(empty.size(), static_cast<std::size_t>(w));
+    for (const auto& o : empty.objects) EXPECT_TRUE(o.empty());
+  });
+  EXPECT_TRUE(world.violations.empty()) << world.violations.front();
+  EXPECT_LE(world.max_call_bytes, chunk);
+}
+
+TEST_P(ThreadWorldTest, BroadcastObjectFromEveryRank) {
+  const auto [w, native, chunk] = GetParam();
+  ThreadWorld world(w);
+  run_world(world, native, chunk, [&](ThreadBackend& b) {
+    for (int src = 0; src < w; ++src) {
+      const Bytes sent = pattern(src, object_size(src, 1));
+      // Other ranks pass a different object, which is ignored.
+      const Bytes arg = b.rank() == src ? sent : pattern(99, 5);
+      EXPECT_EQ(to_bytes(b.broadcast_object(view(arg), src)), sent) << "src " << src;
+    }
+    b.barrier();
+  });
+  EXPECT_TRUE(world.violations.empty()) << world.violations.front();
+  EXPECT_LE(world.max_call_bytes, chunk);
+}
+
+TEST_P(ThreadWorldTest, AllGatherFixed) {
+  const auto [w, native, chunk] = GetParam();
+  ThreadWorld world(w);
+  run_world(world, native, chunk, [&](ThreadBackend& b) {
+    const Bytes record = pattern(b.rank(), 40);
+    Bytes out(40 * static_cast<std::size_t>(w));
+    b.all_gather_fixed(view(record), out);
+    for (int r = 0; r < w; ++r) {
+      EXPECT_EQ(Bytes(out.begin() + r * 40, out.begin() + (r + 1) * 40), pattern(r, 40));
+    }
+  });
+  EXPECT_TRUE(world.violations.empty()) << world.violations.front();
+}
+
+INSTANTIATE_TEST_SUITE_P(Worlds, ThreadWorldTest,
+                         ::testing::Values(WorldCase{1, true, 1 << 30}, WorldCase{2, true, 1 << 30},
+                                           WorldCase{3, true, 1 << 30}, WorldCase{4, true, 1 << 30},
+                                           WorldCase{7, true, 1 << 30}, WorldCase{2, true, 64},
+                                           WorldCase{3, true, 10}, WorldCase{7, true, 7},
+                                           WorldCase{4, true, 1000}, WorldCase{1, false, 1 << 30},
+                                           WorldCase{3, false, 1 << 30},
+                                           WorldCase{7, false, 1 << 30}, WorldCase{2, false, 64},
+                                           WorldCase{3, false, 10}, WorldCase{7, false, 7},
+                                           WorldCase{4, false, 1000}),
+                         [](const auto& test) {
+                           const WorldCase& c = test.param;
+                           return "w" + std::to_string(c.world) +
+                                  (c.native_varying ? "_native" : "_padded") + "_chunk" +
+                                  std::to_string(c.chunk);
+                         });
+
+TEST(ThreadWorld, RoundsMoveOneSliceOfEveryObjectPerCall) {
+  // 3 ranks, objects of 100, 40 and 35 bytes, chunk 30: 10 bytes per rank per round, so 10
+  // rounds (the largest object), plus one call for the sizes (3 * 8 = 24 bytes <= 30).
+  ThreadWorld world(3);
+  const std::size_t sizes[] = {100, 40, 35};
+  run_world(world, true, 30, [&](ThreadBackend& b) {
+    const Bytes mine = pattern(b.rank(), sizes[b.rank()]);
+    const auto got = b.all_gather_object(view(mine));
+    for (int r = 0; r < 3; ++r)
+      EXPECT_EQ(to_bytes(got[static_cast<std::size_t>(r)]), pattern(r, sizes[r]));
+  });
+  EXPECT_TRUE(world.violations.empty()) << world.violations.front();
+  EXPECT_EQ(world.calls, 11u);
+  EXPECT_EQ(world.max_call_bytes, 30u);
+}
+
+TEST(ThreadWorld, UnchunkedGatherIsTwoCalls) {
+  ThreadWorld world(4);
+  run_world(world, true, 1 << 30, [&](ThreadBackend& b) {
+    const Bytes mine = pattern(b.rank(), 1000 * static_cast<std::size_t>(b.rank()));
+    b.all_gather_object(view(mine));
+  });
+  EXPECT_EQ(world.calls, 2u);  // sizes, then every byte in one varying gather
+}
+
+TEST(ThreadWorld, PaddedGatherStaysWithinTheChunkWhenOneRankHoldsEverything) {
+  // sum(counts) <= chunk, but padding every rank to the largest would not be: the default
+  // all_gather_varying must split its padded gather.
+  ThreadWorld world(4);
+  run_world(world, false, 100, [&](ThreadBackend& b) {
+    const Bytes mine = pattern(b.rank(), b.rank() == 1 ? 90 : 0);
+    const auto got = b.all_gather_object(view(mine));
+    EXPECT_EQ(to_bytes(got[1]), pattern(1, 90));
+    EXPECT_TRUE(got[0].empty() && got[2].empty() && got[3].empty());
+  });
+  EXPECT_TRUE(world.violations.empty()) << world.violations.front();
+  EXPECT_LE(world.max_call_bytes, 100u);
+}
+
+TEST(ThreadWorld, ChunkSmallerThanTheWorldIsRejected) {
+  ThreadWorld world(1);
+  ThreadBackend b(world, 0, true);
+  ThreadWorld four(4);
+  ThreadBackend b4(four, 0, true);
+  EXPECT_NO_THROW(b.set_chunk_bytes(1));
+  EXPECT_THROW(b4.set_chunk_bytes(3), tally::ConfigError);
+  EXPECT_NO_THROW(b4.set_chunk_bytes(4));
+}
+
+}  // namespace
