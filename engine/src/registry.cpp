@@ -183,9 +183,52 @@ std::shared_ptr<T> hold_library(std::unique_ptr<T> obj, const std::shared_ptr<vo
 std::shared_ptr<Metric> Registry::make_metric(const Component& c, const Params& p) {
   return hold_library(c.info->make_metric(p), c.library);
 }
+namespace {
+// Batches are objects a reader plugin made too: their tensors may be views whose owner (a file
+// mapping, say) is freed by code in the reader's library. This decorator re-wraps every tensor so
+// that it also holds the library, which then outlives the last batch, not just the reader.
+class LibraryPinningReader final : public Reader {
+ public:
+  LibraryPinningReader(std::unique_ptr<Reader> inner, std::shared_ptr<void> lib)
+      : lib_(std::move(lib)), inner_(std::move(inner)) {}
+  std::vector<std::string> fields() const override { return inner_->fields(); }
+  std::int64_t total_samples() const override { return inner_->total_samples(); }
+  std::int64_t shard_samples() const override { return inner_->shard_samples(); }
+  std::optional<Batch> next() override {
+    auto batch = inner_->next();
+    if (!batch) return batch;
+    Batch pinned;
+    for (const auto& [name, field] : batch->fields()) {
+      if (const auto* t = std::get_if<Tensor>(&field)) {
+        pinned.set(name, pin(*t));
+      } else {
+        Batch::Ragged r;
+        for (const auto& e : std::get<Batch::Ragged>(field)) r.push_back(pin(e));
+        pinned.set_ragged(name, std::move(r));
+      }
+    }
+    return pinned;
+  }
+
+ private:
+  struct Pin {
+    std::shared_ptr<void> lib;  // destroyed last: members go in reverse order
+    Tensor tensor;
+  };
+  Tensor pin(const Tensor& t) const {
+    auto holder = std::make_shared<const Pin>(Pin{lib_, t});
+    return Tensor::view(t.data(), t.dtype(), t.shape(), t.device(), holder);
+  }
+
+  std::shared_ptr<void> lib_;  // declared first: released after the inner reader
+  std::unique_ptr<Reader> inner_;
+};
+}  // namespace
+
 std::shared_ptr<Reader> Registry::make_reader(const Component& c, const Params& p,
                                               const ShardInfo& s) {
-  return hold_library(c.info->make_reader(p, s), c.library);
+  return hold_library<Reader>(
+      std::make_unique<LibraryPinningReader>(c.info->make_reader(p, s), c.library), c.library);
 }
 std::shared_ptr<DistBackend> Registry::make_backend(const Component& c, const Params& p) {
   return hold_library(c.info->make_backend(p), c.library);

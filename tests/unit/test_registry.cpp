@@ -7,6 +7,7 @@
 
 #include "config.hpp"
 #include "registry.hpp"
+#include "support/npy.hpp"
 #include "support/process.hpp"
 #include "tally/error.hpp"
 
@@ -170,4 +171,27 @@ TEST(Registry, ObjectsKeepTheirLibraryLoaded) {
   EXPECT_EQ(v.at("sum").as_int(), 6);
   metric.reset();
   EXPECT_FALSE(is_loaded(so)) << "the library must be unloaded once its last object is gone";
+}
+
+TEST(Registry, BatchesKeepTheirReaderLibraryLoaded) {
+  tally::test::TempDir dir;
+  tally::test::write_npy(dir / "x.npy", std::vector<std::int64_t>{4, 5, 6});
+  const fs::path so = Registry::builtin_dir() / "libtally_npy.so";
+  std::optional<tally::Batch> batch;
+  {
+    const auto reg = Registry::load();
+    const auto& c = reg.get(ComponentKind::Reader, "npy");
+    tally::Value::Map fields{{"x", (dir / "x.npy").string()}};
+    auto reader = Registry::make_reader(
+        c, tally::make_params(*c.info, tally::Value::Map{{"fields", tally::Value(fields)}}, "data"),
+        tally::ShardInfo{0, 1});
+    batch = reader->next();
+  }
+  // The reader and the registry are gone; the batch's memory map is freed by the npy plugin's
+  // code, so the plugin must still be loaded.
+  ASSERT_TRUE(batch.has_value());
+  ASSERT_TRUE(is_loaded(so));
+  EXPECT_EQ(batch->tensor("x").data_as<std::int64_t>()[2], 6);
+  batch.reset();
+  EXPECT_FALSE(is_loaded(so));
 }
