@@ -9,6 +9,8 @@ packages=(
   libopenmpi-dev openmpi-bin
   libfmt-dev libcli11-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  libjs-chart.js              # Chart.js, inlined into the HTML report at run time
+  libxml2-utils chromium      # tests: xmllint checks the JUnit XML, headless Chromium opens the HTML report
 )
 
 missing=()

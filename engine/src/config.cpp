@@ -380,10 +380,13 @@ Config Config::parse(const std::string& yaml_text, const std::string& source, co
   cfg.source = source;
   cfg.base_dir = base_dir;
 
-  static const std::set<std::string, std::less<>> top_keys{"backend", "plugins", "data", "metrics", "output"};
+  static const std::set<std::string, std::less<>> top_keys{"backend", "plugins", "data",
+                                                           "metrics", "output",  "regression"};
   for (const auto& [k, c] : root.children)
     if (!top_keys.contains(k))
-      fail_at_key(c, fmt::format("unknown top-level key '{}' (expected backend, plugins, data, metrics, output)", k));
+      fail_at_key(c, fmt::format("unknown top-level key '{}' (expected backend, plugins, data, "
+                                 "metrics, output, regression)",
+                                 k));
 
   if (const Located* b = root.child("backend"); b && !b->value.is_null()) {
     if (b->value.is_string()) {
@@ -454,13 +457,84 @@ Config Config::parse(const std::string& yaml_text, const std::string& source, co
   if (const Located* o = root.child("output"); o && !o->value.is_null()) {
     require_map(*o, "output");
     for (const auto& [k, c] : o->children) {
-      if (k != "json") fail_at_key(c, fmt::format("unknown key 'output.{}' (expected json)", k));
+      std::optional<fs::path>* slot = k == "json"       ? &cfg.output_json
+                                      : k == "junit"    ? &cfg.output_junit
+                                      : k == "markdown" ? &cfg.output_markdown
+                                      : k == "html"     ? &cfg.output_html
+                                                        : nullptr;
+      if (slot == nullptr)
+        fail_at_key(
+            c, fmt::format("unknown key 'output.{}' (expected json, junit, markdown, html)", k));
       if (c.value.is_null()) continue;
-      if (!c.value.is_string()) fail_at(c, fmt::format("output.json expects a file name, found {}", found(c)));
-      cfg.output_json = fs::path(c.value.as_string());  // relative to the working directory
+      if (!c.value.is_string() || c.value.as_string().empty())
+        fail_at(c, fmt::format("output.{} expects a file name, found {}", k, found(c)));
+      *slot = fs::path(c.value.as_string());  // relative to the working directory
     }
   }
+
+  if (const Located* r = root.child("regression"); r && !r->value.is_null()) {
+    require_map(*r, "regression");
+    RegressionConfig rc;
+    rc.where = r->where;
+    rc.tolerances_inline = Located{Value(), r->where, {}, {}};
+    bool has_baseline = false;
+    for (const auto& [k, c] : r->children) {
+      if (k == "baseline") {
+        if (!c.value.is_string() || c.value.as_string().empty())
+          fail_at(c, fmt::format("regression.baseline expects a results JSON file name, found {}",
+                                 found(c)));
+        rc.baseline = resolve_path(c.value.as_string(), base_dir);
+        has_baseline = true;
+      } else if (k == "rtol" || k == "atol") {
+        if (!c.value.is_number() || !std::isfinite(c.value.as_double()) || c.value.as_double() < 0)
+          fail_at(c, fmt::format("regression.{} expects a number >= 0, found {}", k, found(c)));
+        (k == "rtol" ? rc.rtol : rc.atol) = c.value.as_double();
+      } else if (k == "tolerances") {
+        if (c.value.is_string()) {
+          rc.tolerances_file = resolve_path(c.value.as_string(), base_dir);
+        } else if (c.value.is_map() || c.value.is_null()) {
+          rc.tolerances_inline = c;
+        } else {
+          fail_at(
+              c,
+              fmt::format(
+                  "regression.tolerances expects a file name or a map of KEY_PATTERN: {{rtol: X, "
+                  "atol: Y}}, found {}",
+                  found(c)));
+        }
+      } else {
+        fail_at_key(
+            c, fmt::format(
+                   "unknown key 'regression.{}' (expected baseline, rtol, atol, tolerances)", k));
+      }
+    }
+    if (!has_baseline)
+      fail_at(*r,
+              "regression: missing 'baseline' (the results JSON to compare with, relative to this "
+              "file)");
+    cfg.regression = std::move(rc);
+  }
   return cfg;
+}
+
+Located load_yaml_file(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in)
+    throw ConfigError(fmt::format("cannot read '{}': {}", file.string(), std::strerror(errno)));
+  std::ostringstream text;
+  text << in.rdbuf();
+  YAML::Node doc;
+  try {
+    doc = YAML::Load(text.str());
+  } catch (const YAML::ParserException& e) {
+    throw ConfigError(
+        fmt::format("{}: YAML syntax error: {}", where_of(file.string(), e.mark), e.msg));
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(fmt::format("{}: cannot read YAML: {}", file.string(), e.what()));
+  }
+  Located root = Builder{file.string(), ""}.build(doc);
+  if (root.where.empty() || root.value.is_null()) root.where = file.string();
+  return root;
 }
 
 Config Config::load(const fs::path& file, const std::vector<std::string>& overrides) {

@@ -34,6 +34,20 @@ struct MetricConfig {
   std::string where;
 };
 
+/// The `regression:` section: compare the results with a baseline after the run.
+///   regression:
+///     baseline: baseline.json     # relative to the config file
+///     rtol: 0.0                   # defaults for every key
+///     atol: 0.0
+///     tolerances: tolerances.yaml # relative to the config file, or an inline map
+struct RegressionConfig {
+  std::filesystem::path baseline;
+  std::optional<double> rtol, atol;
+  std::optional<std::filesystem::path> tolerances_file;
+  Located tolerances_inline;  // a map, or null
+  std::string where;          // where the section was written
+};
+
 struct Config {
   std::string source;                 // the file name for messages ("<yaml>" for text)
   std::filesystem::path base_dir;     // relative data paths resolve against this
@@ -43,7 +57,12 @@ struct Config {
   std::optional<std::string> data_type;
   Located data_params;                // keys of `data:` other than type
   std::vector<MetricConfig> metrics;
+  /// output: json, junit, markdown, html (relative to the working directory).
   std::optional<std::filesystem::path> output_json;
+  std::optional<std::filesystem::path> output_junit;
+  std::optional<std::filesystem::path> output_markdown;
+  std::optional<std::filesystem::path> output_html;
+  std::optional<RegressionConfig> regression;
 
   /// Parses YAML text; `source` names it in messages, `base_dir` anchors relative data paths.
   /// `overrides` are "KEY=VALUE" strings (KEY dotted, list indices as numbers; VALUE is YAML).
@@ -52,6 +71,10 @@ struct Config {
                       const std::vector<std::string>& overrides = {});
   static Config load(const std::filesystem::path& file, const std::vector<std::string>& overrides = {});
 };
+
+/// A YAML file as Located values (file:line:column kept); ConfigError when it cannot be read or
+/// parsed. An empty file is null.
+Located load_yaml_file(const std::filesystem::path& file);
 
 /// Checks `given` against the component's schema: unknown keys, types, required parameters and
 /// choices; fills in defaults; resolves Path and PathMap values against `base_dir`. ConfigError

@@ -417,7 +417,8 @@ Results Evaluator::compute(std::optional<std::int64_t> dataset_size) {
   for (const auto& m : s.metrics) {
     r.run.types.emplace_back(m.label, m.component->info->name);
     const auto& plugin = m.component->plugin_name;
-    if (std::none_of(r.run.plugins.begin(), r.run.plugins.end(), [&](const auto& p) { return p.first == plugin; }))
+    if (std::none_of(r.run.plugins.begin(), r.run.plugins.end(),
+                     [&](const auto& p) { return p.first == plugin; }))
       r.run.plugins.emplace_back(plugin, m.component->plugin_version);
   }
   return r;

@@ -7,6 +7,8 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -23,15 +25,19 @@ namespace {
 nlohmann::ordered_json to_json_value(const Value& v) {
   using K = Value::Kind;
   switch (v.kind()) {
-    case K::Null: return nullptr;
-    case K::Bool: return v.as_bool();
-    case K::Int: return v.as_int();
+    case K::Null:
+      return nullptr;
+    case K::Bool:
+      return v.as_bool();
+    case K::Int:
+      return v.as_int();
     case K::Float: {
       const double d = v.as_double();
       if (!std::isfinite(d)) return nullptr;  // JSON has no NaN; a NaN result is written as null
       return d;
     }
-    case K::String: return v.as_string();
+    case K::String:
+      return v.as_string();
     case K::Array: {
       auto a = nlohmann::ordered_json::array();
       for (const auto& e : v.as_array()) a.push_back(to_json_value(e));
@@ -84,9 +90,106 @@ std::string inline_array(const Value& v, std::size_t max_items = 10) {
 std::string Results::to_json() const {
   nlohmann::ordered_json doc;
   doc["results"] = to_json_value(metrics);
-  doc["run"] = {{"tally_version", kVersion}, {"config", run.config},       {"backend", run.backend},
-                {"world_size", run.world_size}, {"samples", run.samples}, {"wall_seconds", run.wall_seconds}};
+  doc["run"] = {{"tally_version", kVersion}, {"config", run.config},
+                {"backend", run.backend},    {"world_size", run.world_size},
+                {"samples", run.samples},    {"wall_seconds", run.wall_seconds}};
+  auto types = nlohmann::ordered_json::object();
+  for (const auto& [label, type] : run.types) types[label] = type;
+  auto plugins = nlohmann::ordered_json::object();
+  for (const auto& [name, version] : run.plugins) plugins[name] = version;
+  doc["run"]["types"] = std::move(types);
+  doc["run"]["plugins"] = std::move(plugins);
   return doc.dump(2) + "\n";
+}
+
+Value value_from_json(const nlohmann::ordered_json& j) {
+  using T = nlohmann::ordered_json::value_t;
+  switch (j.type()) {
+    case T::null:
+    case T::discarded:
+      return Value();
+    case T::boolean:
+      return Value(j.get<bool>());
+    case T::number_integer:
+      return Value(static_cast<long long>(j.get<std::int64_t>()));
+    case T::number_unsigned: {
+      const auto u = j.get<std::uint64_t>();
+      if (u > static_cast<std::uint64_t>(INT64_MAX)) return Value(static_cast<double>(u));
+      return Value(static_cast<long long>(u));
+    }
+    case T::number_float:
+      return Value(j.get<double>());
+    case T::string:
+      return Value(j.get<std::string>());
+    case T::array: {
+      Value::Array a;
+      a.reserve(j.size());
+      for (const auto& e : j) a.push_back(value_from_json(e));
+      return Value(std::move(a));
+    }
+    case T::object: {
+      Value::Map m;
+      m.reserve(j.size());
+      for (const auto& [k, e] : j.items()) m.emplace_back(k, value_from_json(e));
+      return Value(std::move(m));
+    }
+    case T::binary:
+      break;
+  }
+  return Value();
+}
+
+Results read_results_json(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw InputError(
+        fmt::format("cannot read results '{}': {}", path.string(), std::strerror(errno)));
+  std::ostringstream text;
+  text << in.rdbuf();
+  nlohmann::ordered_json doc;
+  try {
+    doc = nlohmann::ordered_json::parse(text.str());
+  } catch (const nlohmann::json::parse_error& e) {
+    // nlohmann's message: "[json.exception.parse_error.101] parse error at line 3, column 5: ..."
+    std::string why = e.what();
+    if (const auto p = why.find("] "); p != std::string::npos) why = why.substr(p + 2);
+    throw InputError(fmt::format("results '{}' is not valid JSON: {}", path.string(), why));
+  }
+  const auto bad = [&](const std::string& what) -> Results {
+    throw InputError(
+        fmt::format("results '{}' is not a tally results file: {}", path.string(), what));
+  };
+  if (!doc.is_object()) return bad("the top level is not an object");
+  const auto res = doc.find("results");
+  if (res == doc.end() || !res->is_object()) return bad("no \"results\" object");
+  Results r;
+  r.metrics = value_from_json(*res);
+  if (const auto run = doc.find("run"); run != doc.end()) {
+    if (!run->is_object()) return bad("\"run\" is not an object");
+    const auto text_of = [&](const char* key) -> std::string {
+      const auto it = run->find(key);
+      return it != run->end() && it->is_string() ? it->get<std::string>() : std::string();
+    };
+    r.run.config = text_of("config");
+    r.run.backend = text_of("backend");
+    if (const auto it = run->find("world_size"); it != run->end() && it->is_number_integer())
+      r.run.world_size = it->get<int>();
+    if (const auto it = run->find("samples"); it != run->end() && it->is_number_integer())
+      r.run.samples = it->get<std::int64_t>();
+    if (const auto it = run->find("wall_seconds"); it != run->end() && it->is_number())
+      r.run.wall_seconds = it->get<double>();
+    for (const char* key : {"types", "plugins"}) {
+      const auto it = run->find(key);
+      if (it == run->end()) continue;
+      if (!it->is_object()) return bad(fmt::format("\"run.{}\" is not an object", key));
+      auto& out = std::string_view(key) == "types" ? r.run.types : r.run.plugins;
+      for (const auto& [k, v] : it->items()) {
+        if (!v.is_string()) return bad(fmt::format("\"run.{}.{}\" is not a string", key, k));
+        out.emplace_back(k, v.get<std::string>());
+      }
+    }
+  }
+  return r;
 }
 
 std::string format_table(const Results& r) {
@@ -102,15 +205,18 @@ std::string format_table(const Results& r) {
     }
     for (const auto& [key, v] : res.as_map()) {
       if (is_matrix(v) && v.size() <= 30) {
-        rows.push_back({label, key, fmt::format("{}x{} matrix, below", v.size(), v.as_array()[0].size())});
+        rows.push_back(
+            {label, key, fmt::format("{}x{} matrix, below", v.size(), v.as_array()[0].size())});
         std::vector<std::string> cells;
         std::size_t width = 1;
         for (const auto& row : v.as_array())
           for (const auto& c : row.as_array()) width = std::max(width, scalar_text(c).size());
-        std::string block = fmt::format("{} {} (rows: ground truth, columns: prediction)\n", label, key);
+        std::string block =
+            fmt::format("{} {} (rows: ground truth, columns: prediction)\n", label, key);
         for (const auto& row : v.as_array()) {
           block += "  ";
-          for (const auto& c : row.as_array()) block += fmt::format(" {:>{}}", scalar_text(c), width);
+          for (const auto& c : row.as_array())
+            block += fmt::format(" {:>{}}", scalar_text(c), width);
           block += "\n";
         }
         blocks.push_back(std::move(block));
@@ -130,12 +236,13 @@ std::string format_table(const Results& r) {
   out += fmt::format("{:-<{}}  {:-<{}}  {:-<{}}\n", "", w0, "", w1, "", 10);
   std::string last;
   for (const auto& row : rows) {
-    out += fmt::format("{:<{}}  {:<{}}  {}\n", row.metric == last ? "" : row.metric, w0, row.key, w1, row.value);
+    out += fmt::format("{:<{}}  {:<{}}  {}\n", row.metric == last ? "" : row.metric, w0, row.key,
+                       w1, row.value);
     last = row.metric;
   }
   for (const auto& b : blocks) out += "\n" + b;
-  out += fmt::format("\n{} samples, {} backend, world size {}, {:.3f} s\n", r.run.samples, r.run.backend,
-                     r.run.world_size, r.run.wall_seconds);
+  out += fmt::format("\n{} samples, {} backend, world size {}, {:.3f} s\n", r.run.samples,
+                     r.run.backend, r.run.world_size, r.run.wall_seconds);
   return out;
 }
 
@@ -143,24 +250,28 @@ void check_writable(const fs::path& path) {
   const fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
-    throw ConfigError(fmt::format("output '{}': the folder '{}' does not exist", path.string(), dir.string()));
+    throw ConfigError(
+        fmt::format("output '{}': the folder '{}' does not exist", path.string(), dir.string()));
   if (fs::is_directory(path, ec))
-    throw ConfigError(fmt::format("output '{}' is a folder, a file name was expected", path.string()));
+    throw ConfigError(
+        fmt::format("output '{}' is a folder, a file name was expected", path.string()));
   if (::access(dir.c_str(), W_OK) != 0)
-    throw ConfigError(fmt::format("output '{}': the folder '{}' is not writable: {}", path.string(), dir.string(),
-                                  std::strerror(errno)));
+    throw ConfigError(fmt::format("output '{}': the folder '{}' is not writable: {}", path.string(),
+                                  dir.string(), std::strerror(errno)));
 }
 
 void write_file_atomic(const fs::path& path, const std::string& text) {
   const fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
   std::string tmpl = (dir / fmt::format(".{}.tmp.XXXXXX", path.filename().string())).string();
   const int fd = ::mkstemp(tmpl.data());
-  if (fd < 0) throw RuntimeError(fmt::format("cannot write '{}': {}", path.string(), std::strerror(errno)));
+  if (fd < 0)
+    throw RuntimeError(fmt::format("cannot write '{}': {}", path.string(), std::strerror(errno)));
   const auto fail = [&](const char* what) {
     const int err = errno;
     ::close(fd);
     ::unlink(tmpl.c_str());
-    throw RuntimeError(fmt::format("cannot write '{}' ({}): {}", path.string(), what, std::strerror(err)));
+    throw RuntimeError(
+        fmt::format("cannot write '{}' ({}): {}", path.string(), what, std::strerror(err)));
   };
   std::size_t done = 0;
   while (done < text.size()) {
@@ -176,12 +287,14 @@ void write_file_atomic(const fs::path& path, const std::string& text) {
   if (::close(fd) != 0) {
     const int err = errno;
     ::unlink(tmpl.c_str());
-    throw RuntimeError(fmt::format("cannot write '{}' (close): {}", path.string(), std::strerror(err)));
+    throw RuntimeError(
+        fmt::format("cannot write '{}' (close): {}", path.string(), std::strerror(err)));
   }
   if (::rename(tmpl.c_str(), path.c_str()) != 0) {
     const int err = errno;
     ::unlink(tmpl.c_str());
-    throw RuntimeError(fmt::format("cannot write '{}' (rename): {}", path.string(), std::strerror(err)));
+    throw RuntimeError(
+        fmt::format("cannot write '{}' (rename): {}", path.string(), std::strerror(err)));
   }
 }
 

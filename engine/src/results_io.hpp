@@ -1,8 +1,11 @@
-// Writers for results: the terminal table and the results JSON (written atomically).
+// Writers for results: the terminal table and the results JSON (written atomically); the reader
+// of a results JSON (tally compare, baselines).
 #pragma once
 
 #include <filesystem>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "tally/evaluator.hpp"
 
@@ -10,6 +13,13 @@ namespace tally {
 
 /// An aligned, readable table of every metric's results.
 std::string format_table(const Results& results);
+
+/// A results JSON file back as Results (metrics, and the run info it records: types, plugins).
+/// InputError naming the file when it cannot be read, is not JSON, or has no "results" object.
+Results read_results_json(const std::filesystem::path& path);
+
+/// JSON -> Value: integers stay integers, null stays null (a NaN result was written as null).
+Value value_from_json(const nlohmann::ordered_json& j);
 
 /// Writes `text` to `path` atomically: a temporary file in the same folder, fsync, rename. A
 /// failure leaves no partial file behind. RuntimeError naming the path on failure.

@@ -16,8 +16,16 @@ const char* npy_descr() {
     return "|b1";
   else if constexpr (std::is_same_v<T, std::uint8_t>)
     return "|u1";
+  else if constexpr (std::is_same_v<T, std::int8_t>)
+    return "|i1";
+  else if constexpr (std::is_same_v<T, std::int16_t>)
+    return "<i2";
+  else if constexpr (std::is_same_v<T, std::uint16_t>)
+    return "<u2";
   else if constexpr (std::is_same_v<T, std::int32_t>)
     return "<i4";
+  else if constexpr (std::is_same_v<T, std::uint32_t>)
+    return "<u4";
   else if constexpr (std::is_same_v<T, std::int64_t>)
     return "<i8";
   else if constexpr (std::is_same_v<T, float>)

@@ -3,6 +3,8 @@
 // views, and every kind of bad file with the message it must give.
 #include <gtest/gtest.h>
 
+#include "support/npy.hpp"
+
 #include <unistd.h>
 #include <cstdint>
 #include <cstring>
@@ -59,30 +61,6 @@ std::string shape_text(const std::vector<std::int64_t>& shape) {
 }
 
 template <class T>
-std::string descr_of() {
-  if constexpr (std::is_same_v<T, bool>)
-    return "|b1";
-  else if constexpr (std::is_same_v<T, std::uint8_t>)
-    return "|u1";
-  else if constexpr (std::is_same_v<T, std::int8_t>)
-    return "|i1";
-  else if constexpr (std::is_same_v<T, std::int16_t>)
-    return "<i2";
-  else if constexpr (std::is_same_v<T, std::uint16_t>)
-    return "<u2";
-  else if constexpr (std::is_same_v<T, std::int32_t>)
-    return "<i4";
-  else if constexpr (std::is_same_v<T, std::uint32_t>)
-    return "<u4";
-  else if constexpr (std::is_same_v<T, std::int64_t>)
-    return "<i8";
-  else if constexpr (std::is_same_v<T, float>)
-    return "<f4";
-  else if constexpr (std::is_same_v<T, double>)
-    return "<f8";
-}
-
-template <class T>
 std::string raw_bytes(const std::vector<T>& values) {
   std::string out(values.size() * sizeof(T), '\0');
   for (std::size_t i = 0; i < values.size(); ++i) {
@@ -100,7 +78,8 @@ void write_file(const fs::path& p, const std::string& bytes) {
 template <class T>
 void write_array(const fs::path& p, const std::vector<T>& values,
                  const std::vector<std::int64_t>& shape, int major = 1) {
-  write_file(p, npy_file(dict_for(descr_of<T>(), shape_text(shape)), raw_bytes(values), major));
+  write_file(p, npy_file(dict_for(tally::test::npy_descr<T>(), shape_text(shape)),
+                         raw_bytes(values), major));
 }
 
 template <class T>
@@ -178,7 +157,7 @@ Drained drain(tally::Reader& reader, const std::string& field) {
 
 template <class T>
 void expect_round_trip(const fs::path& file, DType dtype) {
-  SCOPED_TRACE(descr_of<T>());
+  SCOPED_TRACE(tally::test::npy_descr<T>());
   const auto values = iota_values<T>(30);
   write_array(file, values, {10, 3});
   static const tally::Registry registry = tally::Registry::load();

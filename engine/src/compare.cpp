@@ -1,0 +1,632 @@
+#include "compare.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "registry.hpp"
+#include "tally/error.hpp"
+
+namespace tally {
+
+namespace fs = std::filesystem;
+
+const char* verdict_name(Verdict v) {
+  switch (v) {
+    case Verdict::Ok:
+      return "ok";
+    case Verdict::Improved:
+      return "improved";
+    case Verdict::Regressed:
+      return "regressed";
+    case Verdict::Changed:
+      return "changed";
+    case Verdict::Missing:
+      return "missing";
+    case Verdict::New:
+      return "new";
+  }
+  return "?";
+}
+
+const char* better_name(Better b) {
+  switch (b) {
+    case Better::Higher:
+      return "higher is better";
+    case Better::Lower:
+      return "lower is better";
+    case Better::Neither:
+      return "no direction";
+  }
+  return "?";
+}
+
+bool glob_match(std::string_view pattern, std::string_view text) {
+  // Iterative matcher with one backtrack point (the last `*`): linear in practice.
+  std::size_t p = 0, t = 0, star = std::string_view::npos, mark = 0;
+  while (t < text.size()) {
+    if (p < pattern.size() && (pattern[p] == '?' || pattern[p] == text[t])) {
+      ++p;
+      ++t;
+    } else if (p < pattern.size() && pattern[p] == '*') {
+      star = p++;
+      mark = t;
+    } else if (star != std::string_view::npos) {
+      p = star + 1;
+      t = ++mark;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
+}
+
+double Tolerance::at(double baseline) const {
+  return atol + rtol * (std::isfinite(baseline) ? std::abs(baseline) : 0.0);
+}
+
+// ---- tolerances ---------------------------------------------------------------------------------
+
+namespace {
+
+bool has_wildcard(std::string_view p) { return p.find_first_of("*?") != std::string_view::npos; }
+
+std::size_t literal_count(std::string_view p) {
+  return static_cast<std::size_t>(
+      std::count_if(p.begin(), p.end(), [](char c) { return c != '*' && c != '?'; }));
+}
+
+[[noreturn]] void fail_at(const Located& l, const std::string& msg) {
+  throw ConfigError(l.where.empty() ? msg : fmt::format("{}: {}", l.where, msg));
+}
+
+std::string found_text(const Located& l) {
+  if (l.value.is_null()) return "nothing";
+  if (l.value.is_string()) return fmt::format("'{}'", l.value.as_string());
+  return l.value.to_json();
+}
+
+}  // namespace
+
+Tolerances::Resolved Tolerances::resolve(std::string_view key, std::string_view element) const {
+  const Rule* best = nullptr;
+  int best_rank = 0;
+  std::size_t best_literals = 0;
+  for (const auto& r : rules) {
+    int rank = 0;
+    if (element != key && r.pattern == element) {
+      rank = 4;
+    } else if (r.pattern == key) {
+      rank = 3;
+    } else if (has_wildcard(r.pattern) &&
+               (glob_match(r.pattern, element) || glob_match(r.pattern, key))) {
+      rank = 1;
+    }
+    if (rank == 0) continue;
+    const std::size_t literals = rank == 1 ? literal_count(r.pattern) : 0;
+    if (rank > best_rank || (rank == best_rank && literals > best_literals)) {
+      best = &r;
+      best_rank = rank;
+      best_literals = literals;
+    }
+  }
+  Resolved out;
+  out.tol = defaults;
+  if (best != nullptr) {
+    if (best->rtol) out.tol.rtol = *best->rtol;
+    if (best->atol) out.tol.atol = *best->atol;
+    out.better = best->better;
+    out.rule = best;
+  }
+  return out;
+}
+
+void Tolerances::add_rules(const Located& map, const std::string& what) {
+  if (map.value.is_null()) return;
+  if (!map.value.is_map())
+    fail_at(map, fmt::format("{} expects a map of KEY_PATTERN: {{rtol: X, atol: Y}}, found {}",
+                             what, found_text(map)));
+  for (const auto& [pattern, entry] : map.children) {
+    Rule rule;
+    rule.pattern = pattern;
+    rule.where = entry.key_where.empty() ? entry.where : entry.key_where;
+    if (pattern.empty()) fail_at(entry, fmt::format("{}: an empty key pattern", what));
+    if (!entry.value.is_map())
+      fail_at(entry,
+              fmt::format("{}: '{}' expects a map such as {{rtol: 0.01, atol: 0.002}}, found {}",
+                          what, pattern, found_text(entry)));
+    for (const auto& [field, v] : entry.children) {
+      if (field == "rtol" || field == "atol") {
+        if (!v.value.is_number() || !std::isfinite(v.value.as_double()) || v.value.as_double() < 0)
+          fail_at(v, fmt::format("{}: '{}': {} expects a number >= 0, found {}", what, pattern,
+                                 field, found_text(v)));
+        (field == "rtol" ? rule.rtol : rule.atol) = v.value.as_double();
+      } else if (field == "better") {
+        const std::string b = v.value.is_string() ? v.value.as_string() : std::string();
+        if (b == "higher")
+          rule.better = Better::Higher;
+        else if (b == "lower")
+          rule.better = Better::Lower;
+        else if (b == "neither")
+          rule.better = Better::Neither;
+        else
+          fail_at(v, fmt::format("{}: '{}': better expects higher, lower or neither, found {}",
+                                 what, pattern, found_text(v)));
+      } else {
+        const std::string& w = v.key_where.empty() ? v.where : v.key_where;
+        throw ConfigError(fmt::format("{}{}: '{}': unknown key '{}' (expected rtol, atol, better)",
+                                      w.empty() ? "" : w + ": ", what, pattern, field));
+      }
+    }
+    rules.push_back(std::move(rule));
+  }
+}
+
+void Tolerances::add_file(const fs::path& file) {
+  add_rules(load_yaml_file(file), fmt::format("tolerances '{}'", file.string()));
+}
+
+// ---- result specs -------------------------------------------------------------------------------
+
+void ResultSpecs::set(const std::string& label, std::vector<ResultSpec> specs, std::string type) {
+  for (auto& e : entries_)
+    if (e.label == label) {
+      e.specs = std::move(specs);
+      e.type = std::move(type);
+      return;
+    }
+  entries_.push_back({label, std::move(type), std::move(specs)});
+}
+
+const ResultSpecs::Entry* ResultSpecs::entry(std::string_view label) const {
+  for (const auto& e : entries_)
+    if (e.label == label) return &e;
+  return nullptr;
+}
+
+const ResultSpec* ResultSpecs::find(std::string_view label, std::string_view key) const {
+  const Entry* e = entry(label);
+  if (e == nullptr) return nullptr;
+  for (const auto& s : e->specs)
+    if (glob_match(s.key, key)) return &s;
+  return nullptr;
+}
+
+Better ResultSpecs::better(std::string_view label, std::string_view key) const {
+  const ResultSpec* s = find(label, key);
+  return s ? s->better : Better::Higher;
+}
+
+Plot ResultSpecs::plot(std::string_view label, std::string_view key) const {
+  const ResultSpec* s = find(label, key);
+  return s ? s->plot : Plot::None;
+}
+
+std::string ResultSpecs::type(std::string_view label) const {
+  const Entry* e = entry(label);
+  return e ? e->type : std::string();
+}
+
+ResultSpecs ResultSpecs::from_registry(
+    const Registry& registry, const std::vector<std::pair<std::string, std::string>>& types,
+    std::vector<std::string>* unknown) {
+  ResultSpecs out;
+  for (const auto& [label, type] : types) {
+    const Component* c = registry.find(ComponentKind::Metric, type);
+    if (c == nullptr) {
+      if (unknown && std::find(unknown->begin(), unknown->end(), type) == unknown->end())
+        unknown->push_back(type);
+      out.set(label, {}, type);
+      continue;
+    }
+    out.set(label, c->info->results, c->info->name);
+  }
+  return out;
+}
+
+// ---- comparison ---------------------------------------------------------------------------------
+
+std::string KeyDiff::name() const { return key.empty() ? label : label + "." + key; }
+
+std::size_t Comparison::count(Verdict v) const {
+  return static_cast<std::size_t>(
+      std::count_if(keys.begin(), keys.end(), [&](const KeyDiff& k) { return k.verdict == v; }));
+}
+
+std::string Comparison::summary() const {
+  std::string out;
+  for (auto v : {Verdict::Regressed, Verdict::Changed, Verdict::Improved, Verdict::Ok,
+                 Verdict::Missing, Verdict::New}) {
+    const auto n = count(v);
+    if (n == 0) continue;
+    if (!out.empty()) out += ", ";
+    out += fmt::format("{} {}", n, verdict_name(v));
+  }
+  return out.empty() ? "no keys" : out;
+}
+
+const KeyDiff* Comparison::find(std::string_view label, std::string_view key) const {
+  for (const auto& k : keys)
+    if (k.label == label && k.key == key) return &k;
+  return nullptr;
+}
+
+namespace {
+
+bool is_nan_like(const Value& v) {
+  return v.is_null() || (v.is_float() && std::isnan(v.as_double()));
+}
+
+std::string shape_of(const Value& v) {
+  if (v.is_array()) {
+    std::string s = fmt::format("[{}]", v.size());
+    if (v.size() > 0 && v.as_array()[0].is_array()) s += shape_of(v.as_array()[0]);
+    return s;
+  }
+  if (v.is_map()) return "a map";
+  if (v.is_number() || v.is_null()) return "a number";
+  return Value::kind_name(v.kind());
+}
+
+struct Scalar {
+  Verdict verdict = Verdict::Ok;
+  std::optional<double> delta;
+  double tolerance = 0;
+  std::string note;
+};
+
+Verdict by_direction(double delta, Better better) {
+  switch (better) {
+    case Better::Higher:
+      return delta > 0 ? Verdict::Improved : Verdict::Regressed;
+    case Better::Lower:
+      return delta < 0 ? Verdict::Improved : Verdict::Regressed;
+    case Better::Neither:
+      return Verdict::Changed;
+  }
+  return Verdict::Changed;
+}
+
+Scalar compare_scalar(const Value& b, const Value& v, Tolerance tol, Better better) {
+  Scalar out;
+  const bool b_nan = is_nan_like(b), v_nan = is_nan_like(v);
+  if (b.is_number() && v.is_number() && !b_nan && !v_nan) {
+    const double bd = b.as_double(), vd = v.as_double();
+    out.tolerance = tol.at(bd);
+    const double delta = vd - bd;
+    out.delta = std::isnan(delta) ? 0.0 : delta;  // inf - inf: the same infinity
+    if (std::abs(*out.delta) > out.tolerance) out.verdict = by_direction(*out.delta, better);
+    return out;
+  }
+  if (b_nan && v_nan) return out;
+  if ((b.is_number() || b_nan) && (v.is_number() || v_nan)) {
+    // One side is NaN (written as null): a metric that became undefined, or became defined.
+    if (v_nan) {
+      out.verdict = better == Better::Neither ? Verdict::Changed : Verdict::Regressed;
+      out.note = "the value is null (NaN)";
+    } else {
+      out.verdict = better == Better::Neither ? Verdict::Changed : Verdict::Improved;
+      out.note = "the baseline is null (NaN)";
+    }
+    return out;
+  }
+  if (!(b == v)) {
+    out.verdict = Verdict::Changed;
+    out.note = fmt::format("{} -> {}", b.to_json(), v.to_json());
+  }
+  return out;
+}
+
+int severity(Verdict v) {
+  switch (v) {
+    case Verdict::Regressed:
+      return 3;
+    case Verdict::Changed:
+      return 2;
+    case Verdict::Improved:
+      return 1;
+    default:
+      return 0;
+  }
+}
+
+class KeyComparer {
+ public:
+  KeyComparer(const Tolerances& tols, Better spec_better, KeyDiff& kd)
+      : tols_(tols), spec_better_(spec_better), kd_(kd) {}
+
+  void run(const Value& b, const Value& v) {
+    const std::string name = kd_.name();
+    const auto key_rule = tols_.resolve(name, name);
+    kd_.better = key_rule.better.value_or(spec_better_);
+    kd_.tol = key_rule.tol;
+    kd_.is_array = b.is_array() || v.is_array() || b.is_map() || v.is_map();
+    if (!kd_.is_array) {
+      const Scalar s = compare_scalar(b, v, kd_.tol, kd_.better);
+      kd_.verdict = s.verdict;
+      kd_.baseline = b;
+      kd_.value = v;
+      kd_.delta = s.delta;
+      kd_.tolerance = s.tolerance;
+      kd_.note = s.note;
+      return;
+    }
+    walk(b, v, "");
+    if (shape_mismatch_) {
+      kd_.verdict = kd_.better == Better::Neither ? Verdict::Changed : Verdict::Regressed;
+      kd_.baseline = b;
+      kd_.value = v;
+      return;
+    }
+    kd_.verdict = kd_.regressed_count  ? Verdict::Regressed
+                  : kd_.changed_count  ? Verdict::Changed
+                  : kd_.improved_count ? Verdict::Improved
+                                       : Verdict::Ok;
+    const ElementDiff* shown =
+        worst_.verdict == kd_.verdict && kd_.verdict != Verdict::Ok ? &worst_ : nullptr;
+    if (shown == nullptr && largest_.delta && *largest_.delta != 0) shown = &largest_;
+    if (shown != nullptr) {
+      kd_.element = shown->index;
+      kd_.baseline = shown->baseline;
+      kd_.value = shown->value;
+      kd_.delta = shown->delta;
+      kd_.tolerance = shown->tolerance;
+    } else {
+      kd_.baseline = b;
+      kd_.value = v;
+    }
+    const std::size_t bad = kd_.verdict == Verdict::Regressed ? kd_.regressed_count
+                            : kd_.verdict == Verdict::Changed ? kd_.changed_count
+                                                              : kd_.improved_count;
+    if (kd_.verdict != Verdict::Ok)
+      kd_.note =
+          fmt::format("{} of {} elements {}", bad, kd_.element_count, verdict_name(kd_.verdict));
+    if (kd_.verdict == Verdict::Regressed && kd_.improved_count)
+      kd_.note += fmt::format(", {} improved", kd_.improved_count);
+  }
+
+ private:
+  void mismatch(const std::string& index, const Value& b, const Value& v) {
+    if (shape_mismatch_) return;
+    shape_mismatch_ = true;
+    kd_.note = fmt::format("shape{} {} -> {}: not compared element by element",
+                           index.empty() ? "" : " of " + index, shape_of(b), shape_of(v));
+  }
+
+  void walk(const Value& b, const Value& v, const std::string& index) {
+    if (shape_mismatch_) return;
+    if (b.is_array() && v.is_array()) {
+      if (b.size() != v.size()) return mismatch(index, b, v);
+      for (std::size_t i = 0; i < b.size(); ++i)
+        walk(b.as_array()[i], v.as_array()[i], fmt::format("{}[{}]", index, i));
+      return;
+    }
+    if (b.is_map() && v.is_map()) {
+      if (b.size() != v.size()) return mismatch(index, b, v);
+      for (const auto& [k, e] : v.as_map()) {
+        const Value* be = b.find(k);
+        if (be == nullptr) return mismatch(index, b, v);
+        walk(*be, e, fmt::format("{}.{}", index, k));
+      }
+      return;
+    }
+    if (b.is_array() || v.is_array() || b.is_map() || v.is_map()) return mismatch(index, b, v);
+    const std::string name = kd_.name();
+    const std::string element = name + index;
+    const auto rule = tols_.resolve(name, element);
+    const Better better = rule.better.value_or(spec_better_);
+    const Scalar s = compare_scalar(b, v, rule.tol, better);
+    ++kd_.element_count;
+    ElementDiff d{index, b, v, s.delta, s.tolerance, s.verdict};
+    const double mag = s.delta ? std::abs(*s.delta) : 0.0;
+    if (!largest_.delta || mag > std::abs(*largest_.delta)) largest_ = d;
+    switch (s.verdict) {
+      case Verdict::Regressed:
+        ++kd_.regressed_count;
+        break;
+      case Verdict::Improved:
+        ++kd_.improved_count;
+        break;
+      case Verdict::Changed:
+        ++kd_.changed_count;
+        break;
+      default:
+        return;
+    }
+    if (severity(s.verdict) > severity(worst_.verdict) ||
+        (s.verdict == worst_.verdict && mag > (worst_.delta ? std::abs(*worst_.delta) : 0.0)))
+      worst_ = d;
+    if (kd_.elements.size() < kMaxElementDiffs) kd_.elements.push_back(std::move(d));
+  }
+
+  const Tolerances& tols_;
+  Better spec_better_;
+  KeyDiff& kd_;
+  bool shape_mismatch_ = false;
+  ElementDiff worst_, largest_;
+};
+
+// A label's results as (key, value) pairs: a map's entries, or the label's own value (key "").
+Value::Map entries_of(const Value& v) {
+  if (v.is_map()) return v.as_map();
+  return Value::Map{{"", v}};
+}
+
+}  // namespace
+
+Comparison compare(const Value& results, const Value& baseline, const ResultSpecs& specs,
+                   const Tolerances& tolerances) {
+  Comparison out;
+  const auto emit_one_sided = [&](const std::string& label, const std::string& key, const Value& v,
+                                  Verdict verdict) {
+    KeyDiff kd;
+    kd.label = label;
+    kd.key = key;
+    kd.verdict = verdict;
+    kd.better = specs.better(label, key);
+    (verdict == Verdict::Missing ? kd.baseline : kd.value) = v;
+    kd.is_array = v.is_array() || v.is_map();
+    kd.note =
+        verdict == Verdict::Missing ? "in the baseline, not in the results" : "not in the baseline";
+    out.keys.push_back(std::move(kd));
+  };
+  const Value::Map empty;
+  for (const auto& [label, res] : results.is_map() ? results.as_map() : empty) {
+    const Value* base_label = baseline.is_map() ? baseline.find(label) : nullptr;
+    for (const auto& [key, v] : entries_of(res)) {
+      const Value* b = nullptr;
+      if (base_label != nullptr) {
+        if (base_label->is_map())
+          b = key.empty() ? nullptr : base_label->find(key);
+        else if (key.empty())
+          b = base_label;
+      }
+      if (b == nullptr) {
+        emit_one_sided(label, key, v, Verdict::New);
+        continue;
+      }
+      KeyDiff kd;
+      kd.label = label;
+      kd.key = key;
+      if (specs.plot(label, key) == Plot::Curve) {
+        // A curve's points move with its thresholds: it is compared as a whole, never failed.
+        kd.better = Better::Neither;
+        kd.is_array = true;
+        kd.baseline = *b;
+        kd.value = v;
+        kd.verdict = *b == v ? Verdict::Ok : Verdict::Changed;
+        if (kd.verdict == Verdict::Changed)
+          kd.note = "the curve changed (curves are not compared point by point)";
+      } else {
+        KeyComparer(tolerances, specs.better(label, key), kd).run(*b, v);
+      }
+      out.keys.push_back(std::move(kd));
+    }
+  }
+  for (const auto& [label, base] : baseline.is_map() ? baseline.as_map() : empty) {
+    const Value* res = results.is_map() ? results.find(label) : nullptr;
+    for (const auto& [key, b] : entries_of(base)) {
+      bool present = false;
+      if (res != nullptr)
+        present = res->is_map() ? (!key.empty() && res->find(key) != nullptr) : key.empty();
+      if (!present) emit_one_sided(label, key, b, Verdict::Missing);
+    }
+  }
+  return out;
+}
+
+// ---- formatting ---------------------------------------------------------------------------------
+
+std::string format_number(const Value& v) {
+  if (v.is_null()) return "null (NaN)";
+  if (v.is_int()) return fmt::format("{}", v.as_int());
+  if (v.is_float()) {
+    const double d = v.as_double();
+    if (std::isnan(d)) return "null (NaN)";
+    return fmt::format("{:.6g}", d);
+  }
+  if (v.is_bool()) return v.as_bool() ? "true" : "false";
+  if (v.is_string()) return v.as_string();
+  if (v.is_array()) {
+    std::string dims = fmt::format("{}", v.size());
+    for (const Value* e = &v; e->is_array() && e->size() > 0 && e->as_array()[0].is_array();) {
+      e = &e->as_array()[0];
+      dims += fmt::format("x{}", e->size());
+    }
+    return fmt::format("[{} values]", dims);
+  }
+  if (v.is_map()) return fmt::format("{{{} keys}}", v.size());
+  return v.to_json();
+}
+
+std::string format_delta(std::optional<double> delta, bool integral) {
+  if (!delta) return "";
+  if (integral) return fmt::format("{:+d}", static_cast<long long>(std::llround(*delta)));
+  if (*delta == 0) return "0";
+  return fmt::format("{:+.6g}", *delta);
+}
+
+namespace {
+
+const char* ansi_of(Verdict v) {
+  switch (v) {
+    case Verdict::Regressed:
+      return "\x1b[1;31m";
+    case Verdict::Improved:
+      return "\x1b[32m";
+    case Verdict::Changed:
+      return "\x1b[36m";
+    case Verdict::Missing:
+    case Verdict::New:
+      return "\x1b[33m";
+    case Verdict::Ok:
+      return "";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string format_comparison(const Comparison& c, bool color) {
+  struct Row {
+    std::string key, baseline, value, delta, tolerance, verdict, note;
+    Verdict v;
+  };
+  std::vector<Row> rows;
+  for (const auto& k : c.keys) {
+    Row r;
+    r.v = k.verdict;
+    r.key = k.name() + k.element;
+    const bool one_sided = k.verdict == Verdict::Missing || k.verdict == Verdict::New;
+    r.baseline = k.verdict == Verdict::New ? "-" : format_number(k.baseline);
+    r.value = k.verdict == Verdict::Missing ? "-" : format_number(k.value);
+    r.delta = format_delta(k.delta, k.baseline.is_int() && k.value.is_int());
+    if (!one_sided && k.delta)
+      r.tolerance = k.tolerance == 0 ? "exact" : fmt::format("±{:.3g}", k.tolerance);
+    r.verdict = verdict_name(k.verdict);
+    r.note = k.note;
+    rows.push_back(std::move(r));
+  }
+  std::size_t w[6] = {3, 8, 5, 5, 9, 7};
+  const auto width = [](const std::string& s) {
+    // Display width: count UTF-8 code points (the ± sign is two bytes).
+    return static_cast<std::size_t>(
+        std::count_if(s.begin(), s.end(), [](char ch) { return (ch & 0xC0) != 0x80; }));
+  };
+  for (const auto& r : rows) {
+    const std::string* cols[6] = {&r.key,   &r.baseline,  &r.value,
+                                  &r.delta, &r.tolerance, &r.verdict};
+    for (int i = 0; i < 6; ++i) w[i] = std::max(w[i], width(*cols[i]));
+  }
+  const auto pad = [&](const std::string& s, std::size_t n, bool right) {
+    const std::string fill(n > width(s) ? n - width(s) : 0, ' ');
+    return right ? fill + s : s + fill;
+  };
+  std::string out =
+      fmt::format("{}  {}  {}  {}  {}  {}  note\n", pad("key", w[0], false),
+                  pad("baseline", w[1], true), pad("value", w[2], true), pad("delta", w[3], true),
+                  pad("tolerance", w[4], true), pad("verdict", w[5], false));
+  for (std::size_t i = 0; i < 6; ++i) out += std::string(w[i], '-') + "  ";
+  out += "----\n";
+  for (const auto& r : rows) {
+    const char* on = color ? ansi_of(r.v) : "";
+    const char* off = color && *on ? "\x1b[0m" : "";
+    std::string line = fmt::format("{}  {}  {}  {}{}{}  {}  {}{}{}  {}", pad(r.key, w[0], false),
+                                   pad(r.baseline, w[1], true), pad(r.value, w[2], true), on,
+                                   pad(r.delta, w[3], true), off, pad(r.tolerance, w[4], true), on,
+                                   pad(r.verdict, w[5], false), off, r.note);
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+  }
+  std::string summary = c.summary();
+  if (color && c.regressed()) summary = fmt::format("\x1b[1;31m{}\x1b[0m", summary);
+  out += fmt::format(
+      "\n{}{}\n", summary,
+      c.baseline_source.empty() ? "" : fmt::format(" (baseline: {})", c.baseline_source));
+  return out;
+}
+
+}  // namespace tally

@@ -1,0 +1,160 @@
+// Comparing results with a baseline (tally compare, and tally run with a `regression:` section).
+//
+// Keys are named `<label>.<key>`; the elements of arrays `<label>.<key>[i]` (matrices
+// `<label>.<key>[i][j]`), of nested maps `<label>.<key>.<sub>`. Per key (and per element):
+//   delta = value - baseline;  tolerance = atol + rtol * |baseline|   (numpy.isclose's rule)
+//   |delta| <= tolerance                  -> ok
+//   otherwise, by the key's direction      -> improved / regressed (Better::Higher, Better::Lower)
+//                                             changed (Better::Neither: counts, matrices)
+//   only in the baseline / only in results -> missing / new
+// A key holding an array is compared element by element; its verdict is the worst of its
+// elements' (regressed > changed > improved > ok) and it names the element that decided it. An
+// array whose shape changed is a regression (changed for Better::Neither): it cannot be compared.
+// Directions come from the metrics' ResultSpecs (found through the "types" the results JSON
+// records); keys no spec covers are higher-is-better. A tolerances entry may override it.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "config.hpp"
+#include "tally/evaluator.hpp"
+#include "tally/plugin.hpp"
+#include "tally/value.hpp"
+
+namespace tally {
+
+class Registry;
+
+enum class Verdict { Ok, Improved, Regressed, Changed, Missing, New };
+const char* verdict_name(Verdict v);
+const char* better_name(Better b);
+
+/// `*` matches any run of characters (dots and brackets included), `?` any one character;
+/// everything else is literal (so `[` in `prf.precision_classwise[3]` is a bracket).
+bool glob_match(std::string_view pattern, std::string_view text);
+
+struct Tolerance {
+  double rtol = 0;
+  double atol = 0;
+  /// atol + rtol * |baseline|
+  double at(double baseline) const;
+};
+
+/// Per-key tolerances: `--rtol/--atol` (or regression.rtol/atol) as defaults, then entries
+/// `PATTERN: {rtol: X, atol: Y, better: higher|lower|neither}` (any subset). For an element
+/// `L.k[i]` the entry that applies is, in order: one written exactly `L.k[i]`; one written
+/// exactly `L.k`; else the glob matching `L.k[i]` or `L.k` with the most literal characters (the
+/// first written on a tie). Fields an entry leaves out come from the defaults.
+struct Tolerances {
+  struct Rule {
+    std::string pattern;
+    std::optional<double> rtol, atol;
+    std::optional<Better> better;
+    std::string where;  // file:line:column, for messages
+  };
+  Tolerance defaults;
+  std::vector<Rule> rules;
+
+  struct Resolved {
+    Tolerance tol;
+    std::optional<Better> better;
+    const Rule* rule = nullptr;
+  };
+  Resolved resolve(std::string_view key, std::string_view element) const;
+
+  /// Entries from a YAML map (a tolerances file, or regression.tolerances written inline).
+  /// ConfigError naming the place of a bad entry.
+  void add_rules(const Located& map, const std::string& what);
+  /// Entries from a YAML file.
+  void add_file(const std::filesystem::path& file);
+};
+
+/// What each metric label declares about its keys (ResultSpec lists), looked up by label.
+class ResultSpecs {
+ public:
+  void set(const std::string& label, std::vector<ResultSpec> specs, std::string type = {});
+  /// The first spec of `label` whose key glob matches `key`, or nullptr.
+  const ResultSpec* find(std::string_view label, std::string_view key) const;
+  Better better(std::string_view label, std::string_view key) const;
+  Plot plot(std::string_view label, std::string_view key) const;
+  /// The metric type recorded for `label` ("" when unknown).
+  std::string type(std::string_view label) const;
+
+  /// The specs of each label's metric type (label -> type from a results file's run.types),
+  /// read from the registry. Returns the types the registry does not know in `unknown`.
+  static ResultSpecs from_registry(const Registry& registry,
+                                   const std::vector<std::pair<std::string, std::string>>& types,
+                                   std::vector<std::string>* unknown = nullptr);
+
+ private:
+  struct Entry {
+    std::string label, type;
+    std::vector<ResultSpec> specs;
+  };
+  const Entry* entry(std::string_view label) const;
+  std::vector<Entry> entries_;
+};
+
+/// One element of an array (or nested map) key that did not compare ok.
+struct ElementDiff {
+  std::string index;  // "[3]", "[1][2]", ".x"
+  Value baseline, value;
+  std::optional<double> delta;
+  double tolerance = 0;
+  Verdict verdict = Verdict::Ok;
+};
+
+struct KeyDiff {
+  std::string label, key;
+  Verdict verdict = Verdict::Ok;
+  Better better = Better::Higher;
+  Tolerance tol;
+  /// The numbers shown for the key: the key's own for a scalar; for an array, those of the
+  /// element that decided the verdict (`element` names it), or of the largest |delta|.
+  Value baseline, value;
+  std::optional<double> delta;
+  double tolerance = 0;  // tol.at(baseline) for the element shown
+  std::string element;
+  bool is_array = false;
+  std::size_t element_count = 0;  // elements compared (arrays)
+  std::size_t regressed_count = 0, improved_count = 0, changed_count = 0;
+  /// Elements that did not compare ok, in order (at most kMaxElementDiffs kept).
+  std::vector<ElementDiff> elements;
+  /// A sentence for readers when the numbers alone do not say it ("shape [5] -> [6]", ...).
+  std::string note;
+
+  std::string name() const;  // "<label>.<key>"
+};
+
+inline constexpr std::size_t kMaxElementDiffs = 50;
+
+struct Comparison {
+  std::string baseline_source;  // the baseline's path, for readers
+  std::vector<KeyDiff> keys;
+  std::size_t count(Verdict v) const;
+  bool regressed() const { return count(Verdict::Regressed) > 0; }
+  /// "1 regressed, 2 improved, 10 ok, 1 missing" (zero counts left out).
+  std::string summary() const;
+  const KeyDiff* find(std::string_view label, std::string_view key) const;
+};
+
+/// Compares the `results` maps (label -> key -> value) of two runs.
+Comparison compare(const Value& results, const Value& baseline, const ResultSpecs& specs,
+                   const Tolerances& tolerances);
+
+/// Exit code of a comparison: 3 on a regression, else 0.
+inline constexpr int kExitRegression = 3;
+
+/// Number formatting shared by the comparison table and the reports: integers as they are,
+/// floats with 6 significant digits, null as "null (NaN)".
+std::string format_number(const Value& v);
+std::string format_delta(std::optional<double> delta, bool integral);
+
+/// The comparison as an aligned table; ANSI colors when `color`.
+std::string format_comparison(const Comparison& c, bool color);
+
+}  // namespace tally

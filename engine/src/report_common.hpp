@@ -1,0 +1,36 @@
+// Helpers the report writers share: escaping for XML/HTML, Markdown and JSON inside <script>,
+// and walking the results in a stable order.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "tally/value.hpp"
+
+namespace tally::report {
+
+/// Valid UTF-8 with no control characters but tab and newline: invalid bytes and controls
+/// become U+FFFD. Labels are user text; XML 1.0 forbids most control characters outright.
+std::string clean_text(std::string_view s);
+
+/// &, <, >, " and ' escaped (for element text and double-quoted attributes), after clean_text.
+std::string xml_escape(std::string_view s);
+inline std::string html_escape(std::string_view s) { return xml_escape(s); }
+
+/// For a Markdown table cell: HTML-significant characters as entities, Markdown punctuation
+/// backslash-escaped, '|' escaped, newlines as spaces.
+std::string md_escape(std::string_view s);
+
+/// JSON text safe inside <script type="application/json">: '<', '>' and '&' as \u escapes, so no
+/// "</script>" or "<!--" can appear whatever the strings hold.
+std::string script_json(const nlohmann::ordered_json& j);
+
+/// A Value as JSON (NaN and infinities as null).
+nlohmann::ordered_json to_json(const Value& v);
+
+/// "2024-05-01T12:34:56" (UTC, now).
+std::string utc_timestamp();
+
+}  // namespace tally::report

@@ -1,0 +1,48 @@
+// Reports for CI systems and people: JUnit XML (one testcase per metric key), a Markdown summary
+// (GitHub job summaries, PR comments) and a self-contained HTML report with charts. They are
+// driven by the metrics' ResultSpecs (Better, Plot): no writer knows any particular metric.
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+
+#include "compare.hpp"
+#include "tally/evaluator.hpp"
+
+namespace tally {
+
+struct ReportInput {
+  const Results& results;
+  const ResultSpecs& specs;
+  /// The comparison with a baseline, or nullptr when there is none.
+  const Comparison* comparison = nullptr;
+  /// The baseline's results (label -> key -> value), drawn beside the results; may be nullptr.
+  const Value* baseline = nullptr;
+  /// What was evaluated, for titles: the config file (or the results file for tally compare).
+  std::string title;
+};
+
+/// JUnit XML (Jenkins/Surefire style): one testsuite, one testcase per metric key (classname =
+/// the metric label, name = the key). A regressed key is a <failure> carrying baseline, value,
+/// delta and tolerance; a key missing from the results is <skipped>. No baseline: no failures.
+std::string junit_report(const ReportInput& in);
+
+/// Markdown: a summary line, the results table, then the comparison with arrows.
+std::string markdown_report(const ReportInput& in);
+
+/// A self-contained HTML page: run info, the comparison, and per metric its results table and a
+/// chart or heatmap for each array key its ResultSpec says how to draw (Plot::Bars, Heatmap,
+/// Curve). `chartjs` is the Chart.js source inlined into the page; empty: tables only, and the
+/// page says the charts are unavailable.
+std::string html_report(const ReportInput& in, const std::string& chartjs);
+
+/// Where Chart.js is: $TALLY_CHARTJS, else Debian's libjs-chart.js
+/// (/usr/share/javascript/chart.js/). nullopt when neither exists.
+std::optional<std::filesystem::path> find_chartjs();
+
+/// The text of the Chart.js file, checked to be the UMD build a classic <script> can load.
+/// RuntimeError naming the file otherwise.
+std::string read_chartjs(const std::filesystem::path& file);
+
+}  // namespace tally
