@@ -52,10 +52,11 @@ inline ProcessResult run_command(const std::string& cmd) {
 /// no suppression can name. The same code paths run leak-checked on the nondist backend.
 inline std::string mpirun(int np) {
 #ifdef TALLY_MPIEXEC
+  // Root in a container: no CMA single-copy (ptrace is not allowed).
+  std::string env = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+                    "OMPI_MCA_btl_vader_single_copy_mechanism=none ";
 #if defined(__SANITIZE_ADDRESS__)
-  const std::string env = "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 ";
-#else
-  const std::string env;
+  env += "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 ";
 #endif
   return env + TALLY_MPIEXEC + " --allow-run-as-root --oversubscribe -np " + std::to_string(np) +
          " ";

@@ -47,16 +47,26 @@ std::string cuda_text(cudaError_t e) {
 
 Scalar scalar_of(DType t) {
   switch (t) {
-    case DType::U8: return Scalar::U8;
-    case DType::I8: return Scalar::I8;
-    case DType::U16: return Scalar::U16;
-    case DType::I16: return Scalar::I16;
-    case DType::I32: return Scalar::I32;
-    case DType::U32: return Scalar::U32;
-    case DType::I64: return Scalar::I64;
-    case DType::F32: return Scalar::F32;
-    case DType::F64: return Scalar::F64;
-    case DType::Bool: break;
+    case DType::U8:
+      return Scalar::U8;
+    case DType::I8:
+      return Scalar::I8;
+    case DType::U16:
+      return Scalar::U16;
+    case DType::I16:
+      return Scalar::I16;
+    case DType::I32:
+      return Scalar::I32;
+    case DType::U32:
+      return Scalar::U32;
+    case DType::I64:
+      return Scalar::I64;
+    case DType::F32:
+      return Scalar::F32;
+    case DType::F64:
+      return Scalar::F64;
+    case DType::Bool:
+      break;
   }
   return Scalar::U8;  // unreachable: Bool is refused by the dtype checks first
 }
@@ -67,7 +77,9 @@ bool cuda_field(const Batch& batch, const char* name) {
   return batch.has(name) && !batch.is_ragged(name) && batch.tensor(name).is_cuda();
 }
 
-const char* prediction_field(const Batch& batch) { return batch.has(kScores) ? kScores : kPredLabels; }
+const char* prediction_field(const Batch& batch) {
+  return batch.has(kScores) ? kScores : kPredLabels;
+}
 
 // The device of this update: that of the first CUDA tensor among the metric's inputs.
 struct Placement {
@@ -91,18 +103,21 @@ const Tensor& device_tensor(const InputChecker& check, const Batch& batch, const
       (void)value;
       have += (have.empty() ? "" : ", ") + name;
     }
-    check.fail(field, "is missing from the batch (it has: " + (have.empty() ? "no fields" : have) + ")");
+    check.fail(field,
+               "is missing from the batch (it has: " + (have.empty() ? "no fields" : have) + ")");
   }
   if (batch.is_ragged(field)) check.fail(field, "must be a dense tensor, got a ragged field");
   const Tensor& t = batch.tensor(field);
-  const std::string other = std::string("'") + where.field + "' is on cuda:" + std::to_string(where.device);
+  const std::string other =
+      std::string("'") + where.field + "' is on cuda:" + std::to_string(where.device);
   if (!t.is_cuda())
     check.fail(field, "is on the CPU but " + other + ": give all inputs of a metric on one device");
   int count = 0;
   const cudaError_t e = cudaGetDeviceCount(&count);
   if (e != cudaSuccess || count < 1) {
     cudaGetLastError();
-    check.fail(field, "is a CUDA tensor (" + t.describe() + ") but this process sees no CUDA device (" +
+    check.fail(field, "is a CUDA tensor (" + t.describe() +
+                          ") but this process sees no CUDA device (" +
                           (e != cudaSuccess ? "cudaGetDeviceCount: " + cuda_text(e)
                                             : std::string("cudaGetDeviceCount returned 0")) +
                           ")");
@@ -146,7 +161,8 @@ const Tensor& score_tensor(const InputChecker& check, const Batch& batch, const 
 const Tensor& label_tensor(const InputChecker& check, const Batch& batch, const char* field,
                            const Placement& where) {
   const Tensor& t = device_tensor(check, batch, field, where);
-  if (!is_integral(t.dtype())) check.fail(field, "must hold integer class ids, got " + t.describe());
+  if (!is_integral(t.dtype()))
+    check.fail(field, "must hold integer class ids, got " + t.describe());
   check.dims(t, field, 1, "[N]");
   return t;
 }
@@ -193,7 +209,8 @@ class Workspace {
     if (const cudaError_t e = cudaMalloc(&d, cap); e != cudaSuccess) return e;
     device_ = static_cast<std::byte*>(d);
     void* h = nullptr;
-    if (const cudaError_t e = cudaHostAlloc(&h, cap, cudaHostAllocDefault); e != cudaSuccess) return e;
+    if (const cudaError_t e = cudaHostAlloc(&h, cap, cudaHostAllocDefault); e != cudaSuccess)
+      return e;
     host_ = static_cast<std::byte*>(h);
     capacity_ = cap;
     return cudaSuccess;
@@ -263,7 +280,8 @@ class Session {
 
   tally_cuda::Flags* flags() const { return reinterpret_cast<tally_cuda::Flags*>(ws_.device()); }
   tally_cuda::Thresholds thresholds(std::size_t count) const {
-    return {ws_.device() + kParamsAt, reinterpret_cast<const unsigned char*>(ws_.device() + active_at_),
+    return {ws_.device() + kParamsAt,
+            reinterpret_cast<const unsigned char*>(ws_.device() + active_at_),
             static_cast<int>(count)};
   }
   unsigned long long* counters() const {
@@ -287,12 +305,13 @@ class Session {
   // ---- the checks and their messages, as InputChecker words them ----
 
   // The first NaN of row `row` (it holds one): its class, read back from the device.
-  void fail_nan(const Tensor& scores, const char* field, unsigned long long row, std::int64_t first_sample) {
+  void fail_nan(const Tensor& scores, const char* field, unsigned long long row,
+                std::int64_t first_sample) {
     const std::int64_t cols = scores.size(1);
     const std::size_t es = dtype_size(scores.dtype());
     std::vector<std::byte> buf(static_cast<std::size_t>(cols) * es);
-    ok(cudaMemcpy(buf.data(), static_cast<const std::byte*>(scores.data()) + row * buf.size(), buf.size(),
-                  cudaMemcpyDeviceToHost),
+    ok(cudaMemcpy(buf.data(), static_cast<const std::byte*>(scores.data()) + row * buf.size(),
+                  buf.size(), cudaMemcpyDeviceToHost),
        "cudaMemcpy (a row with a NaN)");
     std::int64_t c = 0;
     for (; c < cols; ++c) {
@@ -306,17 +325,20 @@ class Session {
   }
 
   // The class id at `index`, read back from the device, outside [0, num_classes).
-  void fail_id(const Tensor& ids, const char* field, unsigned long long index, std::int64_t num_classes,
-               std::int64_t first_sample) {
+  void fail_id(const Tensor& ids, const char* field, unsigned long long index,
+               std::int64_t num_classes, std::int64_t first_sample) {
     const std::size_t es = dtype_size(ids.dtype());
     std::byte raw[8] = {};
-    ok(cudaMemcpy(raw, static_cast<const std::byte*>(ids.data()) + index * es, es, cudaMemcpyDeviceToHost),
+    ok(cudaMemcpy(raw, static_cast<const std::byte*>(ids.data()) + index * es, es,
+                  cudaMemcpyDeviceToHost),
        "cudaMemcpy (a class id)");
     const Tensor one = Tensor::view(raw, ids.dtype(), {1});
-    const std::int64_t id = visit_integral(one, [](const auto* p) { return static_cast<std::int64_t>(p[0]); });
+    const std::int64_t id =
+        visit_integral(one, [](const auto* p) { return static_cast<std::int64_t>(p[0]); });
     check_.fail(field, "sample " + std::to_string(first_sample + static_cast<std::int64_t>(index)) +
                            ": class id " + std::to_string(id) + " is outside [0, " +
-                           (num_classes < 0 ? std::string("inf") : std::to_string(num_classes)) + ")");
+                           (num_classes < 0 ? std::string("inf") : std::to_string(num_classes)) +
+                           ")");
   }
 
   // Standalone value checks (for the error order when a metadata check fails).
@@ -325,10 +347,13 @@ class Session {
     finish(tally_cuda::find_nan_rows(scores_view(scores), flags(), stream()), "find_nan_rows");
     if (flags_.nan_row != tally_cuda::kNone) fail_nan(scores, field, flags_.nan_row, first_sample);
   }
-  void check_ids(const Tensor& ids, const char* field, std::int64_t num_classes, std::int64_t first_sample) {
+  void check_ids(const Tensor& ids, const char* field, std::int64_t num_classes,
+                 std::int64_t first_sample) {
     prepare<float>(0, nullptr);
-    finish(tally_cuda::find_bad_ids(labels_view(ids, num_classes), &flags()->bad_a, stream()), "find_bad_ids");
-    if (flags_.bad_a != tally_cuda::kNone) fail_id(ids, field, flags_.bad_a, num_classes, first_sample);
+    finish(tally_cuda::find_bad_ids(labels_view(ids, num_classes), &flags()->bad_a, stream()),
+           "find_bad_ids");
+    if (flags_.bad_a != tally_cuda::kNone)
+      fail_id(ids, field, flags_.bad_a, num_classes, first_sample);
   }
 
   static cudaStream_t stream() { return cudaStreamLegacy; }
@@ -345,7 +370,8 @@ class Session {
   tally_cuda::Flags flags_{};
 };
 
-// ---- check sequences ------------------------------------------------------------------------------
+// ---- check sequences
+// ------------------------------------------------------------------------------
 
 // One check of the CPU path, in its order: a metadata check (run before the kernel), or a value
 // check (fused into the kernel; `value` runs it on its own when a later metadata check fails).
@@ -382,7 +408,8 @@ bool on_cuda(const Batch& batch) {
   return cuda_field(batch, prediction_field(batch)) || cuda_field(batch, kGtLabels);
 }
 
-// ---- Accuracy --------------------------------------------------------------------------------------
+// ---- Accuracy
+// --------------------------------------------------------------------------------------
 
 void accuracy_update(const InputChecker& check, const std::vector<std::int64_t>& topk,
                      std::int64_t maxk, const std::vector<std::optional<double>>& thrs,
@@ -407,7 +434,8 @@ void accuracy_update(const InputChecker& check, const std::vector<std::int64_t>&
         {[&] { check.same_rows(*scores, kScores, *labels, kGtLabels); }, {}},
         {[&] {
            if (maxk > cols)
-             check.fail(kScores, "has " + std::to_string(cols) + " columns: top-" + std::to_string(maxk) +
+             check.fail(kScores, "has " + std::to_string(cols) + " columns: top-" +
+                                     std::to_string(maxk) +
                                      " accuracy is unavailable since the number of categories is " +
                                      std::to_string(cols));
          },
@@ -422,7 +450,8 @@ void accuracy_update(const InputChecker& check, const std::vector<std::int64_t>&
       const ThresholdSet<T> set(thrs);
       ss.prepare<T>(nthr * width, &set);
       ss.finish(tally_cuda::accuracy_counts(scores_view(*scores), labels_view(*labels, cols), maxk,
-                                            ss.thresholds(nthr), ss.flags(), ss.counters(), Session::stream()),
+                                            ss.thresholds(nthr), ss.flags(), ss.counters(),
+                                            Session::stream()),
                 "accuracy_counts");
     });
     const auto& f = ss.host_flags();
@@ -444,10 +473,12 @@ void accuracy_update(const InputChecker& check, const std::vector<std::int64_t>&
   // pred_labels: top-1 only, no thresholds (the same refusals as the CPU path, first).
   if (maxk != 1)
     check.fail(kPredLabels, "holds one label per sample, so only top-1 is defined (topk is " +
-                                Value(topk).to_json() + "); give '" + kScores + "' for top-k accuracy");
+                                Value(topk).to_json() + "); give '" + kScores +
+                                "' for top-k accuracy");
   for (const auto& t : thrs)
     if (t)
-      check.fail(kPredLabels, "holds labels, not scores: thresholds (thrs) need '" + std::string(kScores) + "'");
+      check.fail(kPredLabels,
+                 "holds labels, not scores: thresholds (thrs) need '" + std::string(kScores) + "'");
   const Tensor* pred = nullptr;
   const Tensor* gt = nullptr;
   std::optional<Session> s;
@@ -529,12 +560,14 @@ void single_label_update(const InputChecker& check, const std::vector<std::optio
   }
 
   if (num_classes <= 0)
-    throw ConfigError(check.owner() +
-                      ": parameter 'num_classes' is required when the predictions are labels (field '" +
-                      kPredLabels + "')");
+    throw ConfigError(
+        check.owner() +
+        ": parameter 'num_classes' is required when the predictions are labels (field '" +
+        kPredLabels + "')");
   for (const auto& t : thrs)
     if (t)
-      check.fail(kPredLabels, "holds labels, not scores: thresholds (thrs) need '" + std::string(kScores) + "'");
+      check.fail(kPredLabels,
+                 "holds labels, not scores: thresholds (thrs) need '" + std::string(kScores) + "'");
   const Tensor* pred = nullptr;
   const Tensor* gt = nullptr;
   run_metadata_checks({
@@ -547,10 +580,11 @@ void single_label_update(const InputChecker& check, const std::vector<std::optio
   const auto c = static_cast<std::size_t>(num_classes);
   Session& ss = session();
   ss.prepare<float>(3 * c, nullptr);
-  ss.finish(tally_cuda::label_pair_counts(labels_view(*pred, num_classes), labels_view(*gt, num_classes),
-                                          tally_cuda::PairMode::SingleLabel, num_classes, ss.flags(),
-                                          ss.counters(), Session::stream()),
-            "label_pair_counts");
+  ss.finish(
+      tally_cuda::label_pair_counts(labels_view(*pred, num_classes), labels_view(*gt, num_classes),
+                                    tally_cuda::PairMode::SingleLabel, num_classes, ss.flags(),
+                                    ss.counters(), Session::stream()),
+      "label_pair_counts");
   const auto& f = ss.host_flags();
   if (f.bad_a != tally_cuda::kNone) ss.fail_id(*pred, kPredLabels, f.bad_a, num_classes, seen);
   if (f.bad_b != tally_cuda::kNone) ss.fail_id(*gt, kGtLabels, f.bad_b, num_classes, seen);
@@ -596,8 +630,8 @@ void confusion_matrix_update(const InputChecker& check, std::int64_t k, const Ba
     });
     Session& ss = session();
     ss.prepare<float>(cells, nullptr);
-    ss.finish(tally_cuda::confusion_matrix_scores(scores_view(*scores), labels_view(*gt, k), ss.flags(),
-                                                  ss.counters(), Session::stream()),
+    ss.finish(tally_cuda::confusion_matrix_scores(scores_view(*scores), labels_view(*gt, k),
+                                                  ss.flags(), ss.counters(), Session::stream()),
               "confusion_matrix_scores");
     const auto& f = ss.host_flags();
     if (f.nan_row != tally_cuda::kNone) ss.fail_nan(*scores, kScores, f.nan_row, seen);

@@ -1,0 +1,719 @@
+// The `nccl` backend: NCCL collectives on CUDA device buffers, one GPU per rank.
+//
+// Transport. The object algorithms live once in tally::DistBackend (engine/src/dist_backend.cpp);
+// this backend supplies two primitives. all_gather_equal: the caller's bytes are copied into a
+// pinned host buffer, then to this rank's slot of a device buffer, gathered in place with one
+// ncclAllGather, and copied back (device -> pinned -> caller). broadcast: the same with
+// ncclBroadcast. Varying sizes use the base class's default: padded to the largest, gathered
+// equal, unpadded on the host. Both staging buffers (device and pinned host) are allocated on
+// first use, grow geometrically, never beyond chunk_bytes(), and are reused across syncs.
+// Pinned host memory is not an optimisation only: a device-to-host copy into pageable memory
+// blocks the calling thread until the copy -- queued behind the collective -- completes, which
+// would defeat the timeout.
+//
+// Errors and timeouts. The communicator is created non-blocking (config.blocking = 0). Every
+// collective is enqueued, then this thread polls cudaStreamQuery and ncclCommGetAsyncError until
+// the stream is done or backend.timeout passes; an error or the deadline aborts the communicator
+// (ncclCommAbort) and throws tally::RuntimeError naming the rank and the operation. A later call
+// on an aborted backend throws too, repeating the first error.
+//
+// Bootstrap (nccl_support.hpp). Under an MPI launcher rank 0 creates the ncclUniqueId and MPI
+// broadcasts it (MPI is initialised only if the host program has not, and finalised only by the
+// backend that initialised it, as the mpi backend does); otherwise rank 0 publishes it in a
+// rendezvous file (backend.rendezvous) that the other ranks poll; a world of one needs neither.
+// The device is backend.device, or the local rank modulo the visible devices.
+//
+// libnccl is opened with dlopen when the first backend is made, not linked: the registry loads
+// every plugin for every command, and a plugin that needs a missing library fails to load, which
+// would break `tally run` with the nondist or mpi backend on machines without NCCL. The CUDA
+// runtime is linked statically (its symbols kept local) for the same reason.
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <nccl.h>
+
+#if TALLY_NCCL_WITH_MPI
+#include <mpi.h>
+#endif
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "nccl_support.hpp"
+#include "tally/dist_backend.hpp"
+#include "tally/error.hpp"
+#include "tally/params.hpp"
+#include "tally/plugin.hpp"
+
+#if NCCL_VERSION_CODE < NCCL_VERSION(2, 14, 0)
+#error "the nccl backend needs NCCL >= 2.14 (non-blocking communicators)"
+#endif
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr std::int64_t kDefaultChunkBytes = std::int64_t{256} << 20;
+constexpr double kDefaultTimeout = 600.0;
+constexpr int kMinNcclVersion = NCCL_VERSION(2, 14, 0);
+#if TALLY_NCCL_WITH_MPI
+constexpr bool kWithMpi = true;
+#else
+constexpr bool kWithMpi = false;
+#endif
+
+std::string cuda_text(cudaError_t e) {
+  return std::string(cudaGetErrorName(e)) + " (" + cudaGetErrorString(e) + ")";
+}
+
+std::string seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", s);
+  return buf;
+}
+
+// ---- libnccl, opened on first use -----------------------------------------------------------
+
+struct NcclApi {
+  decltype(&ncclGetVersion) GetVersion = nullptr;
+  decltype(&ncclGetUniqueId) GetUniqueId = nullptr;
+  decltype(&ncclCommInitRankConfig) CommInitRankConfig = nullptr;
+  decltype(&ncclCommFinalize) CommFinalize = nullptr;
+  decltype(&ncclCommDestroy) CommDestroy = nullptr;
+  decltype(&ncclCommAbort) CommAbort = nullptr;
+  decltype(&ncclCommGetAsyncError) CommGetAsyncError = nullptr;
+  decltype(&ncclGetErrorString) GetErrorString = nullptr;
+  decltype(&ncclGetLastError) GetLastError = nullptr;
+  decltype(&ncclAllGather) AllGather = nullptr;
+  decltype(&ncclBroadcast) Broadcast = nullptr;
+  int version = 0;
+  std::string file;
+};
+
+template <class F>
+bool bind(void* lib, const char* name, F& fn, std::string& missing) {
+  void* sym = dlsym(lib, name);
+  if (sym == nullptr) {
+    missing += (missing.empty() ? "" : ", ") + std::string(name);
+    return false;
+  }
+  fn = reinterpret_cast<F>(sym);
+  return true;
+}
+
+// The loaded library, or a RuntimeError saying why it cannot be. The handle is never closed:
+// NCCL keeps threads and state for the life of the process.
+const NcclApi& nccl_api() {
+  static std::mutex mutex;
+  static std::optional<NcclApi> api;
+  static std::string failure;
+  std::lock_guard lock(mutex);
+  if (api) return *api;
+  if (!failure.empty()) throw tally::RuntimeError(failure);
+
+  std::vector<std::string> candidates = {"libnccl.so.2", "libnccl.so"};
+#ifdef TALLY_NCCL_LIBRARY
+  candidates.emplace_back(TALLY_NCCL_LIBRARY);  // where the build found it
+#endif
+  void* lib = nullptr;
+  std::string tried;
+  std::string file;
+  for (const auto& c : candidates) {
+    lib = dlopen(c.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (lib != nullptr) {
+      file = c;
+      break;
+    }
+    const char* why = dlerror();
+    tried += (tried.empty() ? "" : "; ") + std::string(why != nullptr ? why : c.c_str());
+  }
+  if (lib == nullptr) {
+    failure = "nccl backend: cannot load the NCCL library (" + tried +
+              "): install NCCL or add its folder to LD_LIBRARY_PATH";
+    throw tally::RuntimeError(failure);
+  }
+  NcclApi a;
+  a.file = file;
+  std::string missing;
+  bind(lib, "ncclGetVersion", a.GetVersion, missing);
+  bind(lib, "ncclGetUniqueId", a.GetUniqueId, missing);
+  bind(lib, "ncclCommInitRankConfig", a.CommInitRankConfig, missing);
+  bind(lib, "ncclCommFinalize", a.CommFinalize, missing);
+  bind(lib, "ncclCommDestroy", a.CommDestroy, missing);
+  bind(lib, "ncclCommAbort", a.CommAbort, missing);
+  bind(lib, "ncclCommGetAsyncError", a.CommGetAsyncError, missing);
+  bind(lib, "ncclGetErrorString", a.GetErrorString, missing);
+  bind(lib, "ncclGetLastError", a.GetLastError, missing);
+  bind(lib, "ncclAllGather", a.AllGather, missing);
+  bind(lib, "ncclBroadcast", a.Broadcast, missing);
+  if (!missing.empty()) {
+    failure = "nccl backend: " + file + " lacks " + missing + ": NCCL >= 2.14 is needed";
+    throw tally::RuntimeError(failure);
+  }
+  if (a.GetVersion(&a.version) != ncclSuccess || a.version < kMinNcclVersion) {
+    failure = "nccl backend: " + file + " is NCCL version code " + std::to_string(a.version) +
+              "; NCCL >= 2.14 is needed (non-blocking communicators)";
+    throw tally::RuntimeError(failure);
+  }
+  api = a;
+  return *api;
+}
+
+// ---- MPI, for the bootstrap only -------------------------------------------------------------
+
+#if TALLY_NCCL_WITH_MPI
+std::string mpi_text(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(code);
+  return std::string(text, static_cast<std::size_t>(len));
+}
+
+// As in the mpi backend: this plugin is dlopen'ed RTLD_LOCAL, so libmpi is not in the global
+// scope that some Open MPI components resolve their symbols from. Promote it before MPI_Init.
+void make_libmpi_global() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&MPI_Init), &info) == 0 || info.dli_fname == nullptr) return;
+  dlopen(info.dli_fname, RTLD_NOW | RTLD_GLOBAL | RTLD_NOLOAD);
+}
+
+// Process-wide: live nccl backends that hold MPI, and whether one of them initialised it.
+struct MpiProcessState {
+  std::mutex mutex;
+  int live = 0;
+  bool initialised_by_tally = false;
+};
+MpiProcessState& mpi_state() {
+  static MpiProcessState s;
+  return s;
+}
+
+// Holds MPI initialised while a backend that bootstrapped through it lives.
+class MpiHold {
+ public:
+  MpiHold() = default;
+  MpiHold(const MpiHold&) = delete;
+  MpiHold& operator=(const MpiHold&) = delete;
+  ~MpiHold() { release(); }
+
+  void acquire() {
+    MpiProcessState& s = mpi_state();
+    std::lock_guard lock(s.mutex);
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized != 0)
+      throw tally::RuntimeError(
+          "nccl backend: MPI has already been finalised in this process and cannot bootstrap "
+          "another communicator (initialise MPI in the host program, or use backend.rendezvous)");
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (initialized == 0) {
+      make_libmpi_global();
+      int provided = 0;
+      const int code = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+      if (code != MPI_SUCCESS)
+        throw tally::RuntimeError("nccl backend: MPI_Init_thread failed: " + mpi_text(code));
+      s.initialised_by_tally = true;
+    }
+    ++s.live;
+    held_ = true;
+  }
+
+  void release() noexcept {
+    if (!held_) return;
+    held_ = false;
+    MpiProcessState& s = mpi_state();
+    std::lock_guard lock(s.mutex);
+    if (--s.live == 0 && s.initialised_by_tally) {
+      s.initialised_by_tally = false;
+      int finalized = 0;
+      MPI_Finalized(&finalized);
+      if (finalized == 0) MPI_Finalize();
+    }
+  }
+
+ private:
+  bool held_ = false;
+};
+#endif
+
+// ---- the backend -----------------------------------------------------------------------------
+
+class NcclBackend final : public tally::DistBackend {
+ public:
+  explicit NcclBackend(const tally::Params& params) {
+    // 1. Parameters: wrong values are config errors before anything is touched.
+    const std::int64_t chunk = params.get_int("chunk_bytes");
+    if (chunk < 1) params.fail("chunk_bytes", "must be at least 1, got " + std::to_string(chunk));
+    timeout_s_ = params.get_double("timeout");
+    if (!(timeout_s_ > 0) || !std::isfinite(timeout_s_))
+      params.fail("timeout", "must be a positive number of seconds, got " + seconds(timeout_s_));
+    std::optional<std::int64_t> requested_device;
+    if (params.has("device")) requested_device = params.get_int("device");
+    if (params.has("rendezvous")) rendezvous_ = params.get_string("rendezvous");
+
+    // 2. The launcher's environment and the bootstrap it allows (config errors too).
+    tally_nccl::LaunchEnv env = tally_nccl::read_launch_env(tally_nccl::process_env());
+    const auto bootstrap = tally_nccl::choose_bootstrap(env, !rendezvous_.empty(), kWithMpi);
+    rank_ = env.rank;
+    world_ = env.world_size;
+
+    try {
+      // 3. A GPU, and NCCL.
+      int count = 0;
+      const cudaError_t e = cudaGetDeviceCount(&count);
+      if (e != cudaSuccess || count < 1) {
+        const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+        throw tally::RuntimeError(
+            "nccl backend: " + where() + "no CUDA device found: " +
+            (e != cudaSuccess ? "cudaGetDeviceCount failed with " + cuda_text(e)
+                              : std::string("cudaGetDeviceCount returned 0 devices")) +
+            (visible != nullptr ? " (CUDA_VISIBLE_DEVICES='" + std::string(visible) + "')" : ""));
+      }
+      api_ = &nccl_api();
+
+      // 4. Rank, world and local rank from MPI when it bootstraps; the device.
+#if TALLY_NCCL_WITH_MPI
+      if (bootstrap == tally_nccl::BootstrapKind::Mpi) {
+        mpi_.acquire();
+        mpi_check(MPI_Comm_dup(MPI_COMM_WORLD, &mpi_comm_), "MPI_Comm_dup(MPI_COMM_WORLD)");
+        mpi_check(MPI_Comm_set_errhandler(mpi_comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+        mpi_check(MPI_Comm_rank(mpi_comm_, &rank_), "MPI_Comm_rank");
+        mpi_check(MPI_Comm_size(mpi_comm_, &world_), "MPI_Comm_size");
+        MPI_Comm node = MPI_COMM_NULL;
+        mpi_check(MPI_Comm_split_type(mpi_comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node),
+                  "MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)");
+        int local = 0;
+        mpi_check(MPI_Comm_rank(node, &local), "MPI_Comm_rank(node)");
+        MPI_Comm_free(&node);
+        env.rank = rank_;
+        env.world_size = world_;
+        env.local_rank = local;
+        env.source = "MPI_COMM_WORLD (rank " + std::to_string(rank_) + " of " +
+                     std::to_string(world_) + ", local rank " + std::to_string(local) + ")";
+      }
+#endif
+      if (chunk < world_)
+        params.fail("chunk_bytes", "must be at least the world size (" + std::to_string(world_) +
+                                       "), got " + std::to_string(chunk));
+      set_chunk_bytes(static_cast<std::size_t>(chunk));
+      device_ = tally_nccl::choose_device(requested_device, env, count);
+      cuda_check(cudaSetDevice(device_), "cudaSetDevice");
+
+      // 5. The unique id: made by rank 0, shared by the bootstrap.
+      ncclUniqueId id{};
+      // Under MPI the other ranks wait in MPI_Bcast, which has no timeout: rank 0 sends its
+      // status with the id, so that its failure fails them too instead of hanging them.
+      std::int32_t id_status = 0;
+      if (rank_ == 0) {
+        const ncclResult_t r = api_->GetUniqueId(&id);
+        if (r != ncclSuccess && bootstrap != tally_nccl::BootstrapKind::Mpi)
+          nccl_check(r, "ncclGetUniqueId");
+        id_status = static_cast<std::int32_t>(r);
+      }
+      const auto id_bytes = std::as_writable_bytes(std::span(&id, 1));
+      switch (bootstrap) {
+        case tally_nccl::BootstrapKind::Alone:
+          break;
+        case tally_nccl::BootstrapKind::File:
+          if (rank_ == 0) {
+            tally_nccl::publish_rendezvous(rendezvous_, id_bytes, world_, env.job_id);
+            published_ = true;
+          } else {
+            const auto got =
+                tally_nccl::wait_for_rendezvous(rendezvous_, id_bytes.size(), world_, env.job_id,
+                                                rank_, std::chrono::duration<double>(timeout_s_));
+            std::memcpy(id_bytes.data(), got.data(), id_bytes.size());
+          }
+          break;
+        case tally_nccl::BootstrapKind::Mpi:
+#if TALLY_NCCL_WITH_MPI
+        {
+          std::byte message[sizeof(std::int32_t) + sizeof(ncclUniqueId)];
+          std::memcpy(message, &id_status, sizeof id_status);
+          std::memcpy(message + sizeof id_status, id_bytes.data(), id_bytes.size());
+          mpi_check(MPI_Bcast(message, static_cast<int>(sizeof message), MPI_BYTE, 0, mpi_comm_),
+                    "MPI_Bcast(ncclUniqueId)");
+          std::memcpy(&id_status, message, sizeof id_status);
+          std::memcpy(id_bytes.data(), message + sizeof id_status, id_bytes.size());
+          MPI_Comm_free(&mpi_comm_);
+          if (id_status != 0) {
+            if (rank_ == 0) nccl_check(static_cast<ncclResult_t>(id_status), "ncclGetUniqueId");
+            throw tally::RuntimeError("nccl backend: " + where() +
+                                      "rank 0 could not create the NCCL id (ncclGetUniqueId "
+                                      "returned " +
+                                      std::to_string(id_status) + ")");
+          }
+        }
+#endif
+        break;
+      }
+
+      // 6. The stream and the communicator.
+      cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+      ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+      config.blocking = 0;
+      const auto start = Clock::now();
+      const ncclResult_t r = api_->CommInitRankConfig(&comm_, world_, id, rank_, &config);
+      const std::string init_what =
+          "ncclCommInitRankConfig (world size " + std::to_string(world_) +
+          ", bootstrap: " + tally_nccl::bootstrap_name(bootstrap) +
+          (bootstrap == tally_nccl::BootstrapKind::File ? " " + rendezvous_ : std::string()) + ")";
+      if (r != ncclSuccess && r != ncclInProgress) fail_nccl(init_what, r);
+      wait_comm(init_what, start,
+                bootstrap == tally_nccl::BootstrapKind::File
+                    ? "; did every rank start? A rendezvous file left by an earlier run gives the "
+                      "ranks different ids: delete " +
+                          rendezvous_ + " and retry"
+                    : "; did every rank start?");
+      // Every rank has joined, so every rank has read the file: it has served.
+      if (published_) {
+        tally_nccl::remove_rendezvous(rendezvous_);
+        published_ = false;
+      }
+    } catch (...) {
+      release();
+      throw;
+    }
+  }
+
+  ~NcclBackend() override { release(); }
+  NcclBackend(const NcclBackend&) = delete;
+  NcclBackend& operator=(const NcclBackend&) = delete;
+
+  std::string name() const override { return "nccl"; }
+  bool is_initialized() const override { return comm_ != nullptr && broken_.empty(); }
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_; }
+
+  // Every rank contributes one byte and waits for everyone's: a barrier with the same timeout
+  // and error handling as the other collectives.
+  void barrier() override {
+    std::byte mine{0};
+    barrier_recv_.resize(static_cast<std::size_t>(world_));
+    all_gather_equal(&mine, 1, barrier_recv_.data());
+  }
+
+ protected:
+  void all_gather_equal(const std::byte* send, std::size_t n, std::byte* recv) override {
+    if (n == 0) return;
+    usable();
+    const DeviceScope scope(*this);
+    const std::size_t total = n * static_cast<std::size_t>(world_);
+    reserve(total);
+    const std::size_t mine = n * static_cast<std::size_t>(rank_);
+    const std::string what = "ncclAllGather of " + std::to_string(n) + " bytes a rank";
+    const auto start = Clock::now();
+    // In place: this rank's bytes go to its own slot of the receive buffer.
+    std::memcpy(host_ + mine, send, n);
+    cuda_check(
+        cudaMemcpyAsync(device_buf_ + mine, host_ + mine, n, cudaMemcpyHostToDevice, stream_),
+        "cudaMemcpyAsync (host to device) before " + what);
+    const ncclResult_t r =
+        api_->AllGather(device_buf_ + mine, device_buf_, n, ncclUint8, comm_, stream_);
+    if (r != ncclSuccess && r != ncclInProgress) fail_nccl(what, r);
+    if (r == ncclInProgress) wait_comm(what, start, kStuckHint);
+    cuda_check(cudaMemcpyAsync(host_, device_buf_, total, cudaMemcpyDeviceToHost, stream_),
+               "cudaMemcpyAsync (device to host) after " + what);
+    wait_stream(what, start);
+    std::memcpy(recv, host_, total);
+  }
+
+  void broadcast(std::byte* buf, std::size_t n, int src) override {
+    if (n == 0) return;
+    usable();
+    const DeviceScope scope(*this);
+    reserve(n);
+    const bool is_src = rank_ == src;
+    const std::string what =
+        "ncclBroadcast of " + std::to_string(n) + " bytes from rank " + std::to_string(src);
+    const auto start = Clock::now();
+    if (is_src) {
+      std::memcpy(host_, buf, n);
+      cuda_check(cudaMemcpyAsync(device_buf_, host_, n, cudaMemcpyHostToDevice, stream_),
+                 "cudaMemcpyAsync (host to device) before " + what);
+    }
+    const ncclResult_t r =
+        api_->Broadcast(device_buf_, device_buf_, n, ncclUint8, src, comm_, stream_);
+    if (r != ncclSuccess && r != ncclInProgress) fail_nccl(what, r);
+    if (r == ncclInProgress) wait_comm(what, start, kStuckHint);
+    if (!is_src)
+      cuda_check(cudaMemcpyAsync(host_, device_buf_, n, cudaMemcpyDeviceToHost, stream_),
+                 "cudaMemcpyAsync (device to host) after " + what);
+    wait_stream(what, start);
+    if (!is_src) std::memcpy(buf, host_, n);
+  }
+
+ private:
+  static constexpr const char* kStuckHint =
+      "; every rank must reach the same collective: is another rank stuck, dead or running "
+      "different code?";
+
+  // Makes this backend's device current for one operation and restores the caller's after, so
+  // a host program that works on another device is left as it was.
+  class DeviceScope {
+   public:
+    /// `strict`: a failure to switch throws (and aborts); otherwise it is ignored (release()).
+    explicit DeviceScope(NcclBackend& b, bool strict = true) : b_(b) {
+      if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
+      if (previous_ == b_.device_) return;
+      const cudaError_t e = cudaSetDevice(b_.device_);
+      if (e != cudaSuccess && strict) b_.cuda_check(e, "cudaSetDevice");
+    }
+    ~DeviceScope() {
+      if (previous_ >= 0 && previous_ != b_.device_) cudaSetDevice(previous_);
+    }
+    DeviceScope(const DeviceScope&) = delete;
+    DeviceScope& operator=(const DeviceScope&) = delete;
+
+   private:
+    NcclBackend& b_;
+    int previous_ = -1;
+  };
+
+  std::string where() const {
+    return "rank " + std::to_string(rank_) + " of " + std::to_string(world_) +
+           (device_ >= 0 ? " (cuda:" + std::to_string(device_) + ")" : std::string()) + ": ";
+  }
+
+  void usable() const {
+    if (!broken_.empty())
+      throw tally::RuntimeError("nccl backend: " + where() +
+                                "the communicator was aborted after an earlier error: " + broken_);
+    if (comm_ == nullptr) throw tally::RuntimeError("nccl backend: " + where() + "no communicator");
+  }
+
+  // Both staging buffers hold at least `bytes`, growing geometrically up to chunk_bytes().
+  void reserve(std::size_t bytes) {
+    if (bytes <= capacity_) return;
+    const std::size_t cap = tally_nccl::grown_capacity(capacity_, bytes, chunk_bytes());
+    free_buffers();
+    void* d = nullptr;
+    cuda_check(cudaMalloc(&d, cap), "cudaMalloc of " + std::to_string(cap) + " staging bytes");
+    device_buf_ = static_cast<std::byte*>(d);
+    void* h = nullptr;
+    cuda_check(cudaHostAlloc(&h, cap, cudaHostAllocDefault),
+               "cudaHostAlloc of " + std::to_string(cap) + " pinned staging bytes");
+    host_ = static_cast<std::byte*>(h);
+    capacity_ = cap;
+  }
+
+  void free_buffers() noexcept {
+    if (device_buf_ != nullptr) cudaFree(device_buf_);
+    if (host_ != nullptr) cudaFreeHost(host_);
+    device_buf_ = nullptr;
+    host_ = nullptr;
+    capacity_ = 0;
+  }
+
+  // Polls the communicator until a non-blocking call has finished (ncclInProgress no more).
+  void wait_comm(const std::string& what, Clock::time_point start, const std::string& hint) {
+    Poll poll(start, timeout_s_);
+    for (;;) {
+      ncclResult_t state = ncclSuccess;
+      const ncclResult_t r = api_->CommGetAsyncError(comm_, &state);
+      if (r != ncclSuccess) fail_nccl("ncclCommGetAsyncError during " + what, r);
+      if (state == ncclSuccess) return;
+      if (state != ncclInProgress) fail_nccl(what, state);
+      if (poll.expired()) fail_timeout(what, hint);
+      poll.pause();
+    }
+  }
+
+  // Polls the stream until the work queued for one collective is done, watching NCCL's
+  // asynchronous errors and the deadline.
+  void wait_stream(const std::string& what, Clock::time_point start) {
+    Poll poll(start, timeout_s_);
+    for (;;) {
+      const cudaError_t e = cudaStreamQuery(stream_);
+      if (e == cudaSuccess) break;
+      if (e != cudaErrorNotReady) fail_cuda(what, e);
+      ncclResult_t state = ncclSuccess;
+      const ncclResult_t r = api_->CommGetAsyncError(comm_, &state);
+      if (r != ncclSuccess) fail_nccl("ncclCommGetAsyncError during " + what, r);
+      if (state != ncclSuccess && state != ncclInProgress) fail_nccl(what, state);
+      if (poll.expired()) fail_timeout(what, kStuckHint);
+      poll.pause();
+    }
+    ncclResult_t state = ncclSuccess;
+    if (api_->CommGetAsyncError(comm_, &state) == ncclSuccess && state != ncclSuccess &&
+        state != ncclInProgress)
+      fail_nccl(what, state);
+  }
+
+  // Spins briefly (a small collective finishes in microseconds), then sleeps in growing steps.
+  class Poll {
+   public:
+    Poll(Clock::time_point start, double timeout_s)
+        : start_(start),
+          deadline_(start + std::chrono::duration_cast<Clock::duration>(
+                                std::chrono::duration<double>(timeout_s))) {}
+    bool expired() const { return Clock::now() >= deadline_; }
+    void pause() {
+      if (Clock::now() - start_ < std::chrono::microseconds(200)) {
+        std::this_thread::yield();
+        return;
+      }
+      std::this_thread::sleep_for(sleep_);
+      sleep_ = std::min(sleep_ * 2, std::chrono::microseconds(1000));
+    }
+
+   private:
+    Clock::time_point start_;
+    Clock::time_point deadline_;
+    std::chrono::microseconds sleep_{10};
+  };
+
+  void cuda_check(cudaError_t e, const std::string& what) {
+    if (e != cudaSuccess) fail_cuda(what, e);
+  }
+
+#if TALLY_NCCL_WITH_MPI
+  void mpi_check(int code, const char* what) {
+    if (code != MPI_SUCCESS)
+      throw tally::RuntimeError("nccl backend: " + where() + what + " failed: " + mpi_text(code));
+  }
+#endif
+
+  void nccl_check(ncclResult_t r, const std::string& what) {
+    if (r != ncclSuccess) fail_nccl(what, r);
+  }
+
+  [[noreturn]] void fail_cuda(const std::string& what, cudaError_t e) {
+    cudaGetLastError();  // clears a non-sticky error
+    broken("CUDA error in " + what + ": " + cuda_text(e));
+  }
+
+  [[noreturn]] void fail_nccl(const std::string& what, ncclResult_t r) {
+    std::string detail = api_ != nullptr ? api_->GetErrorString(r) : "";
+    const char* last = api_ != nullptr ? api_->GetLastError(comm_) : nullptr;
+    if (last != nullptr && *last != '\0') detail += ": " + std::string(last);
+    broken(what + " failed: " + detail);
+  }
+
+  [[noreturn]] void fail_timeout(const std::string& what, const std::string& hint) {
+    broken(what + " timed out after " + seconds(timeout_s_) +
+           " s (backend.timeout); the "
+           "communicator was aborted" +
+           hint);
+  }
+
+  // Aborts the communicator (it cannot be trusted after an error) and throws.
+  [[noreturn]] void broken(const std::string& message) {
+    const std::string full = "nccl backend: " + where() + message;
+    if (broken_.empty()) broken_ = message;
+    abort_comm();
+    throw tally::RuntimeError(full);
+  }
+
+  void abort_comm() noexcept {
+    if (comm_ == nullptr || api_ == nullptr) return;
+    ncclResult_t r = api_->CommAbort(comm_);
+    const auto start = Clock::now();
+    while (r == ncclInProgress && Clock::now() - start < std::chrono::seconds(30)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      if (api_->CommGetAsyncError(comm_, &r) != ncclSuccess) break;
+    }
+    comm_ = nullptr;
+  }
+
+  // Frees everything; never throws (runs in the destructor and on a failed construction). A
+  // healthy communicator is finalised (flushing its work, within the timeout) and destroyed;
+  // one that fails to finalise is aborted.
+  void release() noexcept {
+    std::optional<DeviceScope> scope;
+    if (device_ >= 0) scope.emplace(*this, false);
+    if (comm_ != nullptr && api_ != nullptr) {
+      ncclResult_t r = api_->CommFinalize(comm_);
+      const auto start = Clock::now();
+      const auto limit = std::chrono::duration<double>(timeout_s_);
+      while (r == ncclInProgress && Clock::now() - start < limit) {
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+        if (api_->CommGetAsyncError(comm_, &r) != ncclSuccess) r = ncclInternalError;
+      }
+      if (r == ncclSuccess && api_->CommDestroy(comm_) == ncclSuccess)
+        comm_ = nullptr;
+      else
+        abort_comm();
+    }
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+    stream_ = nullptr;
+    free_buffers();
+    if (published_) tally_nccl::remove_rendezvous(rendezvous_);
+    published_ = false;
+#if TALLY_NCCL_WITH_MPI
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (mpi_comm_ != MPI_COMM_NULL && finalized == 0) MPI_Comm_free(&mpi_comm_);
+    mpi_comm_ = MPI_COMM_NULL;
+    mpi_.release();
+#endif
+  }
+
+  const NcclApi* api_ = nullptr;
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  int rank_ = 0;
+  int world_ = 1;
+  int device_ = -1;
+  double timeout_s_ = kDefaultTimeout;
+  std::string rendezvous_;
+  bool published_ = false;
+  std::string broken_;  // the first error, once the communicator was aborted
+  // Staging: one device buffer (gathered in place) and one pinned host buffer, same capacity.
+  std::byte* device_buf_ = nullptr;
+  std::byte* host_ = nullptr;
+  std::size_t capacity_ = 0;
+  std::vector<std::byte> barrier_recv_;
+#if TALLY_NCCL_WITH_MPI
+  MpiHold mpi_;
+  MPI_Comm mpi_comm_ = MPI_COMM_NULL;  // during the bootstrap only
+#endif
+};
+
+std::vector<tally::ParamSpec> nccl_params() {
+  using tally::param;
+  using tally::ParamType;
+  return {
+      param("chunk_bytes", ParamType::Int,
+            "Bytes one NCCL call moves at most (all ranks together); larger objects go in rounds. "
+            "Also the most device and pinned host memory the staging buffers grow to.")
+          .def(kDefaultChunkBytes),
+      param("timeout", ParamType::Float,
+            "Seconds a collective (and the bootstrap) may take before the communicator is "
+            "aborted and the run fails on this rank.")
+          .def(kDefaultTimeout),
+      param("rendezvous", ParamType::Path,
+            "A file on a file system every rank sees, through which rank 0 hands the NCCL id to "
+            "the others when the processes were not started by mpirun (torchrun, srun). Rank "
+            "and world size then come from RANK/WORLD_SIZE/LOCAL_RANK or "
+            "SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID.")
+          .optional(),
+      param("device", ParamType::Int,
+            "The CUDA device of this rank; by default the local rank modulo the visible devices.")
+          .optional()};
+}
+
+}  // namespace
+
+TALLY_PLUGIN("nccl", "0.1.0", [] {
+  return std::vector<tally::ComponentInfo>{tally::backend<NcclBackend>(
+      "nccl",
+      "NCCL on CUDA device buffers, one GPU per rank: object sizes with an all-gather, payloads "
+      "padded to the largest and gathered with one ncclAllGather, results with ncclBroadcast; "
+      "every collective has a timeout. Bootstraps through MPI under mpirun, else a rendezvous "
+      "file (backend.rendezvous).",
+      nccl_params())};
+})
