@@ -1,5 +1,7 @@
 #include "results_io.hpp"
 
+#include "report_common.hpp"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -21,36 +23,6 @@ namespace tally {
 namespace fs = std::filesystem;
 
 namespace {
-
-nlohmann::ordered_json to_json_value(const Value& v) {
-  using K = Value::Kind;
-  switch (v.kind()) {
-    case K::Null:
-      return nullptr;
-    case K::Bool:
-      return v.as_bool();
-    case K::Int:
-      return v.as_int();
-    case K::Float: {
-      const double d = v.as_double();
-      if (!std::isfinite(d)) return nullptr;  // JSON has no NaN; a NaN result is written as null
-      return d;
-    }
-    case K::String:
-      return v.as_string();
-    case K::Array: {
-      auto a = nlohmann::ordered_json::array();
-      for (const auto& e : v.as_array()) a.push_back(to_json_value(e));
-      return a;
-    }
-    case K::Map: {
-      auto m = nlohmann::ordered_json::object();
-      for (const auto& [k, e] : v.as_map()) m[k] = to_json_value(e);
-      return m;
-    }
-  }
-  return nullptr;
-}
 
 std::string scalar_text(const Value& v) {
   if (v.is_float()) {
@@ -89,7 +61,7 @@ std::string inline_array(const Value& v, std::size_t max_items = 10) {
 
 std::string Results::to_json() const {
   nlohmann::ordered_json doc;
-  doc["results"] = to_json_value(metrics);
+  doc["results"] = report::to_json(metrics);
   doc["run"] = {{"tally_version", kVersion}, {"config", run.config},
                 {"backend", run.backend},    {"world_size", run.world_size},
                 {"samples", run.samples},    {"wall_seconds", run.wall_seconds}};
