@@ -140,7 +140,7 @@ TEST_F(ReportTest, JunitWithoutBaselineHasOneTestcasePerKeyAndNoFailure) {
             std::string::npos);
   EXPECT_NE(xml.find("tests=\"9\" failures=\"0\" errors=\"0\""), std::string::npos);
   if (!have("xmllint"))
-    GTEST_SKIP() << "xmllint not installed (apt-get install libxml2-utils): schema check skipped";
+    GTEST_FAIL() << "xmllint not installed: scripts/install-deps.sh installs libxml2-utils";
   const auto v = run_command("xmllint --noout --schema " + std::string(TALLY_SOURCE_DIR) +
                              "/tests/data/junit/junit.xsd " + junit.string());
   EXPECT_EQ(v.exit_code, 0) << v.err;
@@ -149,7 +149,7 @@ TEST_F(ReportTest, JunitWithoutBaselineHasOneTestcasePerKeyAndNoFailure) {
 TEST_F(ReportTest, TheSchemaRejectsWhatCiToolsWouldNot) {
   // The schema is the test's yardstick: make sure it is not vacuous.
   if (!have("xmllint"))
-    GTEST_SKIP() << "xmllint not installed (apt-get install libxml2-utils): schema check skipped";
+    GTEST_FAIL() << "xmllint not installed: scripts/install-deps.sh installs libxml2-utils";
   const std::string xsd = std::string(TALLY_SOURCE_DIR) + "/tests/data/junit/junit.xsd";
   write_text(dir / "no_classname.xml",
              "<testsuites><testsuite name=\"s\" tests=\"1\" failures=\"0\" errors=\"0\"><testcase "
@@ -260,7 +260,7 @@ TEST_F(ReportTest, CiRunWithABaselineFailsWhenAKeyFallsAndSaysWhichAndByHowMuch)
 
   const Browser browser;
   if (browser.exe.empty()) {
-    GTEST_SKIP()
+    GTEST_FAIL()
         << "chromium not installed (scripts/install-deps.sh installs it): the HTML was not opened";
   }
   const auto dom = browser.dump_dom(out / "report.html");
@@ -345,7 +345,7 @@ TEST_F(ReportTest, HtmlEscapesUserTextAndDrawsNoInjectedMarkup) {
   EXPECT_EQ(md.find("<img"), std::string::npos);
   const Browser browser;
   if (browser.exe.empty())
-    GTEST_SKIP() << "chromium not installed (scripts/install-deps.sh installs it)";
+    GTEST_FAIL() << "chromium not installed (scripts/install-deps.sh installs it)";
   const auto dom = browser.dump_dom(page);
   ASSERT_EQ(dom.exit_code, 0) << dom.err;
   EXPECT_TRUE(tags(dom.out, "img").empty());
@@ -420,7 +420,7 @@ TEST_F(ReportTest, HtmlDrawsCurvesBarsAndHeatmapsFromResultSpecsAlone) {
 
   const Browser browser;
   if (browser.exe.empty())
-    GTEST_SKIP() << "chromium not installed (scripts/install-deps.sh installs it)";
+    GTEST_FAIL() << "chromium not installed (scripts/install-deps.sh installs it)";
   auto dom = browser.dump_dom(page);
   ASSERT_EQ(dom.exit_code, 0) << dom.err;
   expect_page_ok(dom.out, 3);
@@ -525,7 +525,7 @@ TEST_F(ReportTest, ProgressOnStderrWhenAskedQuietOtherwise) {
 
 TEST_F(ReportTest, RegressionUnderMpiExitsThreeOnEveryRankAndWritesOnce) {
 #ifndef TALLY_MPIEXEC
-  GTEST_SKIP() << "MPI not found at configure time";
+  GTEST_FAIL() << "MPI not found at configure time: scripts/install-deps.sh installs Open MPI";
 #else
   const auto cfg = config(kMetricsYaml, kTolerantPrf);
   ASSERT_EQ(tally("run -q " + cfg.string() + " --update-baseline").exit_code, 0);

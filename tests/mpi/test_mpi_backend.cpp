@@ -153,7 +153,10 @@ INSTANTIATE_TEST_SUITE_P(Chunks, MpiBackendTest, ::testing::Values(false, true),
 
 TEST(MpiBackend, BarrierWaitsForTheSlowestRank) {
   DistBackend& b = *g_default;
-  if (b.world_size() == 1) GTEST_SKIP() << "one rank: nothing to wait for";
+  if (b.world_size() == 1) {  // one rank: nothing to wait for, but the barrier must return
+    b.barrier();
+    return;
+  }
   b.barrier();
   const auto start = std::chrono::steady_clock::now();
   if (b.rank() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(400));
