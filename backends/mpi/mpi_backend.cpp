@@ -6,17 +6,16 @@
 //
 // MPI is initialised only if the host program has not done it, and finalised only by the backend
 // that initialised it, when the last live mpi backend of the process goes away.
-#include <dlfcn.h>
 #include <mpi.h>
 
 #include <climits>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "../common/mpi_session.hpp"
 #include "tally/dist_backend.hpp"
 #include "tally/error.hpp"
 #include "tally/params.hpp"
@@ -26,37 +25,6 @@ namespace {
 
 constexpr std::int64_t kDefaultChunkBytes = std::int64_t{1} << 30;
 
-std::string mpi_error_string(int code) {
-  char text[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  if (MPI_Error_string(code, text, &len) != MPI_SUCCESS)
-    return "MPI error code " + std::to_string(code);
-  return std::string(text, static_cast<std::size_t>(len));
-}
-
-// This plugin is dlopen'ed with RTLD_LOCAL, so libmpi (its dependency) is not in the global
-// symbol scope. Several Open MPI components (mca_pml_ob1, mca_btl_tcp, mca_coll_han, ...) are not
-// linked against libmpi / libopen-pal and resolve those symbols from the global scope; they load
-// today only because earlier components happen to drag libmpi into it. Promoting libmpi (and with
-// it libopen-rte and libopen-pal) before MPI_Init removes that dependence on load order. The
-// handle is never closed: libmpi must stay loaded after MPI_Finalize.
-void make_libmpi_global() {
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&MPI_Init), &info) == 0 || info.dli_fname == nullptr) return;
-  dlopen(info.dli_fname, RTLD_NOW | RTLD_GLOBAL | RTLD_NOLOAD);
-}
-
-// Process-wide: how many mpi backends are alive, and whether one of them initialised MPI.
-struct ProcessState {
-  std::mutex mutex;
-  int live = 0;
-  bool initialised_by_tally = false;
-};
-ProcessState& process_state() {
-  static ProcessState state;
-  return state;
-}
-
 class MpiBackend final : public tally::DistBackend {
  public:
   explicit MpiBackend(const tally::Params& params) {
@@ -65,7 +33,9 @@ class MpiBackend final : public tally::DistBackend {
       params.fail("chunk_bytes", "must be between 1 and " + std::to_string(INT_MAX) +
                                      " (MPI counts are int), got " + std::to_string(chunk));
     }
-    acquire();
+    mpi_.acquire(
+        "mpi backend",
+        "initialise MPI in the host program to use several mpi backends one after another");
     try {
       check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup(MPI_COMM_WORLD)");
       check(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
@@ -128,7 +98,7 @@ class MpiBackend final : public tally::DistBackend {
     if (code == MPI_SUCCESS) return;
     throw tally::RuntimeError("mpi backend: rank " + std::to_string(rank_) + " of " +
                               std::to_string(world_) + ": " + call +
-                              " failed: " + mpi_error_string(code));
+                              " failed: " + tally::mpi_session::error_string(code));
   }
 
   // The base class keeps every call within chunk_bytes() <= INT_MAX; this guards that contract.
@@ -141,53 +111,20 @@ class MpiBackend final : public tally::DistBackend {
     return static_cast<int>(n);
   }
 
-  // Initialises MPI if nobody has, and counts this backend as live.
-  void acquire() {
-    ProcessState& state = process_state();
-    std::lock_guard lock(state.mutex);
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (finalized != 0) {
-      throw tally::RuntimeError(
-          "mpi backend: MPI has already been finalised in this process and cannot be initialised "
-          "again (initialise MPI in the host program to use several mpi backends one after "
-          "another)");
-    }
-    int initialized = 0;
-    MPI_Initialized(&initialized);
-    if (initialized == 0) {
-      make_libmpi_global();
-      int provided = 0;
-      const int code = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
-      if (code != MPI_SUCCESS)
-        throw tally::RuntimeError("mpi backend: MPI_Init_thread failed: " + mpi_error_string(code));
-      state.initialised_by_tally = true;
-    }
-    ++state.live;
-    counted_ = true;
-  }
-
-  // Frees the communicator, and finalises MPI when this was the last live backend and a tally
-  // backend initialised it. Never throws: it runs in the destructor.
+  // Frees the communicator, then lets go of MPI (finalised if this plugin initialised it and this
+  // was the last backend). Never throws: it runs in the destructor.
   void release() noexcept {
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (comm_ != MPI_COMM_NULL && finalized == 0) MPI_Comm_free(&comm_);
     comm_ = MPI_COMM_NULL;
-    if (!counted_) return;
-    counted_ = false;
-    ProcessState& state = process_state();
-    std::lock_guard lock(state.mutex);
-    if (--state.live == 0 && state.initialised_by_tally) {
-      state.initialised_by_tally = false;
-      if (finalized == 0) MPI_Finalize();
-    }
+    mpi_.release();
   }
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0;
   int world_ = 1;
-  bool counted_ = false;
+  tally::mpi_session::Hold mpi_;
   std::vector<int> counts_;
   std::vector<int> displs_;
 };

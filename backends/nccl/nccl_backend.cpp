@@ -33,6 +33,8 @@
 
 #if TALLY_NCCL_WITH_MPI
 #include <mpi.h>
+
+#include "../common/mpi_session.hpp"
 #endif
 
 #include <algorithm>
@@ -174,79 +176,8 @@ const NcclApi& nccl_api() {
 // ---- MPI, for the bootstrap only -------------------------------------------------------------
 
 #if TALLY_NCCL_WITH_MPI
-std::string mpi_text(int code) {
-  char text[MPI_MAX_ERROR_STRING];
-  int len = 0;
-  if (MPI_Error_string(code, text, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(code);
-  return std::string(text, static_cast<std::size_t>(len));
-}
-
-// As in the mpi backend: this plugin is dlopen'ed RTLD_LOCAL, so libmpi is not in the global
-// scope that some Open MPI components resolve their symbols from. Promote it before MPI_Init.
-void make_libmpi_global() {
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&MPI_Init), &info) == 0 || info.dli_fname == nullptr) return;
-  dlopen(info.dli_fname, RTLD_NOW | RTLD_GLOBAL | RTLD_NOLOAD);
-}
-
-// Process-wide: live nccl backends that hold MPI, and whether one of them initialised it.
-struct MpiProcessState {
-  std::mutex mutex;
-  int live = 0;
-  bool initialised_by_tally = false;
-};
-MpiProcessState& mpi_state() {
-  static MpiProcessState s;
-  return s;
-}
-
-// Holds MPI initialised while a backend that bootstrapped through it lives.
-class MpiHold {
- public:
-  MpiHold() = default;
-  MpiHold(const MpiHold&) = delete;
-  MpiHold& operator=(const MpiHold&) = delete;
-  ~MpiHold() { release(); }
-
-  void acquire() {
-    MpiProcessState& s = mpi_state();
-    std::lock_guard lock(s.mutex);
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (finalized != 0)
-      throw tally::RuntimeError(
-          "nccl backend: MPI has already been finalised in this process and cannot bootstrap "
-          "another communicator (initialise MPI in the host program, or use backend.rendezvous)");
-    int initialized = 0;
-    MPI_Initialized(&initialized);
-    if (initialized == 0) {
-      make_libmpi_global();
-      int provided = 0;
-      const int code = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
-      if (code != MPI_SUCCESS)
-        throw tally::RuntimeError("nccl backend: MPI_Init_thread failed: " + mpi_text(code));
-      s.initialised_by_tally = true;
-    }
-    ++s.live;
-    held_ = true;
-  }
-
-  void release() noexcept {
-    if (!held_) return;
-    held_ = false;
-    MpiProcessState& s = mpi_state();
-    std::lock_guard lock(s.mutex);
-    if (--s.live == 0 && s.initialised_by_tally) {
-      s.initialised_by_tally = false;
-      int finalized = 0;
-      MPI_Finalized(&finalized);
-      if (finalized == 0) MPI_Finalize();
-    }
-  }
-
- private:
-  bool held_ = false;
-};
+using MpiHold = tally::mpi_session::Hold;
+inline std::string mpi_text(int code) { return tally::mpi_session::error_string(code); }
 #endif
 
 // ---- the backend -----------------------------------------------------------------------------
@@ -287,7 +218,8 @@ class NcclBackend final : public tally::DistBackend {
       // 4. Rank, world and local rank from MPI when it bootstraps; the device.
 #if TALLY_NCCL_WITH_MPI
       if (bootstrap == tally_nccl::BootstrapKind::Mpi) {
-        mpi_.acquire();
+        mpi_.acquire("nccl backend",
+                     "initialise MPI in the host program, or use backend.rendezvous");
         mpi_check(MPI_Comm_dup(MPI_COMM_WORLD, &mpi_comm_), "MPI_Comm_dup(MPI_COMM_WORLD)");
         mpi_check(MPI_Comm_set_errhandler(mpi_comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
         mpi_check(MPI_Comm_rank(mpi_comm_, &rank_), "MPI_Comm_rank");
