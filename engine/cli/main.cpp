@@ -172,13 +172,13 @@ struct RunOptions {
   std::string color = "auto";
 };
 
-int run(const RunOptions& o) {
+int run_evaluation(const RunOptions& o, std::optional<tally::Evaluator>& ev) {
   int rank = -1;
   try {
     tally::EvaluatorOptions opts;
     opts.overrides = o.sets;
-    auto ev = tally::Evaluator::from_file(o.config, opts);
-    rank = ev.rank();
+    ev.emplace(tally::Evaluator::from_file(o.config, opts));
+    rank = ev->rank();
     // The same config, read again for the parts the CLI acts on (outputs, regression).
     const tally::Config cfg = tally::Config::load(o.config, o.sets);
     ReportPaths paths;
@@ -216,24 +216,26 @@ int run(const RunOptions& o) {
                           cfg.regression->where, cfg.regression->baseline.string(), o.config));
         baseline = tally::read_results_json(cfg.regression->baseline);
       }
-      auto reader = ev.make_reader();
+      auto reader = ev->make_reader();
       const bool tty = ::isatty(STDERR_FILENO) != 0;
       const bool show = rank == 0 && o.progress.value_or(tty);
       std::optional<tally::Progress> progress;
       if (show)
-        progress.emplace(reader->shard_samples(), ev.world_size(), tty, o.progress.value_or(false));
+        progress.emplace(reader->shard_samples(), ev->world_size(), tty,
+                         o.progress.value_or(false));
       while (auto batch = reader->next()) {
         const auto n = batch->size();
-        ev.add(*batch);
+        ev->add(*batch);
         if (progress) progress->add(static_cast<std::int64_t>(n));
       }
       if (progress) progress->finish();
     } catch (const tally::Error& e) {
-      ev.record_error(e.exit_code(), e.what());
+      ev->record_error(e.exit_code(), e.what());
     } catch (const std::exception& e) {
-      ev.record_error(1, e.what());
+      ev->record_error(1, e.what());
     }
-    const tally::Results results = ev.compute();  // collective; throws the same error on every rank
+    const tally::Results results =
+        ev->compute();  // collective; throws the same error on every rank
 
     // Every rank compares (the same numbers give the same verdict), so every rank exits alike.
     std::optional<tally::Comparison> comparison;
@@ -270,6 +272,20 @@ int run(const RunOptions& o) {
     if (rank <= 0) print_error(e.what());
     return 1;
   }
+}
+
+int run(const RunOptions& o) {
+  std::optional<tally::Evaluator> ev;
+  const int code = run_evaluation(o, ev);
+  // Under mpirun a rank that exits non-zero makes the launcher kill the others, possibly before
+  // rank 0 has printed the error or written its files: no rank leaves before every rank is done.
+  if (ev && ev->world_size() > 1) {
+    try {
+      ev->barrier();
+    } catch (const std::exception&) {  // the backend itself failed: nothing left to wait for
+    }
+  }
+  return code;
 }
 
 struct CompareOptions {

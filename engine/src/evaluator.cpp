@@ -233,6 +233,10 @@ void Evaluator::record_error(int exit_code, const std::string& message) {
   if (!impl_->error) impl_->error.emplace(exit_code == 0 ? 1 : exit_code, message);
 }
 
+void Evaluator::barrier() {
+  if (impl_->backend) impl_->backend->barrier();
+}
+
 void Evaluator::reset() {
   for (auto& m : impl_->metrics) m.metric->reset();
   impl_->held.reset();

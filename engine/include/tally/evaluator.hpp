@@ -92,6 +92,8 @@ class TALLY_API Evaluator {
   /// PyTorch's DistributedSampler (and mmengine's DefaultSampler), each of the last
   /// (padded_total - dataset_size) ranks holds one padded sample as its last.
   Results compute(std::optional<std::int64_t> dataset_size = std::nullopt);
+  /// Collective: returns when every rank has called it (no-op without a backend).
+  void barrier();
   /// Clears every metric's local state (a new epoch).
   void reset();
 
