@@ -8,6 +8,9 @@ packages=(
   libyaml-cpp-dev libmsgpack-cxx-dev libboost-dev libboost-filesystem-dev
   libopenmpi-dev openmpi-bin
   libfmt-dev libcli11-dev nlohmann-json3-dev
+  libspng-dev                 # PNG label maps and images (png_masks, images readers)
+  libsimdjson-dev             # large JSON: jsonl reader, COCO annotations
+  libzip-dev                  # .npz archives (npy reader)
   libgtest-dev libgmock-dev libbenchmark-dev
   libjs-chart.js              # Chart.js, inlined into the HTML report at run time
   libxml2-utils chromium      # tests: xmllint checks the JUnit XML, headless Chromium opens the HTML report

@@ -201,6 +201,8 @@ class LibraryPinningReader final : public Reader {
     for (const auto& [name, field] : batch->fields()) {
       if (const auto* t = std::get_if<Tensor>(&field)) {
         pinned.set(name, pin(*t));
+      } else if (const auto* text = std::get_if<Text>(&field)) {
+        pinned.set_text(name, *text);  // its storage was made by libtally (Text's factories)
       } else {
         Batch::Ragged r;
         for (const auto& e : std::get<Batch::Ragged>(field)) r.push_back(pin(e));

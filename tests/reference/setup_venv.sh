@@ -29,4 +29,4 @@ fi
 "${venv}/bin/python" -m pip install --quiet --upgrade pip
 "${venv}/bin/python" -m pip install --quiet -r "${req}"
 echo "${want}" > "${stamp}"
-echo "setup_venv: installed $(${venv}/bin/python -c 'import numpy, sklearn; print("numpy", numpy.__version__, "scikit-learn", sklearn.__version__)')"
+echo "setup_venv: installed $(${venv}/bin/python -c 'import numpy, sklearn, mmeval; print("numpy", numpy.__version__, "scikit-learn", sklearn.__version__, "mmeval", mmeval.__version__)')"

@@ -12,6 +12,7 @@
 using tally::Batch;
 using tally::DType;
 using tally::Tensor;
+using tally::Text;
 using tally::Value;
 
 TEST(Tensor, OwningTensorsAreZeroedAndTyped) {
@@ -96,6 +97,39 @@ TEST(Batch, RaggedFieldsSliceCloneAndRename) {
   EXPECT_FALSE(renamed.has("ids"));
   EXPECT_TRUE(renamed.has("boxes"));
   EXPECT_EQ(renamed.size(), 3);
+}
+
+TEST(Batch, TextFieldsHoldStringsPerSampleAndSliceWithoutCopying) {
+  Batch b;
+  b.set_text("hyp", Text::from_strings({"a cat", "", "the dog"}));
+  b.set_text("refs", Text::from_lists({{"a cat", "the cat"}, {"x"}, {}}));
+  b.set("ids", Tensor::from_vector(std::vector<std::int64_t>{7, 8, 9}));
+  EXPECT_TRUE(b.is_text("hyp"));
+  EXPECT_FALSE(b.is_text("ids"));
+  EXPECT_EQ(b.text("refs")[0].size(), 2u);
+  EXPECT_EQ(b.text("refs")[0][1], "the cat");
+  EXPECT_EQ(b.text("refs")[2].size(), 0u);
+  EXPECT_EQ(b.single_text("hyp")[1][0], "");
+  EXPECT_THROW(b.single_text("refs"), tally::InputError);  // sample 0 holds two strings
+  EXPECT_THROW(b.tensor("hyp"), tally::InputError);
+  EXPECT_THROW(b.text("ids"), tally::InputError);
+  EXPECT_THROW(b.set_text("short", Text::from_strings({"one"})), tally::InputError);
+
+  const Batch tail = b.slice(1, 3);
+  EXPECT_EQ(tail.text("hyp").size(), 2);
+  EXPECT_EQ(tail.text("hyp")[1][0], "the dog");
+  EXPECT_EQ(tail.text("refs")[0][0], "x");
+  EXPECT_EQ(&tail.text("hyp")[1][0], &b.text("hyp")[2][0]);  // shared, not copied
+  const Batch deep = tail.clone();
+  EXPECT_NE(&deep.text("hyp")[1][0], &tail.text("hyp")[1][0]);
+  EXPECT_EQ(deep.text("hyp")[1][0], "the dog");
+  EXPECT_EQ(deep.text("refs")[1].size(), 0u);
+  EXPECT_TRUE(b.renamed({{"pred", "hyp"}}).is_text("pred"));
+
+  EXPECT_THROW(Text::from_flat({"a", "b"}, {0, 2, 1}), tally::InputError);  // decreasing
+  EXPECT_THROW(Text::from_flat({"a", "b"}, {0, 1}), tally::InputError);     // does not end at 2
+  EXPECT_EQ(Text::from_flat({"a", "b", "c"}, {0, 0, 3}).size(), 2);
+  EXPECT_EQ(Text().size(), 0);
 }
 
 TEST(Value, MapsKeepOrderAndJsonIsCompact) {
