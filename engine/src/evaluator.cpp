@@ -12,6 +12,7 @@
 #include <fmt/ranges.h>
 
 #include "config.hpp"
+#include "msgpack_bounds.hpp"
 #include "registry.hpp"
 #include "sync.hpp"
 #include "tally/error.hpp"
@@ -341,10 +342,7 @@ Results Evaluator::compute(std::optional<std::int64_t> dataset_size) {
         auto& h = handles[static_cast<std::size_t>(r)];
         try {
           // Bins are referenced in place: large numeric state is read straight from the buffer.
-          h = msgpack::unpack(reinterpret_cast<const char*>(bytes.data()), bytes.size(),
-                              [](msgpack::type::object_type t, std::size_t, void*) {
-                                return t == msgpack::type::BIN;
-                              });
+          h = unpack_bounded(bytes, /*reference_bins=*/true);
         } catch (const std::exception& e) {
           throw RuntimeError(
               fmt::format("sync failed: the payload of rank {} ({} bytes) is not valid msgpack: {}",
@@ -403,7 +401,7 @@ Results Evaluator::compute(std::optional<std::int64_t> dataset_size) {
       backend.broadcast_object(std::as_bytes(std::span(reply.data(), reply.size())), 0);
   Value out;
   try {
-    msgpack::unpack(reinterpret_cast<const char*>(answer.data()), answer.size()).get().convert(out);
+    unpack_bounded(answer, /*reference_bins=*/false).get().convert(out);
   } catch (const std::exception& e) {
     throw RuntimeError(fmt::format(
         "sync failed: rank {} could not read the results rank 0 broadcast: {}", me, e.what()));

@@ -232,3 +232,19 @@ TEST_F(CliTest, FailedRunLeavesAnEarlierResultsFileIntact) {
   for (const auto& e : fs::directory_iterator(dir.path))
     EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
 }
+
+// Hostile bytes: a metric state whose declared size is a lie (testkit's HostileState) is refused
+// with a message naming the rank, quickly, without allocating the claimed 96 GiB or 1 GiB.
+TEST_F(CliTest, AStatePayloadThatLiesAboutItsSizeIsRefused) {
+  for (const std::string lie : {"count", "length"}) {
+    const auto cfg =
+        config("metrics:\n  - type: HostileState\n    lie: " + lie + "\n",
+               "plugins:\n  paths: [" + std::string(TALLY_TEST_PLUGIN_DIR) + "/testkit]\n");
+    const auto out = dir / "never.json";
+    const auto r = tally("run " + cfg.string() + " -o " + out.string());
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find("sync failed: the payload of rank 0"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("is not valid msgpack"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(out));
+  }
+}

@@ -79,13 +79,44 @@ class SequenceProbe : public tally::TypedMetric<ProbeState> {
   std::int64_t fail_on_;
 };
 
+// HostileState packs a state that lies about its size, as a corrupt or malicious rank would: an
+// array header claiming 2^32 - 1 entries followed by nothing (`lie: count`), or a bin header
+// claiming 1 GiB followed by 3 bytes (`lie: length`). The engine must reject the payload without
+// allocating what it claims.
+class HostileState : public tally::Metric {
+ public:
+  explicit HostileState(const tally::Params& p) : lie_(p.get_string("lie")) {}
+  void add(const tally::Batch&) override {}
+  void pack(tally::Packer& out) const override {
+    if (lie_ == "count") {
+      out.pack_array(0xFFFFFFFFu);
+    } else {
+      out.pack_bin(1u << 30);
+      out.pack_bin_body("abc", 3);
+    }
+  }
+  tally::Value compute_packed(std::span<const msgpack::object>) const override {
+    return tally::Value::map();
+  }
+  void reset() override {}
+
+ private:
+  std::string lie_;
+};
+
 }  // namespace
 
 TALLY_PLUGIN("testkit", "0.0.1", [] {
-  return std::vector<tally::ComponentInfo>{tally::metric<SequenceProbe>(
-      "SequenceProbe", "Test probe: count, sum and an order-sensitive hash of an integer field",
-      {tally::param("fail_on", tally::ParamType::Int,
-                    "a value that makes add() throw an InputError")
-           .optional()},
-      {{"x", "i64[N] values", true}})};
+  return std::vector<tally::ComponentInfo>{
+      tally::metric<HostileState>("HostileState",
+                                  "Test probe: packs a state whose declared size is a lie",
+                                  {tally::param("lie", tally::ParamType::String, "which size lies")
+                                       .choices({"count", "length"})},
+                                  {{"x", "anything", false}}),
+      tally::metric<SequenceProbe>(
+          "SequenceProbe", "Test probe: count, sum and an order-sensitive hash of an integer field",
+          {tally::param("fail_on", tally::ParamType::Int,
+                        "a value that makes add() throw an InputError")
+               .optional()},
+          {{"x", "i64[N] values", true}})};
 })
