@@ -6,16 +6,24 @@
 //
 // MPI is initialised only if the host program has not done it, and finalised only by the backend
 // that initialised it, when the last live mpi backend of the process goes away.
+//
+// MPI collectives have no deadline: a rank that hangs or dies would leave the others waiting
+// forever. Every collective runs under a watchdog (backends/common/watchdog.hpp) that ends this
+// rank with a message naming it and the call when backend.timeout passes; mpirun then stops the
+// rest.
 #include <mpi.h>
 
 #include <climits>
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "../common/mpi_session.hpp"
+#include "../common/watchdog.hpp"
 #include "tally/dist_backend.hpp"
 #include "tally/error.hpp"
 #include "tally/params.hpp"
@@ -24,11 +32,16 @@
 namespace {
 
 constexpr std::int64_t kDefaultChunkBytes = std::int64_t{1} << 30;
+constexpr double kDefaultTimeout = 600.0;
 
 class MpiBackend final : public tally::DistBackend {
  public:
   explicit MpiBackend(const tally::Params& params) {
     const std::int64_t chunk = params.get_int("chunk_bytes");
+    const double timeout = params.get_double("timeout");
+    if (!(timeout > 0) || !std::isfinite(timeout))
+      params.fail("timeout",
+                  "must be a positive number of seconds, got " + std::to_string(timeout));
     if (chunk < 1 || chunk > INT_MAX) {
       params.fail("chunk_bytes", "must be between 1 and " + std::to_string(INT_MAX) +
                                      " (MPI counts are int), got " + std::to_string(chunk));
@@ -46,6 +59,8 @@ class MpiBackend final : public tally::DistBackend {
                                        "), got " + std::to_string(chunk));
       }
       set_chunk_bytes(static_cast<std::size_t>(chunk));
+      watchdog_ = std::make_unique<tally::Watchdog>(
+          "mpi backend: rank " + std::to_string(rank_) + " of " + std::to_string(world_), timeout);
     } catch (...) {
       release();
       throw;
@@ -64,11 +79,15 @@ class MpiBackend final : public tally::DistBackend {
   }
   int rank() const override { return rank_; }
   int world_size() const override { return world_; }
-  void barrier() override { check(MPI_Barrier(comm_), "MPI_Barrier"); }
+  void barrier() override {
+    tally::Watchdog::Scope w(*watchdog_, "MPI_Barrier");
+    check(MPI_Barrier(comm_), "MPI_Barrier");
+  }
 
  protected:
   void all_gather_equal(const std::byte* send, std::size_t n, std::byte* recv) override {
     const int count = to_int(n, "MPI_Allgather");
+    tally::Watchdog::Scope w(*watchdog_, "MPI_Allgather");
     check(MPI_Allgather(send, count, MPI_BYTE, recv, count, MPI_BYTE, comm_), "MPI_Allgather");
   }
 
@@ -84,13 +103,16 @@ class MpiBackend final : public tally::DistBackend {
     }
     to_int(at, "MPI_Allgatherv");
     const int mine = counts_[static_cast<std::size_t>(rank_)];
+    tally::Watchdog::Scope w(*watchdog_, "MPI_Allgatherv");
     check(
         MPI_Allgatherv(send, mine, MPI_BYTE, recv, counts_.data(), displs_.data(), MPI_BYTE, comm_),
         "MPI_Allgatherv");
   }
 
   void broadcast(std::byte* buf, std::size_t n, int src) override {
-    check(MPI_Bcast(buf, to_int(n, "MPI_Bcast"), MPI_BYTE, src, comm_), "MPI_Bcast");
+    const int count = to_int(n, "MPI_Bcast");
+    tally::Watchdog::Scope w(*watchdog_, "MPI_Bcast");
+    check(MPI_Bcast(buf, count, MPI_BYTE, src, comm_), "MPI_Bcast");
   }
 
  private:
@@ -114,6 +136,7 @@ class MpiBackend final : public tally::DistBackend {
   // Frees the communicator, then lets go of MPI (finalised if this plugin initialised it and this
   // was the last backend). Never throws: it runs in the destructor.
   void release() noexcept {
+    watchdog_.reset();
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (comm_ != MPI_COMM_NULL && finalized == 0) MPI_Comm_free(&comm_);
@@ -125,6 +148,7 @@ class MpiBackend final : public tally::DistBackend {
   int rank_ = 0;
   int world_ = 1;
   tally::mpi_session::Hold mpi_;
+  std::unique_ptr<tally::Watchdog> watchdog_;
   std::vector<int> counts_;
   std::vector<int> displs_;
 };
@@ -132,7 +156,13 @@ class MpiBackend final : public tally::DistBackend {
 std::vector<tally::ParamSpec> mpi_params() {
   return {tally::param("chunk_bytes", tally::ParamType::Int,
                        "bytes one MPI call moves at most; larger objects go in rounds")
-              .def(kDefaultChunkBytes)};
+              .def(kDefaultChunkBytes),
+          tally::param("timeout", tally::ParamType::Float,
+                       "seconds a collective may wait for the other ranks; past it this rank "
+                       "prints which call timed out and exits with code 1, and mpirun stops the "
+                       "others (a rank that hangs or dies never leaves the rest waiting). The "
+                       "first collective waits for the slowest rank to finish reading.")
+              .def(kDefaultTimeout)};
 }
 
 }  // namespace

@@ -4,9 +4,16 @@
 // order-sensitive hash of the values (h = h * 1000003 + x, mod 2^64) folded across ranks in rank
 // order. Equal hashes on any world size prove that rank order is dataset order and that no sample
 // was lost, duplicated or reordered. With `fail_on: V`, a sample equal to V is an InputError, so
-// tests can make exactly one rank fail.
+// tests can make exactly one rank fail; `kill_on: V` makes the rank kill itself with SIGKILL,
+// `exit_on: V` makes it exit at once with code 7 (a crash that skips every cleanup), and
+// `hang_on: V` makes it sleep for an hour (a hung rank).
+#include <chrono>
+#include <csignal>
 #include <cstdint>
+#include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 #include "tally/tally.hpp"
 
@@ -33,7 +40,10 @@ struct ProbeState {
 class SequenceProbe : public tally::TypedMetric<ProbeState> {
  public:
   explicit SequenceProbe(const tally::Params& p)
-      : fail_on_(p.has("fail_on") ? p.get_int("fail_on") : INT64_MIN) {}
+      : fail_on_(opt(p, "fail_on")),
+        kill_on_(opt(p, "kill_on")),
+        exit_on_(opt(p, "exit_on")),
+        hang_on_(opt(p, "hang_on")) {}
 
  protected:
   void update(ProbeState& s, const tally::Batch& b) override {
@@ -42,6 +52,9 @@ class SequenceProbe : public tally::TypedMetric<ProbeState> {
       throw tally::InputError("field 'x' must be i64[N], found " + x.describe());
     const auto* v = x.data_as<std::int64_t>();
     for (std::int64_t i = 0; i < x.size(0); ++i) {
+      if (v[i] == kill_on_) ::kill(::getpid(), SIGKILL);
+      if (v[i] == exit_on_) ::_exit(7);
+      if (v[i] == hang_on_) std::this_thread::sleep_for(std::chrono::hours(1));
       if (v[i] == fail_on_)
         throw tally::InputError("field 'x' holds the value " + std::to_string(v[i]) +
                                 " that fail_on rejects");
@@ -76,7 +89,10 @@ class SequenceProbe : public tally::TypedMetric<ProbeState> {
   }
 
  private:
-  std::int64_t fail_on_;
+  static std::int64_t opt(const tally::Params& p, const char* name) {
+    return p.has(name) ? p.get_int(name) : INT64_MIN;
+  }
+  std::int64_t fail_on_, kill_on_, exit_on_, hang_on_;
 };
 
 // HostileState packs a state that lies about its size, as a corrupt or malicious rank would: an
@@ -117,6 +133,14 @@ TALLY_PLUGIN("testkit", "0.0.1", [] {
           "SequenceProbe", "Test probe: count, sum and an order-sensitive hash of an integer field",
           {tally::param("fail_on", tally::ParamType::Int,
                         "a value that makes add() throw an InputError")
+               .optional(),
+           tally::param("kill_on", tally::ParamType::Int,
+                        "a value that makes the rank SIGKILL itself")
+               .optional(),
+           tally::param("exit_on", tally::ParamType::Int, "a value that makes the rank _exit(7)")
+               .optional(),
+           tally::param("hang_on", tally::ParamType::Int,
+                        "a value that makes the rank sleep for an hour")
                .optional()},
           {{"x", "i64[N] values", true}})};
 })
