@@ -27,6 +27,10 @@ inline constexpr const char* kGtLabels = "gt_labels";
 ComponentInfo accuracy_info();
 ComponentInfo single_label_metric_info();
 ComponentInfo confusion_matrix_info();
+ComponentInfo multi_label_metric_info();
+ComponentInfo average_precision_info();
+ComponentInfo roc_auc_info();
+ComponentInfo f1_score_info();
 
 /// Params::owner() ("metric 'prf' (SingleLabelMetric)"), or "metric '<type>'" when the params
 /// were built without one.

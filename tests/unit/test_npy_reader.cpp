@@ -1,6 +1,7 @@
 // The npy reader plugin, loaded through the registry, on .npy files written here: every dtype,
 // format versions 1.0/2.0/3.0, sharding over several world sizes, batch boundaries, zero-copy
-// views, and every kind of bad file with the message it must give.
+// views, and every kind of bad file with the message it must give; members of .npz archives
+// (stored and deflated, from tests/data/classification_extra/npz) and broken archives.
 #include <gtest/gtest.h>
 
 #include "support/npy.hpp"
@@ -469,6 +470,130 @@ TEST_F(NpyReaderTest, BadParameters) {
   EXPECT_THROW(make_reader({{"x", path("x.npy")}}, 0), tally::ConfigError);
   EXPECT_THROW(make_reader({}), tally::ConfigError);
   EXPECT_THROW(make_reader({{"x", path("x.npy")}}, 4, ShardInfo{3, 3}), tally::ConfigError);
+}
+
+// ---- .npz archives ------------------------------------------------------------------------------
+// tests/data/classification_extra/npz/{stored,deflated}.npz hold the same arrays (np.savez and
+// np.savez_compressed, written by tests/reference/classification_extra.py): scores = the f32
+// file below, labels = the i64 file, mask = labels % 2 == 0, f64 = the f64 file.
+
+fs::path npz_data(const std::string& name) {
+  return fs::path(TALLY_SOURCE_DIR) / "tests/data/classification_extra" / name;
+}
+
+std::string file_bytes(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// The data bytes of a NumPy-written .npy file (header: 128 bytes or fewer, 64-aligned).
+std::string npy_data_bytes(const fs::path& p) {
+  const std::string b = file_bytes(p);
+  const std::size_t header_len = static_cast<unsigned char>(b[8]) |
+                                 (static_cast<std::size_t>(static_cast<unsigned char>(b[9])) << 8);
+  return b.substr(10 + header_len);
+}
+
+TEST_F(NpyReaderTest, NpzStoredAndDeflatedMembersOnAnyShard) {
+  const std::string scores = npy_data_bytes(npz_data("mc_scores_f32.npy"));
+  const std::string labels = npy_data_bytes(npz_data("mc_labels_i64.npy"));
+  const std::string f64 = npy_data_bytes(npz_data("mc_scores_f64.npy"));
+  for (const char* archive : {"npz/stored.npz", "npz/deflated.npz"}) {
+    SCOPED_TRACE(archive);
+    const std::string a = npz_data(archive).string();
+    for (int world : {1, 2, 3, 4}) {
+      std::string got_scores, got_labels, got_f64;
+      std::int64_t mask_true = 0, total = 0;
+      for (int rank = 0; rank < world; ++rank) {
+        // member with and without ".npy", and the archive alone (member = the field's name)
+        auto reader = make_reader({{"scores", fs::path(a + ":scores")},
+                                   {"labels", fs::path(a)},
+                                   {"m", fs::path(a + ":mask.npy")},
+                                   {"f64", fs::path(a + ":f64")}},
+                                  7, ShardInfo{rank, world});
+        EXPECT_EQ(reader->total_samples(), 97);
+        total += reader->shard_samples();
+        while (auto batch = reader->next()) {
+          const tally::Tensor& s = batch->tensor("scores");
+          EXPECT_EQ(s.dtype(), DType::F32);
+          ASSERT_EQ(s.dim(), 2);
+          EXPECT_EQ(s.size(1), 5);
+          got_scores.append(static_cast<const char*>(s.data()), s.nbytes());
+          const tally::Tensor& y = batch->tensor("labels");
+          EXPECT_EQ(y.dtype(), DType::I64);
+          got_labels.append(static_cast<const char*>(y.data()), y.nbytes());
+          const tally::Tensor& d = batch->tensor("f64");
+          got_f64.append(static_cast<const char*>(d.data()), d.nbytes());
+          const tally::Tensor& m = batch->tensor("m");
+          EXPECT_EQ(m.dtype(), DType::Bool);
+          for (std::int64_t i = 0; i < m.numel(); ++i) {
+            EXPECT_EQ(m.data_as<bool>()[i], y.data_as<std::int64_t>()[i] % 2 == 0);
+            mask_true += m.data_as<bool>()[i] ? 1 : 0;
+          }
+        }
+      }
+      EXPECT_EQ(total, 97);
+      EXPECT_EQ(got_scores, scores) << world << " ranks";
+      EXPECT_EQ(got_labels, labels) << world << " ranks";
+      EXPECT_EQ(got_f64, f64) << world << " ranks";
+      EXPECT_GT(mask_true, 0);
+    }
+  }
+}
+
+TEST_F(NpyReaderTest, NpzMissingMemberListsTheMembers) {
+  const std::string a = npz_data("npz/stored.npz").string();
+  expect_message(input_error({{"x", fs::path(a + ":nope")}}),
+                 {"field 'x'", "stored.npz:nope", "the archive has no member 'nope'",
+                  "(members: scores, labels, mask, f64)"});
+  // The archive alone: the member named like the field.
+  expect_message(input_error({{"pred_scores", fs::path(a)}}),
+                 {"no member 'pred_scores'", "members: scores, labels, mask, f64"});
+}
+
+TEST_F(NpyReaderTest, NpzMissingOrNotAnArchive) {
+  expect_message(input_error({{"x", path("none.npz:scores")}}), {"field 'x'", "archive not found"});
+  write_file(path("junk.npz"), std::string(300, 'j'));
+  expect_message(input_error({{"x", path("junk.npz:scores")}}),
+                 {"field 'x'", "junk.npz", "not an .npz archive", "not a zip archive"});
+}
+
+TEST_F(NpyReaderTest, NpzCorruptArchive) {
+  // Cut off the end: the central directory is gone.
+  const std::string bytes = file_bytes(npz_data("npz/stored.npz"));
+  write_file(path("cut.npz"), bytes.substr(0, bytes.size() - 40));
+  const std::string e = input_error({{"x", path("cut.npz:scores")}});
+  EXPECT_NE(e.find("field 'x'"), std::string::npos) << e;
+  EXPECT_TRUE(e.find("not an .npz archive") != std::string::npos ||
+              e.find("corrupt .npz archive") != std::string::npos)
+      << e;
+}
+
+TEST_F(NpyReaderTest, NpzCorruptMemberData) {
+  // A flipped data byte in a stored member (the CRC check fails) and in a deflated one (inflate
+  // or the CRC check fails).
+  for (const char* archive : {"npz/stored.npz", "npz/deflated.npz"}) {
+    std::string bytes = file_bytes(npz_data(archive));
+    const bool stored = std::string(archive).find("stored") != std::string::npos;
+    const std::size_t at = bytes.find("'descr': '<f4'");  // plain text in a stored member only
+    ASSERT_EQ(at != std::string::npos, stored);
+    const std::size_t flip = stored ? at + 200  // inside the float data of 'scores'
+                                    : bytes.size() / 6;
+    bytes[flip] = static_cast<char>(bytes[flip] ^ 0x5a);
+    write_file(path("bad.npz"), bytes);
+    const std::string e = input_error({{"x", path("bad.npz:scores")}, {"y", path("bad.npz:f64")}});
+    EXPECT_NE(e.find("corrupt"), std::string::npos) << archive << ": " << e;
+  }
+}
+
+TEST_F(NpyReaderTest, NpzBadMemberHeader) {
+  std::string bytes = file_bytes(npz_data("npz/stored.npz"));
+  const std::size_t at = bytes.find("'descr': '<f4'");
+  ASSERT_NE(at, std::string::npos);
+  bytes.replace(at, 14, "'descr': '<c8'");
+  write_file(path("hdr.npz"), bytes);
+  expect_message(input_error({{"x", path("hdr.npz:scores")}}),
+                 {"field 'x'", "hdr.npz:scores", "unsupported dtype '<c8'"});
 }
 
 }  // namespace

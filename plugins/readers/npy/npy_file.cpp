@@ -278,28 +278,20 @@ std::string shape_string(const std::vector<std::int64_t>& shape) {
   return out + ")";
 }
 
-NpyFile open_npy(const std::filesystem::path& path, const std::string& what) {
+std::size_t npy_prefix_bytes(std::string_view first_12) {
+  if (first_12.size() < 12 || !first_12.starts_with(kMagic)) return 0;
+  const auto major = static_cast<unsigned char>(first_12[6]);
+  const std::size_t length_bytes = major == 1 ? 2 : 4;
+  std::size_t header_len = 0;
+  for (std::size_t i = 0; i < length_bytes; ++i)
+    header_len |= std::size_t{static_cast<unsigned char>(first_12[8 + i])} << (8 * i);
+  return kMagic.size() + 2 + length_bytes + header_len;
+}
+
+NpyFile parse_npy(std::string_view file, std::size_t file_size, const std::string& what) {
   auto fail = [&](const std::string& problem) -> tally::InputError {
     return tally::InputError(what + ": " + problem);
   };
-
-  const Fd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) {
-    const int err = errno;
-    if (err == ENOENT) throw fail("file not found");
-    throw fail(std::string("cannot open the file: ") + std::strerror(err));
-  }
-  struct stat st {};
-  if (fstat(fd.get(), &st) != 0)
-    throw fail(std::string("cannot stat the file: ") + std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) throw fail("not a regular file: expected an .npy file");
-  const auto file_size = static_cast<std::size_t>(st.st_size);
-  if (file_size == 0) throw fail("not an npy file: the file is empty");
-
-  void* addr = mmap(nullptr, file_size, PROT_READ, MAP_SHARED, fd.get(), 0);
-  if (addr == MAP_FAILED) throw fail(std::string("cannot map the file: ") + std::strerror(errno));
-  auto mapping = std::make_shared<const Mapping>(addr, file_size);
-  const std::string_view file(reinterpret_cast<const char*>(mapping->bytes()), file_size);
 
   // Preamble: magic, major and minor version, header length (u16 for 1.0, u32 for 2.0 and 3.0).
   if (!file.starts_with(kMagic)) {
@@ -368,7 +360,6 @@ NpyFile open_npy(const std::filesystem::path& path, const std::string& what) {
   }
 
   NpyFile out;
-  out.path = path;
   if (descr->kind != PyValue::Kind::Str) {
     throw fail(
         "unsupported dtype: structured arrays (a list 'descr') are not supported: expected "
@@ -414,6 +405,33 @@ NpyFile open_npy(const std::filesystem::path& path, const std::string& what) {
                " in all), but the file has " + bytes_text(file_size));
   }
 
+  return out;
+}
+
+NpyFile open_npy(const std::filesystem::path& path, const std::string& what) {
+  auto fail = [&](const std::string& problem) -> tally::InputError {
+    return tally::InputError(what + ": " + problem);
+  };
+
+  const Fd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) {
+    const int err = errno;
+    if (err == ENOENT) throw fail("file not found");
+    throw fail(std::string("cannot open the file: ") + std::strerror(err));
+  }
+  struct stat st {};
+  if (fstat(fd.get(), &st) != 0)
+    throw fail(std::string("cannot stat the file: ") + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) throw fail("not a regular file: expected an .npy file");
+  const auto file_size = static_cast<std::size_t>(st.st_size);
+  if (file_size == 0) throw fail("not an npy file: the file is empty");
+
+  void* addr = mmap(nullptr, file_size, PROT_READ, MAP_SHARED, fd.get(), 0);
+  if (addr == MAP_FAILED) throw fail(std::string("cannot map the file: ") + std::strerror(errno));
+  auto mapping = std::make_shared<const Mapping>(addr, file_size);
+  const std::string_view file(reinterpret_cast<const char*>(mapping->bytes()), file_size);
+  NpyFile out = parse_npy(file, file_size, what);
+  out.path = path;
   posix_madvise(addr, file_size, POSIX_MADV_SEQUENTIAL);
   out.data = mapping->bytes() + out.header_bytes;
   out.mapping = std::move(mapping);

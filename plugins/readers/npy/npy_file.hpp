@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tally/tensor.hpp"
@@ -32,6 +33,15 @@ struct NpyFile {
 /// bad magic string, an unsupported version, a malformed header, Fortran order, a big-endian or
 /// unsupported dtype, a 0-d array, or a file shorter than its header says.
 NpyFile open_npy(const std::filesystem::path& path, const std::string& what);
+
+/// Parses the preamble and header of an .npy image of `file_size` bytes whose first bytes are
+/// `file` (at least npy_prefix_bytes() of them, or all when the image is shorter). Checks that
+/// the image holds the data the header announces. Leaves `path`, `data` and `mapping` empty.
+NpyFile parse_npy(std::string_view file, std::size_t file_size, const std::string& what);
+
+/// The length of the preamble plus header announced by the first 12 bytes of an .npy image; 0
+/// when they do not start with the magic string (parse_npy reports that).
+std::size_t npy_prefix_bytes(std::string_view first_12);
 
 /// "(3, 4)", as NumPy writes shapes.
 std::string shape_string(const std::vector<std::int64_t>& shape);

@@ -1,14 +1,18 @@
 // The `npy` reader: one NumPy .npy file per field, memory-mapped; batches are zero-copy views of
-// this rank's contiguous shard of the samples (the leading dimension).
+// this rank's contiguous shard of the samples (the leading dimension). A field may also name a
+// member of an .npz archive ("run.npz:scores"): this rank's rows of it are read (inflated if
+// np.savez_compressed wrote it) into owned memory once, and batches are views of that.
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "npy_file.hpp"
+#include "npz_member.hpp"
 #include "tally/batch.hpp"
 #include "tally/error.hpp"
 #include "tally/params.hpp"
@@ -32,12 +36,23 @@ class NpyReader final : public tally::Reader {
                                " of world size " + std::to_string(shard.world_size));
     }
 
+    std::vector<std::unique_ptr<tally_npy::NpzMember>> members;  // per field, null for .npy
     for (const auto& [name, path] : files) {
-      Field field{name,
-                  tally_npy::open_npy(path, "npy reader: field '" + name + "' (" + path + ")")};
-      // Typed access needs aligned data. NumPy aligns the data to 64 bytes (16 before 1.24), so
-      // only hand-made files take the copying path.
-      field.aligned = field.file.header_bytes % tally::dtype_size(field.file.dtype) == 0;
+      const std::string what = "npy reader: field '" + name + "' (" + path + ")";
+      Field field;
+      field.name = name;
+      if (const auto ref = tally_npy::parse_npz_ref(path, name)) {
+        members.push_back(std::make_unique<tally_npy::NpzMember>(*ref, what));
+        field.file = members.back()->header();
+      } else {
+        members.push_back(nullptr);
+        field.file = tally_npy::open_npy(path, what);
+        // Typed access needs aligned data. NumPy aligns the data to 64 bytes (16 before 1.24),
+        // so only hand-made files take the copying path.
+        field.aligned = field.file.header_bytes % tally::dtype_size(field.file.dtype) == 0;
+        field.data = field.file.data;
+        field.keepalive = field.file.mapping;
+      }
       if (!fields_.empty() && field.file.samples() != fields_.front().file.samples()) {
         const Field& first = fields_.front();
         throw tally::InputError(
@@ -52,6 +67,14 @@ class NpyReader final : public tally::Reader {
     total_ = fields_.front().file.samples();
     range_ = tally::ShardRange::of(total_, shard);
     next_ = range_.begin;
+    for (std::size_t i = 0; i < fields_.size(); ++i) {
+      if (!members[i]) continue;
+      // This rank's rows, owned (and aligned: Tensor::zeros allocates them).
+      auto rows = std::make_shared<tally::Tensor>(members[i]->read_rows(range_.begin, range_.end));
+      fields_[i].first_row = range_.begin;
+      fields_[i].data = static_cast<const std::byte*>(rows->data());
+      fields_[i].keepalive = std::shared_ptr<const void>(rows, rows->data());
+    }
   }
 
   std::vector<std::string> fields() const override {
@@ -70,10 +93,11 @@ class NpyReader final : public tally::Reader {
     for (const auto& f : fields_) {
       std::vector<std::int64_t> shape = f.file.shape;
       shape[0] = rows;
-      const std::byte* data = f.file.data + static_cast<std::size_t>(begin) * f.file.row_bytes;
+      const std::byte* data =
+          f.data + static_cast<std::size_t>(begin - f.first_row) * f.file.row_bytes;
       if (f.file.dtype == tally::DType::Bool) check_bools(f, data, begin, rows);
       tally::Tensor t = tally::Tensor::view(data, f.file.dtype, std::move(shape),
-                                            tally::Device::cpu(), f.file.mapping);
+                                            tally::Device::cpu(), f.keepalive);
       batch.set(f.name, f.aligned ? std::move(t) : t.clone());
     }
     next_ = begin + rows;
@@ -85,6 +109,9 @@ class NpyReader final : public tally::Reader {
     std::string name;
     NpyFile file;
     bool aligned = true;
+    const std::byte* data = nullptr;  // row `first_row` of the field
+    std::int64_t first_row = 0;       // 0 for a mapped .npy; the shard's first row for .npz
+    std::shared_ptr<const void> keepalive;
   };
 
   // A C++ bool must hold 0 or 1; NumPy writes nothing else, but a damaged file could.
@@ -113,7 +140,12 @@ std::vector<tally::ParamSpec> npy_params() {
   return {
       tally::param("fields", tally::ParamType::PathMap,
                    "field name -> .npy file (bool, uint8, int8, int16, uint16, int32, uint32, "
-                   "int64, float32 or float64; C order; the first dimension is the sample)"),
+                   "int64, float32 or float64; C order; the first dimension is the sample), or "
+                   "a member of an .npz archive (np.savez or np.savez_compressed): "
+                   "'ARCHIVE.npz:MEMBER' (split at the last '.npz:'; MEMBER is the key given to "
+                   "np.savez, '.npy' optional), or 'ARCHIVE.npz' alone for the member named "
+                   "like the field. A value containing '.npz:' or ending in '.npz' is always "
+                   "read as an archive."),
       tally::param("batch_size", tally::ParamType::Int, "samples per batch").def(4096),
   };
 }
@@ -123,7 +155,8 @@ std::vector<tally::ParamSpec> npy_params() {
 TALLY_PLUGIN("npy", "0.1.0", [] {
   return std::vector<tally::ComponentInfo>{tally::reader<NpyReader>(
       "npy",
-      "NumPy .npy files (format 1.0, 2.0, 3.0), one per field, memory-mapped; every field has the "
+      "NumPy .npy files (format 1.0, 2.0, 3.0), one per field, memory-mapped, or members of .npz "
+      "archives (stored or deflated; this rank's rows read into memory); every field has the "
       "same number of samples. Each rank reads its contiguous block of the samples.",
       npy_params())};
 })

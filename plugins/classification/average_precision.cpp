@@ -1,0 +1,90 @@
+// AveragePrecision: average precision per class, and its mean over the classes (mAP), for
+// multi-label, multi-class (one-vs-rest) and binary scores.
+//
+// Formula, per class c (scores s[:, c], positives y == c or the indicator Y[:, c]): samples sorted
+// by decreasing score, one point per distinct score (tied samples enter together), with the
+// cumulative counts tp_i and fp_i; P = the number of positives;
+//   AP_c = sum_i (R_i - R_{i-1}) * P_i,   R_i = tp_i / P,  P_i = tp_i / (tp_i + fp_i),  R_{-1} = 0
+//   AP_c = 0 when class c has no positives.
+//   mAP  = the mean of AP_c over all C classes (absent classes count, with AP 0).
+//
+// Reference: sklearn.metrics.average_precision_score(Y, s, average='macro' | None) on the
+// indicator matrix Y (multi-class: label_binarize(y, classes=range(C)); binary: 1-D scores of
+// class 1), ties as scikit-learn (one point per distinct score). On untied scores this is
+// mmeval.metrics.AveragePrecision (whose argsort order splits ties, and which reports percent,
+// rounded, in float32): the same values as fractions, and the same keys (mAP, AP_classwise).
+//
+// Example (mmeval's docstring): scores [[0.9, 0.8, 0.3, 0.2], [0.1, 0.2, 0.2, 0.1],
+// [0.7, 0.5, 0.9, 0.3], [0.8, 0.1, 0.1, 0.2]], labels [[0, 1], [1], [2], [0]]
+//   -> {mAP: 0.708333...};  average none -> {AP_classwise: [1.0, 0.8333..., 1.0, 0.0]}
+//
+// State: every sample's scores (float32 or float64, as given) and labels (class ids or a 0/1
+// byte per class), packed; sorted at compute time. The result depends only on the set of
+// (score, label) pairs, so it is the same bit for bit on any number of ranks.
+#include <string>
+#include <vector>
+
+#include "common.hpp"
+#include "ranking.hpp"
+
+namespace tally::classification {
+namespace {
+
+class AveragePrecision final : public TypedMetric<RankingState> {
+ public:
+  explicit AveragePrecision(const Params& p) : check_(owner_of(p, "AveragePrecision")) {
+    const std::string avg = p.has("average") ? p.get_string("average") : "none";
+    if (avg != "macro" && avg != "none")
+      p.fail("average", "must be macro or none, got '" + avg + "'");
+    per_class_ = avg == "none";
+  }
+
+ protected:
+  void update(RankingState& state, const Batch& batch) override {
+    ranking_update(state, batch, check_);
+  }
+
+  Value compute(const std::vector<RankingState>& states) const override {
+    const RankingData d = ranking_gather(states, check_);
+    std::vector<double> ap;
+    for (std::int64_t c = 0; c < d.cols; ++c)
+      ap.push_back(average_precision(one_vs_rest_curve(d, c)));
+    Value out = Value::map();
+    if (per_class_)
+      out.set("AP_classwise", Value(ap));
+    else
+      out.set("mAP", mean_of(ap));
+    return out;
+  }
+
+ private:
+  InputChecker check_;
+  bool per_class_ = false;
+};
+
+}  // namespace
+
+ComponentInfo average_precision_info() {
+  return metric<AveragePrecision>(
+      "AveragePrecision",
+      "Average precision per class and its mean (mAP), as scikit-learn's "
+      "average_precision_score (tied scores form one point), for multi-label, multi-class "
+      "(one-vs-rest) and binary scores. mmeval's AveragePrecision keys (mAP, AP_classwise) as "
+      "fractions, not percent. A class with no positives has AP 0.",
+      {param("average", ParamType::String,
+             "macro: mAP, the mean over all classes; none (or null, as mmeval's None): "
+             "AP_classwise, one value per class.")
+           .def("macro")
+           .nullable()
+           .choices({"macro", "none"})},
+      {InputSpec{kScores,
+                 "Scores [N, C] (or [N] for binary: the score of class 1), float32 or float64, "
+                 "finite.",
+                 true},
+       InputSpec{kGtLabels,
+                 "Class ids [N] (multi-class), a 0/1 indicator [N, C] (integer or bool), or "
+                 "per-sample lists of class ids (ragged); 0/1 labels [N] with binary scores.",
+                 true}});
+}
+
+}  // namespace tally::classification
