@@ -1,0 +1,206 @@
+// The `png_masks` and `images` readers: one folder of PNG files per field, the files of the
+// folders matched by name. Sample i is the i-th name in sorted (byte) order; every field of it is
+// a ragged tensor (sizes vary between samples), decoded when its batch is read, so no more than
+// one batch of images is in memory. Each rank reads its contiguous block of the names
+// (ShardRange), and decodes only those.
+//
+//   data:
+//     type: png_masks                 # or: images
+//     batch_size: 16
+//     fields:                         # field name -> folder, relative to the config file
+//       pred_sem_seg: predictions/
+//       gt_sem_seg: annotations/
+//
+// png_masks: each sample a [H, W] label map (U8: 8-bit or lower grayscale, palette indices; U16:
+// 16-bit grayscale). images: each sample [H, W, C] (C = 1, 2, 3 or 4 as stored; U8 or U16).
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <iterator>
+#include <optional>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "png_decode.hpp"
+#include "tally/batch.hpp"
+#include "tally/error.hpp"
+#include "tally/params.hpp"
+#include "tally/plugin.hpp"
+#include "tally/reader.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+enum class Kind { Masks, Images };
+
+bool is_png_name(const fs::path& p) {
+  std::string ext = p.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) {
+    return static_cast<char>(c >= 'A' && c <= 'Z' ? c + 32 : c);
+  });
+  return ext == ".png";
+}
+
+/// The sorted names of the PNG files (regular files, or links to them) in `dir`.
+std::vector<std::string> png_names(const std::string& reader, const std::string& field,
+                                   const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    throw tally::InputError(fmt::format("{} reader: field '{}': {} is not a folder{}", reader,
+                                        field, dir.string(),
+                                        fs::exists(dir) ? "" : " (it does not exist)"));
+  std::vector<std::string> names;
+  fs::directory_iterator it(dir, ec);
+  if (ec)
+    throw tally::InputError(fmt::format("{} reader: field '{}': cannot list {}: {}", reader, field,
+                                        dir.string(), ec.message()));
+  for (const auto& entry : it) {
+    if (!is_png_name(entry.path())) continue;
+    if (!entry.is_regular_file(ec)) continue;
+    names.push_back(entry.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+class PngReader : public tally::Reader {
+ public:
+  PngReader(Kind kind, const tally::Params& params, const tally::ShardInfo& shard)
+      : kind_(kind), name_(kind == Kind::Masks ? "png_masks" : "images") {
+    batch_size_ = params.get_int("batch_size");
+    if (batch_size_ < 1)
+      params.fail("batch_size", "must be at least 1, got " + std::to_string(batch_size_));
+    const auto dirs = params.get_string_map("fields");
+    if (dirs.empty())
+      params.fail("fields", "must name at least one field (field name: folder of .png files)");
+    if (shard.world_size < 1 || shard.rank < 0 || shard.rank >= shard.world_size)
+      throw tally::ConfigError(fmt::format("{} reader: invalid shard: rank {} of world size {}",
+                                           name_, shard.rank, shard.world_size));
+
+    for (const auto& [field, dir] : dirs) fields_.push_back({field, fs::path(dir)});
+    names_ = png_names(name_, fields_.front().name, fields_.front().dir);
+    if (names_.empty())
+      throw tally::InputError(fmt::format("{} reader: field '{}': no .png files in {}", name_,
+                                          fields_.front().name, fields_.front().dir.string()));
+    for (std::size_t f = 1; f < fields_.size(); ++f) {
+      const auto other = png_names(name_, fields_[f].name, fields_[f].dir);
+      if (other != names_) mismatch(fields_.front(), names_, fields_[f], other);
+    }
+    range_ = tally::ShardRange::of(static_cast<std::int64_t>(names_.size()), shard);
+    next_ = range_.begin;
+  }
+
+  std::vector<std::string> fields() const override {
+    std::vector<std::string> out;
+    for (const auto& f : fields_) out.push_back(f.name);
+    return out;
+  }
+  std::int64_t total_samples() const override { return static_cast<std::int64_t>(names_.size()); }
+  std::int64_t shard_samples() const override { return range_.size(); }
+
+  std::optional<tally::Batch> next() override {
+    if (next_ >= range_.end) return std::nullopt;
+    const std::int64_t end = std::min(range_.end, next_ + batch_size_);
+    tally::Batch batch;
+    for (const auto& f : fields_) {
+      tally::Batch::Ragged samples;
+      samples.reserve(static_cast<std::size_t>(end - next_));
+      for (std::int64_t i = next_; i < end; ++i) {
+        const fs::path file = f.dir / names_[static_cast<std::size_t>(i)];
+        const std::string what = fmt::format("{} reader: field '{}' sample {}", name_, f.name, i);
+        samples.push_back(kind_ == Kind::Masks ? tally_png::decode_mask(file, what)
+                                               : tally_png::decode_image(file, what));
+      }
+      batch.set_ragged(f.name, std::move(samples));
+    }
+    next_ = end;
+    return batch;
+  }
+
+ private:
+  struct Field {
+    std::string name;
+    fs::path dir;
+  };
+
+  /// InputError naming the first file one folder has and the other lacks.
+  [[noreturn]] void mismatch(const Field& a, const std::vector<std::string>& in_a, const Field& b,
+                             const std::vector<std::string>& in_b) const {
+    std::vector<std::string> only_a, only_b;
+    std::set_difference(in_a.begin(), in_a.end(), in_b.begin(), in_b.end(),
+                        std::back_inserter(only_a));
+    std::set_difference(in_b.begin(), in_b.end(), in_a.begin(), in_a.end(),
+                        std::back_inserter(only_b));
+    const bool a_has = !only_a.empty() && (only_b.empty() || only_a.front() < only_b.front());
+    const Field& has = a_has ? a : b;
+    const Field& lacks = a_has ? b : a;
+    const auto& missing = a_has ? only_a : only_b;
+    const std::size_t more = only_a.size() + only_b.size() - 1;
+    throw tally::InputError(fmt::format(
+        "{} reader: '{}' is in {} (field '{}') but not in {} (field '{}'){}; the folders must hold "
+        "the same file names ({} and {} .png files)",
+        name_, missing.front(), has.dir.string(), has.name, lacks.dir.string(), lacks.name,
+        more == 0 ? std::string() : fmt::format(", and {} more name(s) differ", more), in_a.size(),
+        in_b.size()));
+  }
+
+  Kind kind_;
+  std::string name_;
+  std::vector<Field> fields_;
+  std::vector<std::string> names_;
+  std::int64_t batch_size_ = 0;
+  tally::ShardRange range_;
+  std::int64_t next_ = 0;
+};
+
+class PngMasksReader final : public PngReader {
+ public:
+  PngMasksReader(const tally::Params& p, const tally::ShardInfo& s)
+      : PngReader(Kind::Masks, p, s) {}
+};
+
+class ImagesReader final : public PngReader {
+ public:
+  ImagesReader(const tally::Params& p, const tally::ShardInfo& s) : PngReader(Kind::Images, p, s) {}
+};
+
+std::vector<tally::ParamSpec> params(const char* content) {
+  return {
+      tally::param("fields", tally::ParamType::PathMap,
+                   std::string("field name -> folder of .png files (") + content +
+                       "); the folders hold the same file names, matched by name, samples in "
+                       "sorted name order"),
+      tally::param("batch_size", tally::ParamType::Int,
+                   "samples per batch (decoded together, then released)")
+          .def(16),
+  };
+}
+
+std::vector<tally::ComponentInfo> png_components() {
+  return {
+      tally::reader<PngMasksReader>(
+          "png_masks",
+          "Folders of PNG label maps (segmentation masks), one folder per field, files matched by "
+          "name. Each sample is a [H, W] tensor (ragged): uint8 for 8-bit (or lower) grayscale "
+          "and palette PNGs (the palette index is the class id), uint16 for 16-bit grayscale. "
+          "RGB and alpha PNGs are errors. Decoded with libspng, one batch at a time; each rank "
+          "reads its contiguous block of the sorted names.",
+          params("single-channel label maps")),
+      tally::reader<ImagesReader>(
+          "images",
+          "Folders of PNG images, one folder per field, files matched by name. Each sample is a "
+          "[H, W, C] tensor (ragged, HWC), channels as stored: 1 grayscale, 2 grayscale + alpha, "
+          "3 RGB, 4 RGBA (a palette becomes RGB, or RGBA with transparency); uint8, or uint16 "
+          "for 16-bit PNGs. Decoded with libspng, one batch at a time; each rank reads its "
+          "contiguous block of the sorted names.",
+          params("images")),
+  };
+}
+
+}  // namespace
+
+TALLY_PLUGIN("png", "0.1.0", png_components)

@@ -1,0 +1,465 @@
+// The png_masks and images readers (plugins/readers/png), loaded through the registry, on PNG
+// files written here by a minimal encoder (stored deflate blocks, so no zlib is needed): 8- and
+// 16-bit grayscale, palette (8, 4, 2 and 1 bit), low-bit grayscale, RGB, RGBA, grayscale + alpha,
+// name matching across folders, sorting, sharding over 1 to 4 ranks, lazy decoding, and corrupt,
+// truncated and wrong-kind files with the messages they must give. (Real, zlib-compressed PNGs
+// written by Pillow are read in test_segmentation_metrics: the example's label maps.)
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "config.hpp"
+#include "registry.hpp"
+#include "tally/batch.hpp"
+#include "tally/error.hpp"
+#include "tally/reader.hpp"
+
+namespace fs = std::filesystem;
+using tally::DType;
+using tally::ShardInfo;
+using tally::Value;
+
+namespace {
+
+// ---- a minimal PNG encoder ----------------------------------------------------------------------
+
+std::uint32_t crc32(const std::string& bytes) {
+  static const auto table = [] {
+    std::array<std::uint32_t, 256> t{};
+    for (std::uint32_t n = 0; n < 256; ++n) {
+      std::uint32_t c = n;
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+      t[n] = c;
+    }
+    return t;
+  }();
+  std::uint32_t c = 0xFFFFFFFFu;
+  for (unsigned char b : bytes) c = table[(c ^ b) & 0xFF] ^ (c >> 8);
+  return c ^ 0xFFFFFFFFu;
+}
+
+void put32(std::string& out, std::uint32_t v) {
+  for (int s = 24; s >= 0; s -= 8) out += static_cast<char>((v >> s) & 0xFF);
+}
+
+std::string chunk(const std::string& type, const std::string& data) {
+  std::string out;
+  put32(out, static_cast<std::uint32_t>(data.size()));
+  const std::string body = type + data;
+  out += body;
+  put32(out, crc32(body));
+  return out;
+}
+
+/// zlib stream of stored (uncompressed) deflate blocks.
+std::string zlib_stored(const std::string& raw) {
+  std::string out = "\x78\x01";
+  std::size_t at = 0;
+  do {
+    const std::size_t n = std::min<std::size_t>(65535, raw.size() - at);
+    const bool last = at + n == raw.size();
+    out += static_cast<char>(last ? 1 : 0);
+    out += static_cast<char>(n & 0xFF);
+    out += static_cast<char>(n >> 8);
+    out += static_cast<char>(~n & 0xFF);
+    out += static_cast<char>((~n >> 8) & 0xFF);
+    out += raw.substr(at, n);
+    at += n;
+  } while (at < raw.size());
+  std::uint32_t a = 1, b = 0;
+  for (unsigned char c : raw) {
+    a = (a + c) % 65521;
+    b = (b + a) % 65521;
+  }
+  put32(out, (b << 16) | a);
+  return out;
+}
+
+struct Png {
+  std::uint32_t width = 0, height = 0;
+  int bit_depth = 8;
+  int color_type = 0;                  // 0 gray, 2 RGB, 3 palette, 4 gray+alpha, 6 RGBA
+  std::vector<std::uint16_t> samples;  // row-major, channels interleaved
+  std::string palette;                 // PLTE bytes (palette images)
+  std::string trns;                    // tRNS bytes, if any
+
+  int channels() const {
+    return color_type == 2 ? 3 : color_type == 4 ? 2 : color_type == 6 ? 4 : 1;
+  }
+
+  std::string encode() const {
+    std::string raw;
+    const int c = channels();
+    for (std::uint32_t y = 0; y < height; ++y) {
+      raw += '\0';  // filter: none
+      if (bit_depth < 8) {
+        int acc = 0, used = 0;
+        for (std::uint32_t x = 0; x < width; ++x) {
+          acc = (acc << bit_depth) | samples[y * width + x];
+          used += bit_depth;
+          if (used == 8) raw += static_cast<char>(acc), acc = 0, used = 0;
+        }
+        if (used > 0) raw += static_cast<char>(acc << (8 - used));
+      } else {
+        for (std::uint32_t i = 0; i < width * static_cast<std::uint32_t>(c); ++i) {
+          const std::uint16_t v = samples[y * width * c + i];
+          if (bit_depth == 16) raw += static_cast<char>(v >> 8);
+          raw += static_cast<char>(v & 0xFF);
+        }
+      }
+    }
+    std::string ihdr;
+    put32(ihdr, width);
+    put32(ihdr, height);
+    ihdr += static_cast<char>(bit_depth);
+    ihdr += static_cast<char>(color_type);
+    ihdr += std::string(3, '\0');
+    std::string out = "\x89PNG\r\n\x1a\n";
+    out += chunk("IHDR", ihdr);
+    if (!palette.empty()) out += chunk("PLTE", palette);
+    if (!trns.empty()) out += chunk("tRNS", trns);
+    out += chunk("IDAT", zlib_stored(raw));
+    out += chunk("IEND", "");
+    return out;
+  }
+};
+
+std::vector<std::uint16_t> pattern(std::size_t n, int modulo, int offset = 0) {
+  std::vector<std::uint16_t> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<std::uint16_t>((i * 7 + offset) % modulo);
+  return v;
+}
+
+Png gray(std::uint32_t w, std::uint32_t h, int depth, int offset = 0) {
+  const int modulo = depth == 16 ? 60000 : 1 << depth;
+  return {w, h, depth, 0, pattern(std::size_t{w} * h, modulo, offset), {}, {}};
+}
+
+Png palette(std::uint32_t w, std::uint32_t h, int depth, int colours) {
+  std::string plte;
+  for (int i = 0; i < colours; ++i)
+    plte += {static_cast<char>(i * 10), static_cast<char>(i * 20), static_cast<char>(255 - i)};
+  return {w, h, depth, 3, pattern(std::size_t{w} * h, colours), plte, {}};
+}
+
+Png colour(std::uint32_t w, std::uint32_t h, int type, int depth = 8) {
+  Png p{w, h, depth, type, {}, {}, {}};
+  p.samples = pattern(std::size_t{w} * h * p.channels(), depth == 16 ? 65536 : 256, 3);
+  return p;
+}
+
+// ---- the readers, through the registry
+// -----------------------------------------------------------
+
+class PngReaderTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("tally_png_test_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  fs::path folder(const std::string& name) const {
+    fs::create_directories(dir_ / name);
+    return dir_ / name;
+  }
+  void write(const fs::path& p, const std::string& bytes) const {
+    std::ofstream out(p, std::ios::binary);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  }
+
+  static std::shared_ptr<tally::Reader> make_reader(
+      const std::string& type, const std::vector<std::pair<std::string, fs::path>>& fields,
+      std::int64_t batch_size = 16, ShardInfo shard = {}) {
+    static const tally::Registry registry = tally::Registry::load();
+    const auto& c = registry.get(tally::ComponentKind::Reader, type);
+    Value::Map dirs;
+    for (const auto& [name, p] : fields) dirs.emplace_back(name, p.string());
+    const Value::Map given{{"fields", Value(dirs)},
+                           {"batch_size", Value(static_cast<long>(batch_size))}};
+    return tally::Registry::make_reader(c, tally::make_params(*c.info, given, "data"), shard);
+  }
+
+  /// The one sample of a folder holding one file `name` with `bytes`, through reader `type`.
+  tally::Tensor read_one(const std::string& type, const std::string& bytes) {
+    const fs::path d = folder("one_" + std::to_string(counter_++));
+    write(d / "x.png", bytes);
+    auto reader = make_reader(type, {{"f", d}});
+    auto batch = reader->next();
+    EXPECT_TRUE(batch.has_value());
+    EXPECT_FALSE(reader->next().has_value());
+    return batch->ragged("f").at(0);
+  }
+
+  /// The InputError message of reading every batch, "" if none.
+  static std::string input_error(const std::string& type,
+                                 const std::vector<std::pair<std::string, fs::path>>& fields) {
+    try {
+      auto reader = make_reader(type, fields);
+      while (reader->next()) {
+      }
+    } catch (const tally::InputError& e) {
+      return e.what();
+    }
+    return "";
+  }
+
+  fs::path dir_;
+  int counter_ = 0;
+};
+
+template <class T>
+std::vector<std::uint16_t> values_of(const tally::Tensor& t) {
+  const T* p = t.data_as<T>();
+  return std::vector<std::uint16_t>(p, p + t.numel());
+}
+
+TEST_F(PngReaderTest, MasksOf8And16BitGrayscale) {
+  const Png g8 = gray(7, 5, 8);
+  const tally::Tensor t8 = read_one("png_masks", g8.encode());
+  EXPECT_EQ(t8.dtype(), DType::U8);
+  EXPECT_EQ(t8.shape(), (std::vector<std::int64_t>{5, 7}));
+  EXPECT_EQ(values_of<std::uint8_t>(t8), g8.samples);
+
+  const Png g16 = gray(3, 4, 16);
+  const tally::Tensor t16 = read_one("png_masks", g16.encode());
+  EXPECT_EQ(t16.dtype(), DType::U16);
+  EXPECT_EQ(t16.shape(), (std::vector<std::int64_t>{4, 3}));
+  EXPECT_EQ(values_of<std::uint16_t>(t16), g16.samples);  // host order, values above 255 kept
+}
+
+TEST_F(PngReaderTest, PaletteMasksAreTheIndicesAtEveryBitDepth) {
+  for (const auto& [depth, colours] :
+       std::vector<std::pair<int, int>>{{8, 200}, {4, 16}, {2, 4}, {1, 2}}) {
+    SCOPED_TRACE("palette depth " + std::to_string(depth));
+    const Png p = palette(13, 3, depth, colours);  // odd width: rows end mid-byte
+    const tally::Tensor t = read_one("png_masks", p.encode());
+    EXPECT_EQ(t.dtype(), DType::U8);
+    EXPECT_EQ(t.shape(), (std::vector<std::int64_t>{3, 13}));
+    EXPECT_EQ(values_of<std::uint8_t>(t), p.samples);
+  }
+}
+
+TEST_F(PngReaderTest, LowBitGrayscaleIsScaledTo8BitsAsPilAndOpenCvReadIt) {
+  for (int depth : {1, 2, 4}) {
+    SCOPED_TRACE("gray depth " + std::to_string(depth));
+    const Png p = gray(11, 2, depth);
+    const tally::Tensor t = read_one("png_masks", p.encode());
+    std::vector<std::uint16_t> want = p.samples;
+    for (auto& v : want) v = static_cast<std::uint16_t>(v * (255 / ((1 << depth) - 1)));
+    EXPECT_EQ(values_of<std::uint8_t>(t), want);
+  }
+}
+
+TEST_F(PngReaderTest, ColourMasksAreErrorsThatSayWhatIsExpected) {
+  for (const auto& [type, name] : std::vector<std::pair<int, std::string>>{
+           {2, "RGB, 8-bit"}, {6, "RGBA, 8-bit"}, {4, "grayscale + alpha, 8-bit"}}) {
+    const fs::path d = folder("c" + std::to_string(type));
+    write(d / "m.png", colour(2, 2, type).encode());
+    EXPECT_EQ(
+        input_error("png_masks", {{"gt", d}}),
+        "png_masks reader: field 'gt' sample 0: " + (d / "m.png").string() + ": is " + name +
+            "; a label map must have one channel: 8- or 16-bit grayscale, or a palette PNG "
+            "whose indices are the class ids (convert colour-coded masks to class ids first)");
+  }
+}
+
+TEST_F(PngReaderTest, ImagesKeepTheirChannels) {
+  struct Case {
+    Png png;
+    std::int64_t channels;
+    DType dtype;
+  };
+  for (const Case& c :
+       {Case{colour(5, 3, 2), 3, DType::U8}, Case{colour(5, 3, 6), 4, DType::U8},
+        Case{colour(4, 2, 2, 16), 3, DType::U16}, Case{colour(4, 2, 6, 16), 4, DType::U16},
+        Case{colour(3, 3, 4), 2, DType::U8}, Case{gray(6, 2, 8), 1, DType::U8},
+        Case{gray(6, 2, 16), 1, DType::U16}}) {
+    SCOPED_TRACE("colour type " + std::to_string(c.png.color_type) + ", " +
+                 std::to_string(c.png.bit_depth) + "-bit");
+    const tally::Tensor t = read_one("images", c.png.encode());
+    EXPECT_EQ(t.dtype(), c.dtype);
+    EXPECT_EQ(t.shape(), (std::vector<std::int64_t>{c.png.height, c.png.width, c.channels}));
+    EXPECT_EQ(c.dtype == DType::U8 ? values_of<std::uint8_t>(t) : values_of<std::uint16_t>(t),
+              c.png.samples);
+  }
+}
+
+TEST_F(PngReaderTest, PaletteImagesBecomeRgbOrRgbaWithTransparency) {
+  Png p = palette(4, 2, 8, 5);
+  tally::Tensor t = read_one("images", p.encode());
+  ASSERT_EQ(t.shape(), (std::vector<std::int64_t>{2, 4, 3}));
+  const auto* rgb = t.data_as<std::uint8_t>();
+  for (std::size_t i = 0; i < p.samples.size(); ++i) {
+    const int idx = p.samples[i];
+    EXPECT_EQ(rgb[3 * i], idx * 10);
+    EXPECT_EQ(rgb[3 * i + 1], idx * 20);
+    EXPECT_EQ(rgb[3 * i + 2], 255 - idx);
+  }
+  p.trns = std::string("\x00\x80", 2);  // index 0 transparent, 1 half, others opaque
+  t = read_one("images", p.encode());
+  ASSERT_EQ(t.shape(), (std::vector<std::int64_t>{2, 4, 4}));
+  const auto* rgba = t.data_as<std::uint8_t>();
+  for (std::size_t i = 0; i < p.samples.size(); ++i) {
+    const int idx = p.samples[i];
+    EXPECT_EQ(rgba[4 * i + 3], idx == 0 ? 0 : idx == 1 ? 0x80 : 255);
+  }
+}
+
+TEST_F(PngReaderTest, SamplesAreMatchedByNameInSortedOrderAcrossFolders) {
+  const fs::path pred = folder("pred"), gt = folder("gt");
+  const std::vector<std::string> names = {"b.png", "a.png", "c10.png", "c2.png"};
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    write(pred / names[i], gray(2, 1, 8, static_cast<int>(i)).encode());
+    write(gt / names[i], gray(3, 1, 8, static_cast<int>(10 + i)).encode());
+  }
+  write(pred / "notes.txt", "not an image");  // not a .png: skipped
+  fs::create_directories(gt / "sub.png");     // a folder: skipped
+  auto reader = make_reader("png_masks", {{"pred_sem_seg", pred}, {"gt_sem_seg", gt}}, 3);
+  EXPECT_EQ(reader->total_samples(), 4);
+  EXPECT_EQ(reader->fields(), (std::vector<std::string>{"pred_sem_seg", "gt_sem_seg"}));
+  std::vector<std::uint16_t> firsts;
+  std::vector<std::int64_t> sizes;
+  while (auto b = reader->next()) {
+    sizes.push_back(b->size());
+    EXPECT_TRUE(b->is_ragged("pred_sem_seg"));
+    for (std::int64_t i = 0; i < b->size(); ++i) {
+      const auto& p = b->ragged("pred_sem_seg")[static_cast<std::size_t>(i)];
+      const auto& g = b->ragged("gt_sem_seg")[static_cast<std::size_t>(i)];
+      EXPECT_EQ(p.shape(), (std::vector<std::int64_t>{1, 2}));
+      EXPECT_EQ(g.shape(), (std::vector<std::int64_t>{1, 3}));
+      firsts.push_back(p.data_as<std::uint8_t>()[0]);
+      EXPECT_EQ(g.data_as<std::uint8_t>()[0], (p.data_as<std::uint8_t>()[0] + 10) % 256);
+    }
+  }
+  // Byte order: a.png (offset 1), b.png (0), c10.png (2), c2.png (3).
+  EXPECT_EQ(firsts, (std::vector<std::uint16_t>{1, 0, 2, 3}));
+  EXPECT_EQ(sizes, (std::vector<std::int64_t>{3, 1}));
+}
+
+TEST_F(PngReaderTest, ShardsAreContiguousBlocksOnAnyNumberOfRanks) {
+  const fs::path d = folder("masks");
+  const int n = 10;
+  for (int i = 0; i < n; ++i) {
+    char name[16];
+    std::snprintf(name, sizeof name, "%02d.png", i);
+    write(d / name, gray(1, 1, 8, i).encode());  // value = i
+  }
+  for (int world = 1; world <= 4; ++world) {
+    std::vector<std::uint16_t> all;
+    for (int rank = 0; rank < world; ++rank) {
+      auto reader = make_reader("png_masks", {{"m", d}}, 2, {rank, world});
+      const auto range = tally::ShardRange::of(n, {rank, world});
+      EXPECT_EQ(reader->total_samples(), n);
+      EXPECT_EQ(reader->shard_samples(), range.size());
+      std::vector<std::uint16_t> mine;
+      while (auto b = reader->next())
+        for (const auto& t : b->ragged("m")) mine.push_back(t.data_as<std::uint8_t>()[0]);
+      ASSERT_EQ(static_cast<std::int64_t>(mine.size()), range.size());
+      for (std::size_t i = 0; i < mine.size(); ++i)
+        EXPECT_EQ(mine[i], range.begin + static_cast<std::int64_t>(i))
+            << world << " ranks, rank " << rank;
+      all.insert(all.end(), mine.begin(), mine.end());
+    }
+    EXPECT_EQ(all, (std::vector<std::uint16_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}));
+  }
+  // More ranks than files: some ranks read nothing.
+  auto empty = make_reader("png_masks", {{"m", d}}, 2, {0, 11});
+  EXPECT_EQ(empty->shard_samples(), 0);
+  EXPECT_FALSE(empty->next().has_value());
+}
+
+TEST_F(PngReaderTest, FilesAreDecodedOnlyWhenTheirBatchIsRead) {
+  const fs::path d = folder("lazy");
+  write(d / "a.png", gray(2, 2, 8).encode());
+  write(d / "b.png", "garbage");
+  auto reader = make_reader("png_masks", {{"m", d}}, 1);
+  EXPECT_TRUE(reader->next().has_value());  // a.png only
+  EXPECT_THROW(reader->next(), tally::InputError);
+  // A rank whose shard holds only the good file never opens the bad one.
+  auto first_half = make_reader("png_masks", {{"m", d}}, 4, {0, 2});
+  EXPECT_TRUE(first_half->next().has_value());
+  EXPECT_FALSE(first_half->next().has_value());
+}
+
+TEST_F(PngReaderTest, MismatchedNamesNameTheFileAndBothFolders) {
+  const fs::path pred = folder("pred"), gt = folder("gt");
+  for (const char* n : {"a.png", "b.png", "c.png"}) write(pred / n, gray(1, 1, 8).encode());
+  for (const char* n : {"a.png", "c.png"}) write(gt / n, gray(1, 1, 8).encode());
+  EXPECT_EQ(input_error("png_masks", {{"pred", pred}, {"gt", gt}}),
+            "png_masks reader: 'b.png' is in " + pred.string() + " (field 'pred') but not in " +
+                gt.string() +
+                " (field 'gt'); the folders must hold the same file names (3 and 2 .png files)");
+  write(gt / "d.png", gray(1, 1, 8).encode());
+  EXPECT_EQ(input_error("images", {{"pred", pred}, {"gt", gt}}),
+            "images reader: 'b.png' is in " + pred.string() + " (field 'pred') but not in " +
+                gt.string() +
+                " (field 'gt'), and 1 more name(s) differ; the folders must hold the same file "
+                "names (3 and 3 .png files)");
+  write(gt / "b.png", gray(1, 1, 8).encode());
+  EXPECT_EQ(input_error("png_masks", {{"pred", pred}, {"gt", gt}}),
+            "png_masks reader: 'd.png' is in " + gt.string() + " (field 'gt') but not in " +
+                pred.string() +
+                " (field 'pred'); the folders must hold the same file names (3 and 4 .png files)");
+}
+
+TEST_F(PngReaderTest, MissingAndEmptyFoldersAreErrors) {
+  EXPECT_EQ(input_error("png_masks", {{"gt", dir_ / "nope"}}),
+            "png_masks reader: field 'gt': " + (dir_ / "nope").string() +
+                " is not a folder (it does not exist)");
+  const fs::path empty = folder("empty");
+  EXPECT_EQ(input_error("images", {{"img", empty}}),
+            "images reader: field 'img': no .png files in " + empty.string());
+}
+
+TEST_F(PngReaderTest, CorruptAndTruncatedFilesNameTheFileAndLibspngsMessage) {
+  const std::string good = gray(8, 8, 8).encode();
+  const auto error_for = [&](const std::string& name, const std::string& bytes) {
+    const fs::path d = folder("bad_" + name);
+    write(d / (name + ".png"), bytes);
+    const std::string e = input_error("png_masks", {{"gt", d}});
+    EXPECT_EQ(
+        e.rfind("png_masks reader: field 'gt' sample 0: " + (d / (name + ".png")).string() + ": ",
+                0),
+        0u)
+        << e;
+    EXPECT_NE(e.find("(libspng: "), std::string::npos) << e;
+    return e;
+  };
+  error_for("not_png", "hello, world");
+  error_for("empty", "");
+  error_for("truncated_header", good.substr(0, 20));
+  error_for("truncated_data", good.substr(0, good.size() - 30));
+  std::string bad_crc = good;
+  bad_crc[30] ^= 0x01;  // inside IHDR: its CRC no longer matches
+  error_for("bad_crc", bad_crc);
+  std::string bad_idat = good;
+  bad_idat[good.size() - 20] ^= 0x55;  // inside the IDAT data
+  error_for("bad_idat", bad_idat);
+  // The message is libspng's own words, e.g. for a bad signature.
+  EXPECT_NE(error_for("sig", "\x89PNX\r\n\x1a\n" + good.substr(8)).find("signature"),
+            std::string::npos);
+}
+
+TEST_F(PngReaderTest, BadParametersAreConfigErrors) {
+  const fs::path d = folder("m");
+  write(d / "a.png", gray(1, 1, 8).encode());
+  EXPECT_THROW(make_reader("png_masks", {{"m", d}}, 0), tally::ConfigError);
+  EXPECT_THROW(make_reader("images", {}), tally::ConfigError);
+}
+
+}  // namespace
