@@ -1,0 +1,92 @@
+// ExactSum: the exact sum of any number of finite doubles, whatever their order, in a fixed
+// 67-word accumulator. Rounded to a double only when read, so a sum split over any shards and
+// merged gives the same bits as the sum in one piece (DESIGN.md, "The sync protocol").
+//
+// The accumulator is a fixed-point number with 2144 bits: word i holds 32 bits of weight
+// 2^(32 i - 1074), so every double (2^-1074 .. 2^1024) and sums up to 2^1070 fit. Words are int64:
+// a double's 53-bit significand lands in 3 words without carrying, and 2^30 additions fit before
+// normalize() must carry (words back to [0, 2^32), the top word signed).
+#pragma once
+
+#include <array>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+
+namespace tally::regression {
+
+class ExactSum {
+ public:
+  static constexpr std::size_t kWords = 67;
+  using Words = std::array<std::int64_t, kWords>;
+
+  /// Adds a finite double (the caller checks finiteness).
+  void add(double x) {
+    const auto bits = std::bit_cast<std::uint64_t>(x);
+    const auto biased = static_cast<std::int64_t>((bits >> 52) & 0x7ff);
+    std::uint64_t m = bits & ((std::uint64_t{1} << 52) - 1);
+    std::int64_t p = 0;  // x = m * 2^(p - 1074)
+    if (biased != 0) m |= std::uint64_t{1} << 52, p = biased - 1;
+    if (m == 0) return;
+    const auto i = static_cast<std::size_t>(p / 32);
+    const auto s = static_cast<unsigned>(p % 32);
+    const std::uint64_t lo = (m & ((std::uint64_t{1} << (32 - s)) - 1)) << s;
+    const std::uint64_t rest = m >> (32 - s);
+    const auto w0 = static_cast<std::int64_t>(lo);
+    const auto w1 = static_cast<std::int64_t>(rest & 0xffffffffu);
+    const auto w2 = static_cast<std::int64_t>(rest >> 32);
+    if (bits >> 63) {
+      w_[i] -= w0, w_[i + 1] -= w1, w_[i + 2] -= w2;
+    } else {
+      w_[i] += w0, w_[i + 1] += w1, w_[i + 2] += w2;
+    }
+    if (++pending_ >= (std::int64_t{1} << 30)) normalize();
+  }
+
+  /// Adds another (normalized) accumulator's words.
+  void merge(const std::int64_t* words) {
+    for (std::size_t i = 0; i < kWords; ++i) w_[i] += words[i];
+    normalize();
+  }
+
+  /// Carries so that words 0..65 lie in [0, 2^32) and word 66 holds the sign: the one
+  /// representation of the exact value (so packing it is deterministic).
+  void normalize() {
+    std::int64_t carry = 0;
+    for (std::size_t i = 0; i + 1 < kWords; ++i) {
+      const std::int64_t v = w_[i] + carry;
+      carry = v >> 32;  // floor division (arithmetic shift)
+      w_[i] = v - carry * (std::int64_t{1} << 32);
+    }
+    w_[kWords - 1] += carry;
+    pending_ = 0;
+  }
+
+  /// The sum, rounded to a double (within one unit in the last place; deterministic: a function
+  /// of the exact value only). +-inf beyond the double range.
+  double value() const {
+    ExactSum t = *this;
+    t.normalize();
+    const bool negative = t.w_[kWords - 1] < 0;
+    if (negative) {
+      for (auto& w : t.w_) w = -w;
+      t.normalize();
+    }
+    std::size_t h = kWords;
+    while (h > 0 && t.w_[h - 1] == 0) --h;
+    if (h == 0) return 0.0;
+    // The top three words carry at least 65 significant bits; below them at most 2^-64 relative.
+    double r = 0.0;
+    for (std::size_t i = h >= 3 ? h - 3 : 0; i < h; ++i)
+      r += std::ldexp(static_cast<double>(t.w_[i]), static_cast<int>(32 * i) - 1074);
+    return negative ? -r : r;
+  }
+
+  const Words& words() const { return w_; }
+
+ private:
+  Words w_{};
+  std::int64_t pending_ = 0;
+};
+
+}  // namespace tally::regression
