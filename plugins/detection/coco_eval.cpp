@@ -1,0 +1,509 @@
+// The COCO evaluation core: pycocotools 2.0.11's COCOeval.evaluateImg / accumulate / summarize,
+// operation for operation where the floating-point result depends on it (IoU, recall and precision
+// divisions, NumPy's pairwise mean). See coco_eval.hpp and coco_detection.cpp.
+#include "coco_eval.hpp"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <thread>
+#include <unordered_map>
+
+#include "common.hpp"
+#include "tally/error.hpp"
+
+namespace tally::detection::coco {
+
+std::vector<double> default_iou_thrs() {
+  // np.linspace(.5, 0.95, int(np.round((0.95 - .5) / .05)) + 1): y = i * step + start, the last
+  // value set to stop.
+  const int num = 10;
+  const double start = .5, stop = 0.95;
+  const double step = (stop - start) / (num - 1);
+  std::vector<double> t(num);
+  for (int i = 0; i < num; ++i) t[i] = static_cast<double>(i) * step + start;
+  t[num - 1] = stop;
+  return t;
+}
+
+namespace {
+
+/// np.linspace(.0, 1.00, 101): i * 0.01 (step = 1.0 / 100), the last value 1.0.
+std::vector<double> rec_thrs() {
+  std::vector<double> r(101);
+  const double step = (1.0 - 0.0) / 100;
+  for (int i = 0; i < 101; ++i) r[i] = static_cast<double>(i) * step + 0.0;
+  r[100] = 1.0;
+  return r;
+}
+
+double pairwise(const double* a, std::size_t n) {
+  if (n < 8) {
+    double res = -0.0;
+    for (std::size_t i = 0; i < n; ++i) res += a[i];
+    return res;
+  }
+  if (n <= 128) {
+    double r[8];
+    for (int j = 0; j < 8; ++j) r[j] = a[j];
+    std::size_t i = 8;
+    for (; i < n - (n % 8); i += 8)
+      for (int j = 0; j < 8; ++j) r[j] += a[i + j];
+    double res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+    for (; i < n; ++i) res += a[i];
+    return res;
+  }
+  std::size_t n2 = n / 2;
+  n2 -= n2 % 8;
+  return pairwise(a, n2) + pairwise(a + n2, n - n2);
+}
+
+}  // namespace
+
+double numpy_sum(const double* a, std::size_t n) { return 0.0 + pairwise(a, n); }
+
+void Records::append(const Records& o) {
+  img_groups.insert(img_groups.end(), o.img_groups.begin(), o.img_groups.end());
+  group_cat.insert(group_cat.end(), o.group_cat.begin(), o.group_cat.end());
+  group_ndets.insert(group_ndets.end(), o.group_ndets.begin(), o.group_ndets.end());
+  group_gts.insert(group_gts.end(), o.group_gts.begin(), o.group_gts.end());
+  score.insert(score.end(), o.score.begin(), o.score.end());
+  bits.insert(bits.end(), o.bits.begin(), o.bits.end());
+}
+
+void evaluate_image(const EvalConfig& cfg, const ImageData& img, Records& out) {
+  // ImageData is filled by read_image (common.hpp): every vector has its instance count.
+  const std::size_t nd = img.dt_score.size(), ng = img.gt_area.size();
+  const bool segm = cfg.kind == Kind::Segm;
+  const std::size_t T = cfg.iou_thrs.size(), W = cfg.words();
+  const auto max_det = static_cast<std::size_t>(cfg.max_dets.back());
+
+  // Groups: per category (ascending id) the GTs and detections in input order; without
+  // categories one group holding everything ordered by category id, then input order (the order
+  // of pycocotools' `[_ for cId in p.catIds for _ in self._gts[imgId, cId]]`).
+  // Scratch buffers kept per thread: no allocation per image once they have grown.
+  thread_local std::vector<std::size_t> dord, gord, dts, gts, gsorted;
+  thread_local std::vector<double> ious, dbox, gbox;
+  thread_local std::vector<std::uint8_t> gig, gtm;
+  dord.resize(nd);
+  gord.resize(ng);
+  std::iota(dord.begin(), dord.end(), 0);
+  std::iota(gord.begin(), gord.end(), 0);
+  if (!cfg.use_cats && !cfg.cat_filter.empty()) {
+    const auto known = [&](std::int64_t c) {
+      return std::binary_search(cfg.cat_filter.begin(), cfg.cat_filter.end(), c);
+    };
+    std::erase_if(dord, [&](std::size_t d) { return !known(img.dt_label[d]); });
+    std::erase_if(gord, [&](std::size_t g) { return !known(img.gt_label[g]); });
+  }
+  std::stable_sort(dord.begin(), dord.end(),
+                   [&](std::size_t a, std::size_t b) { return img.dt_label[a] < img.dt_label[b]; });
+  std::stable_sort(gord.begin(), gord.end(),
+                   [&](std::size_t a, std::size_t b) { return img.gt_label[a] < img.gt_label[b]; });
+
+  std::int32_t groups = 0;
+  std::size_t di = 0, gi = 0;
+  while (di < nd || gi < ng) {
+    std::int64_t cat = -1;
+    if (cfg.use_cats) {
+      cat = std::numeric_limits<std::int64_t>::max();
+      if (di < nd) cat = img.dt_label[dord[di]];
+      if (gi < ng) cat = std::min(cat, img.gt_label[gord[gi]]);
+      dts.clear();
+      gts.clear();
+      while (di < nd && img.dt_label[dord[di]] == cat) dts.push_back(dord[di++]);
+      while (gi < ng && img.gt_label[gord[gi]] == cat) gts.push_back(gord[gi++]);
+    } else {
+      dts.assign(dord.begin(), dord.end());
+      gts.assign(gord.begin(), gord.end());
+      di = nd;
+      gi = ng;
+    }
+    // np.argsort(-score, kind='mergesort'): stable, descending; then the first maxDets[-1].
+    std::stable_sort(dts.begin(), dts.end(), [&](std::size_t a, std::size_t b) {
+      return img.dt_score[a] > img.dt_score[b];
+    });
+    if (dts.size() > max_det) dts.resize(max_det);
+    const std::size_t D = dts.size(), G = gts.size();
+
+    // ious[d * G + g], g in input order (computeIoU).
+    ious.assign(D * G, 0.0);
+    if (D > 0 && G > 0) {
+      if (segm) {
+        dbox.resize(D * 4);
+        gbox.resize(G * 4);
+        for (std::size_t d = 0; d < D; ++d) mask::rle_to_bbox(img.dt_rle[dts[d]], &dbox[d * 4]);
+        for (std::size_t g = 0; g < G; ++g) mask::rle_to_bbox(img.gt_rle[gts[g]], &gbox[g * 4]);
+        for (std::size_t d = 0; d < D; ++d)
+          for (std::size_t g = 0; g < G; ++g) {
+            const bool crowd = img.gt_crowd[gts[g]] != 0;
+            const double b = mask::bb_iou_one(&dbox[d * 4], &gbox[g * 4], crowd);
+            ious[d * G + g] = mask::rle_iou_one(img.dt_rle[dts[d]], img.gt_rle[gts[g]], crowd, b);
+          }
+      } else {
+        for (std::size_t d = 0; d < D; ++d)
+          for (std::size_t g = 0; g < G; ++g)
+            ious[d * G + g] = mask::bb_iou_one(&img.dt_box[dts[d] * 4], &img.gt_box[gts[g] * 4],
+                                               img.gt_crowd[gts[g]] != 0);
+      }
+    }
+
+    const std::size_t bits_at = out.bits.size();
+    out.bits.resize(bits_at + D * W, 0);
+    out.group_gts.push_back(static_cast<std::int32_t>(G));
+    for (int a = 0; a < kAreas; ++a) {
+      const double lo = kAreaRanges[a][0], hi = kAreaRanges[a][1];
+      gig.resize(G);
+      std::int32_t npig = 0;
+      for (std::size_t g = 0; g < G; ++g) {
+        const double area = img.gt_area[gts[g]];
+        gig[g] = (img.gt_crowd[gts[g]] != 0 || area < lo || area > hi) ? 1 : 0;
+        npig += gig[g] == 0;
+      }
+      out.group_gts.push_back(npig);
+      // gtind = np.argsort(_ignore, kind='mergesort'): non-ignored first, stable.
+      gsorted.clear();
+      for (std::size_t g = 0; g < G; ++g)
+        if (gig[g] == 0) gsorted.push_back(g);
+      for (std::size_t g = 0; g < G; ++g)
+        if (gig[g] != 0) gsorted.push_back(g);
+      if (G == 0) {  // nothing to match: a detection is ignored when its area is out of range
+        for (std::size_t d = 0; d < D; ++d) {
+          const double area = segm ? img.dt_area_segm[dts[d]] : img.dt_area[dts[d]];
+          if (!(area < lo || area > hi)) continue;
+          // The T ignore bits of this area range at once (they may straddle two words).
+          std::uint64_t* w = &out.bits[bits_at + d * W];
+          const std::size_t first = kAreas * T + static_cast<std::size_t>(a) * T;
+          const std::uint64_t ones = T >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << T) - 1;
+          w[first / 64] |= ones << (first % 64);
+          if (first % 64 + T > 64) w[first / 64 + 1] |= ones >> (64 - first % 64);
+        }
+        continue;
+      }
+      for (std::size_t t = 0; t < T; ++t) {
+        gtm.assign(G, 0);
+        for (std::size_t d = 0; d < D; ++d) {
+          double iou = std::min(cfg.iou_thrs[t], 1 - 1e-10);
+          std::ptrdiff_t m = -1;
+          for (std::size_t s = 0; s < G; ++s) {
+            const std::size_t g = gsorted[s];
+            if (gtm[s] && !img.gt_crowd[gts[g]]) continue;
+            if (m > -1 && gig[gsorted[static_cast<std::size_t>(m)]] == 0 && gig[g] == 1) break;
+            const double v = ious[d * G + g];
+            if (v < iou) continue;
+            iou = v;
+            m = static_cast<std::ptrdiff_t>(s);
+          }
+          bool matched_id = false, ignored = false;
+          if (m > -1) {
+            const std::size_t g = gsorted[static_cast<std::size_t>(m)];
+            ignored = gig[g] != 0;
+            // dtm holds the GT's id: a GT id of 0 reads as "no match" downstream.
+            matched_id = img.gt_id[gts[g]] != 0;
+            gtm[static_cast<std::size_t>(m)] = 1;
+          }
+          if (!matched_id) {
+            const double area = segm ? img.dt_area_segm[dts[d]] : img.dt_area[dts[d]];
+            if (area < lo || area > hi) ignored = true;
+          }
+          std::uint64_t* w = &out.bits[bits_at + d * W];
+          const std::size_t tp_bit = static_cast<std::size_t>(a) * T + t;
+          const std::size_t ig_bit = kAreas * T + tp_bit;
+          if (matched_id && !ignored) w[tp_bit / 64] |= std::uint64_t{1} << (tp_bit % 64);
+          if (ignored) w[ig_bit / 64] |= std::uint64_t{1} << (ig_bit % 64);
+        }
+      }
+    }
+    for (std::size_t d = 0; d < D; ++d) out.score.push_back(img.dt_score[dts[d]]);
+    out.group_cat.push_back(static_cast<std::int32_t>(cat));
+    out.group_ndets.push_back(static_cast<std::int32_t>(D));
+    ++groups;
+    if (!cfg.use_cats) break;
+  }
+  out.img_groups.push_back(groups);
+}
+
+Summary summarize(const EvalConfig& cfg, const std::vector<RankRecords>& ranks,
+                  const std::vector<std::int64_t>& cat_ids_param, int threads) {
+  const std::size_t T = cfg.iou_thrs.size(), W = cfg.words(), M = cfg.max_dets.size();
+  const std::vector<double> recs = rec_thrs();
+  const std::size_t R = recs.size();
+
+  // Images in ascending id order, the first occurrence of an id kept.
+  struct ImageRef {
+    std::int64_t id;
+    std::uint32_t rank;
+    std::size_t group_begin, group_end;
+  };
+  struct GroupRef {
+    std::uint32_t rank;
+    std::size_t group;
+    std::size_t det_begin;
+  };
+  std::vector<ImageRef> images;
+  std::vector<std::vector<std::size_t>> det_offsets(ranks.size());
+  for (std::size_t r = 0; r < ranks.size(); ++r) {
+    const Records& rec = *ranks[r].records;
+    const auto& ids = *ranks[r].img_ids;
+    if (rec.img_groups.size() != ids.size())
+      throw RuntimeError("COCO records of rank " + std::to_string(r) + " hold " +
+                         std::to_string(rec.img_groups.size()) + " images, expected " +
+                         std::to_string(ids.size()));
+    auto& offs = det_offsets[r];
+    offs.resize(rec.group_ndets.size() + 1, 0);
+    for (std::size_t g = 0; g < rec.group_ndets.size(); ++g)
+      offs[g + 1] = offs[g] + static_cast<std::size_t>(rec.group_ndets[g]);
+    if (offs.back() != rec.score.size() || rec.bits.size() != rec.score.size() * W ||
+        rec.group_cat.size() != rec.group_ndets.size() ||
+        rec.group_gts.size() != rec.group_ndets.size() * (kAreas + 1))
+      throw RuntimeError("COCO records of rank " + std::to_string(r) + " are inconsistent");
+    std::size_t g = 0;
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      const auto n = static_cast<std::size_t>(rec.img_groups[i]);
+      images.push_back({ids[i], static_cast<std::uint32_t>(r), g, g + n});
+      g += n;
+    }
+    if (g != rec.group_ndets.size())
+      throw RuntimeError("COCO records of rank " + std::to_string(r) + " are inconsistent");
+  }
+  std::stable_sort(images.begin(), images.end(),
+                   [](const ImageRef& a, const ImageRef& b) { return a.id < b.id; });
+  images.erase(std::unique(images.begin(), images.end(),
+                           [](const ImageRef& a, const ImageRef& b) { return a.id == b.id; }),
+               images.end());
+
+  // Categories.
+  Summary out;
+  if (!cfg.use_cats) {
+    out.cat_ids = {-1};
+  } else if (!cat_ids_param.empty()) {
+    out.cat_ids = cat_ids_param;
+    std::sort(out.cat_ids.begin(), out.cat_ids.end());
+    out.cat_ids.erase(std::unique(out.cat_ids.begin(), out.cat_ids.end()), out.cat_ids.end());
+  } else {
+    for (const auto& im : images) {
+      const Records& rec = *ranks[im.rank].records;
+      for (std::size_t g = im.group_begin; g < im.group_end; ++g)
+        if (rec.group_gts[g * (kAreas + 1)] > 0) out.cat_ids.push_back(rec.group_cat[g]);
+    }
+    std::sort(out.cat_ids.begin(), out.cat_ids.end());
+    out.cat_ids.erase(std::unique(out.cat_ids.begin(), out.cat_ids.end()), out.cat_ids.end());
+  }
+  const std::size_t K = out.cat_ids.size();
+  std::unordered_map<std::int64_t, std::size_t> cat_index;
+  for (std::size_t k = 0; k < K; ++k) cat_index.emplace(out.cat_ids[k], k);
+
+  // Groups per category, in image order.
+  std::vector<std::vector<GroupRef>> by_cat(K);
+  for (const auto& im : images) {
+    const Records& rec = *ranks[im.rank].records;
+    for (std::size_t g = im.group_begin; g < im.group_end; ++g) {
+      const auto it = cat_index.find(cfg.use_cats ? rec.group_cat[g] : -1);
+      if (it == cat_index.end()) continue;
+      by_cat[it->second].push_back({im.rank, g, det_offsets[im.rank][g]});
+    }
+  }
+
+  // precision[t][r][k][a][m], recall[t][k][a][m] as pycocotools lays them out.
+  std::vector<double> precision(T * R * K * kAreas * M, -1.0);
+  std::vector<double> recall(T * K * kAreas * M, -1.0);
+  const auto pidx = [&](std::size_t t, std::size_t r, std::size_t k, std::size_t a, std::size_t m) {
+    return (((t * R + r) * K + k) * kAreas + a) * M + m;
+  };
+  const auto ridx = [&](std::size_t t, std::size_t k, std::size_t a, std::size_t m) {
+    return ((t * K + k) * kAreas + a) * M + m;
+  };
+  const double eps = std::nextafter(1.0, 2.0) - 1.0;  // np.spacing(1)
+
+  parallel_for(K, threads, [&](std::size_t k) {
+    // The category's detections in image order (reading the records front to back): score,
+    // rank in its image, and per area range a T-bit true-positive mask and a T-bit ignore mask.
+    std::size_t n_all = 0;
+    std::array<std::int64_t, kAreas> npig{};
+    for (const auto& gr : by_cat[k]) {
+      const Records& rec = *ranks[gr.rank].records;
+      n_all += static_cast<std::size_t>(rec.group_ndets[gr.group]);
+      for (int a = 0; a < kAreas; ++a) npig[a] += rec.group_gts[gr.group * (kAreas + 1) + 1 + a];
+    }
+    const std::uint32_t tmask = T >= 32 ? ~std::uint32_t{0} : ((std::uint32_t{1} << T) - 1);
+    const auto field = [&](const std::uint64_t* w, std::size_t bit) {
+      std::uint64_t v = w[bit / 64] >> (bit % 64);
+      if (bit % 64 != 0 && bit / 64 + 1 < W) v |= w[bit / 64 + 1] << (64 - bit % 64);
+      return static_cast<std::uint32_t>(v) & tmask;
+    };
+    struct Key {
+      double score;
+      std::uint32_t index;
+    };
+    std::vector<Key> keys(n_all);
+    std::vector<std::uint32_t> rank0(n_all), tpm0(kAreas * n_all), igm0(kAreas * n_all);
+    {
+      std::size_t j = 0;
+      for (const auto& gr : by_cat[k]) {
+        const Records& rec = *ranks[gr.rank].records;
+        const auto n = static_cast<std::size_t>(rec.group_ndets[gr.group]);
+        for (std::size_t i = 0; i < n; ++i, ++j) {
+          const std::uint64_t* w = &rec.bits[(gr.det_begin + i) * W];
+          keys[j] = {rec.score[gr.det_begin + i], static_cast<std::uint32_t>(j)};
+          rank0[j] = static_cast<std::uint32_t>(i);
+          for (std::size_t a = 0; a < kAreas; ++a) {
+            tpm0[a * n_all + j] = field(w, a * T);
+            igm0[a * n_all + j] = field(w, kAreas * T + a * T);
+          }
+        }
+      }
+    }
+    // np.argsort(-dtScores, kind='mergesort') over the detections concatenated in image order:
+    // stable, so equal scores keep that order.
+    std::stable_sort(keys.begin(), keys.end(),
+                     [](const Key& x, const Key& y) { return x.score > y.score; });
+    std::vector<std::uint32_t> det_rank(n_all), tpm(kAreas * n_all), igm(kAreas * n_all);
+    for (std::size_t i = 0; i < n_all; ++i) {
+      const std::size_t src = keys[i].index;
+      det_rank[i] = rank0[src];
+      for (std::size_t a = 0; a < kAreas; ++a) {
+        tpm[a * n_all + i] = tpm0[a * n_all + src];
+        igm[a * n_all + i] = igm0[a * n_all + src];
+      }
+    }
+    // pycocotools builds rc and pr at every detection, makes pr monotone from the right and reads
+    // it at the first index where rc >= each recall threshold. That index is always a true
+    // positive (the m-th, for the least m with m / npig >= threshold; the first detection for
+    // threshold 0 holds pr 0 or is the first true positive), and between true positives pr only
+    // falls, so the monotone pr there is the running maximum over later true positives. The same
+    // doubles, computed at the true positives alone.
+    // Per (maxDet, area range) one pass over the detections, every threshold at once: the false
+    // positives before a detection at threshold t are the detections before it less its true
+    // positives and ignored ones at t, so only true positives and ignored detections are counted
+    // (a detection ignored at every threshold, the common case outside the area range, once).
+    std::vector<std::vector<std::int64_t>> ev(T);
+    std::vector<double> ev_pr;
+    for (std::size_t m = 0; m < M; ++m) {
+      const auto max_det = static_cast<std::uint64_t>(cfg.max_dets[m]);
+      for (int a = 0; a < kAreas; ++a) {
+        if (npig[a] == 0) continue;
+        const auto np = static_cast<double>(npig[a]);
+        const std::uint32_t* tps = &tpm[static_cast<std::size_t>(a) * n_all];
+        const std::uint32_t* igs = &igm[static_cast<std::size_t>(a) * n_all];
+        std::array<std::int64_t, 32> tp_cnt{}, ig_cnt{};
+        std::int64_t pos = 0, full_ig = 0;
+        for (auto& e : ev) e.clear();
+        for (std::size_t i = 0; i < n_all; ++i) {
+          if (det_rank[i] >= max_det) continue;
+          const std::uint32_t tm = tps[i], im = igs[i];
+          if ((tm | im) != 0) {
+            if (tm == 0 && im == tmask) {
+              ++full_ig;
+            } else {
+              for (std::uint32_t b = im & ~tm; b != 0; b &= b - 1) ++ig_cnt[std::countr_zero(b)];
+              for (std::uint32_t b = tm; b != 0; b &= b - 1) {
+                const int t = std::countr_zero(b);
+                ev[static_cast<std::size_t>(t)].push_back(pos - tp_cnt[t] - ig_cnt[t] - full_ig);
+                ++tp_cnt[t];
+              }
+            }
+          }
+          ++pos;
+        }
+        const auto nd = static_cast<std::size_t>(pos);
+        for (std::size_t t = 0; t < T; ++t) {
+          const std::vector<std::int64_t>& ev_fp = ev[t];
+          const std::size_t ntp_count = ev_fp.size();
+          const std::size_t ntp = ntp_count;
+          recall[ridx(t, k, static_cast<std::size_t>(a), m)] =
+              nd ? static_cast<double>(ntp) / np : 0.0;
+          ev_pr.resize(ntp);
+          for (std::size_t e = 0; e < ntp; ++e) {
+            const auto tpf = static_cast<double>(e + 1), fpf = static_cast<double>(ev_fp[e]);
+            ev_pr[e] = tpf / (fpf + tpf + eps);
+          }
+          for (std::size_t e = ntp; e > 1; --e)
+            if (ev_pr[e - 1] > ev_pr[e - 2]) ev_pr[e - 2] = ev_pr[e - 1];
+          std::size_t e = 0;  // events before the first with (e + 1) / np >= threshold
+          for (std::size_t r = 0; r < R; ++r) {
+            while (e < ntp && static_cast<double>(e + 1) / np < recs[r]) ++e;
+            precision[pidx(t, r, k, static_cast<std::size_t>(a), m)] = e < ntp ? ev_pr[e] : 0.0;
+          }
+        }
+      }
+    }
+  });
+
+  // summarize(): the mean of the entries > -1, NumPy's pairwise sum over C order.
+  const auto mean_of = [](const std::vector<double>& v) {
+    if (v.empty()) return -1.0;
+    return numpy_sum(v.data(), v.size()) / static_cast<double>(v.size());
+  };
+  const auto find_m = [&](std::int64_t max_det) -> std::ptrdiff_t {
+    for (std::size_t m = 0; m < M; ++m)
+      if (cfg.max_dets[m] == max_det) return static_cast<std::ptrdiff_t>(m);
+    return -1;
+  };
+  const auto find_t = [&](double thr) -> std::ptrdiff_t {
+    for (std::size_t t = 0; t < T; ++t)
+      if (cfg.iou_thrs[t] == thr) return static_cast<std::ptrdiff_t>(t);
+    return -1;
+  };
+  std::vector<double> sel;
+  // ap: 1 precision, 0 recall; thr < 0: every threshold.
+  const auto stat = [&](int ap, double thr, std::size_t a, std::int64_t max_det) {
+    sel.clear();
+    const std::ptrdiff_t m = find_m(max_det);
+    if (m < 0) return -1.0;
+    std::size_t t0 = 0, t1 = T;
+    if (thr >= 0) {
+      const std::ptrdiff_t t = find_t(thr);
+      if (t < 0) return -1.0;
+      t0 = static_cast<std::size_t>(t);
+      t1 = t0 + 1;
+    }
+    const auto mm = static_cast<std::size_t>(m);
+    for (std::size_t t = t0; t < t1; ++t) {
+      if (ap) {
+        for (std::size_t r = 0; r < R; ++r)
+          for (std::size_t k = 0; k < K; ++k) {
+            const double v = precision[pidx(t, r, k, a, mm)];
+            if (v > -1) sel.push_back(v);
+          }
+      } else {
+        for (std::size_t k = 0; k < K; ++k) {
+          const double v = recall[ridx(t, k, a, mm)];
+          if (v > -1) sel.push_back(v);
+        }
+      }
+    }
+    return mean_of(sel);
+  };
+  const auto& md = cfg.max_dets;
+  const std::int64_t m2 = md.size() > 2 ? md[2] : -1;
+  out.stats[0] = stat(1, -1, 0, 100);
+  out.stats[1] = stat(1, .5, 0, m2);
+  out.stats[2] = stat(1, .75, 0, m2);
+  out.stats[3] = stat(1, -1, 1, m2);
+  out.stats[4] = stat(1, -1, 2, m2);
+  out.stats[5] = stat(1, -1, 3, m2);
+  out.stats[6] = stat(0, -1, 0, md.size() > 0 ? md[0] : -1);
+  out.stats[7] = stat(0, -1, 0, md.size() > 1 ? md[1] : -1);
+  out.stats[8] = stat(0, -1, 0, m2);
+  out.stats[9] = stat(0, -1, 1, m2);
+  out.stats[10] = stat(0, -1, 2, m2);
+  out.stats[11] = stat(0, -1, 3, m2);
+
+  // mmeval's classwise AP: precision[:, :, k, 0, -1] > -1, np.mean (T x R, C order).
+  out.classwise_ap.assign(K, std::numeric_limits<double>::quiet_NaN());
+  for (std::size_t k = 0; k < K; ++k) {
+    sel.clear();
+    for (std::size_t t = 0; t < T; ++t)
+      for (std::size_t r = 0; r < R; ++r) {
+        const double v = precision[pidx(t, r, k, 0, M - 1)];
+        if (v > -1) sel.push_back(v);
+      }
+    if (!sel.empty()) out.classwise_ap[k] = mean_of(sel);
+  }
+  return out;
+}
+
+}  // namespace tally::detection::coco

@@ -1,0 +1,12 @@
+// The detection plugin's components, one per file.
+#pragma once
+
+#include "tally/plugin.hpp"
+
+namespace tally::detection {
+
+ComponentInfo coco_detection_info();
+ComponentInfo voc_mean_ap_info();
+ComponentInfo proposal_recall_info();
+
+}  // namespace tally::detection

@@ -1,0 +1,17 @@
+// The detection plugin: COCODetection, VOCMeanAP and ProposalRecall. Each metric lives in its
+// own file with its formula and references; mask.hpp is the port of pycocotools' maskApi.c.
+#include <vector>
+
+#include "detection.hpp"
+#include "tally/plugin.hpp"
+
+namespace {
+
+std::vector<tally::ComponentInfo> detection_components() {
+  return {tally::detection::coco_detection_info(), tally::detection::voc_mean_ap_info(),
+          tally::detection::proposal_recall_info()};
+}
+
+}  // namespace
+
+TALLY_PLUGIN("detection", "0.1.0", detection_components)

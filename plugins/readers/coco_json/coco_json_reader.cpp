@@ -1,0 +1,900 @@
+// The `coco_json` reader: COCO ground truth (`annotations:`, instances_*.json) and a COCO results
+// file (`results:`, a JSON array of {image_id, category_id, bbox | segmentation, score}), parsed
+// with simdjson, served one image per sample in ascending image-id order (pycocotools' order);
+// each rank reads its contiguous block of images.
+//
+// What it hands the metrics follows pycocotools 2.0.11 (COCO.loadRes, COCO.annToRLE):
+//   - a detection's area is w*h of its bbox when the results' first entry has a bbox, else its
+//     mask's area (loadRes); without a bbox the box is the mask's tight box (toBbox);
+//   - masks (when read): polygons rasterised with rleFrPoly and merged, uncompressed RLE taken as
+//     is, compressed RLE strings decoded (mask.hpp, the port of maskApi.c); a bbox-only result
+//     gets the box's polygon as its mask, as loadRes gives it;
+//   - ground truth keeps its `area`, `iscrowd` (default 0) and `id`; annotations and results of
+//     categories absent from `categories` are left out (pycocotools evaluates params.catIds only);
+//   - a result whose image is not in the annotations is an error (pycocotools asserts).
+// The results file is parsed in blocks of whole array elements (`block_bytes`, simdjson's DOM
+// parser, whose kernels are picked at run time for the CPU), so memory stays near the size of the
+// parsed arrays, not of the file; with `threads: 2` the next block is parsed while the current one
+// is read. Each image's fields are views into those arrays. Image ids listed twice in the
+// annotations are an error.
+#include <simdjson.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <numeric>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "../../detection/mask.hpp"
+#include "tally/batch.hpp"
+#include "tally/error.hpp"
+#include "tally/params.hpp"
+#include "tally/plugin.hpp"
+#include "tally/reader.hpp"
+
+namespace {
+
+namespace dom = simdjson::dom;
+namespace mask = tally::detection::mask;
+
+[[noreturn]] void fail(const std::string& what) {
+  throw tally::InputError("coco_json reader: " + what);
+}
+
+// simdjson's DOM API: stage 1 and 2 run in the library's runtime-dispatched (AVX2 / SSE4.2)
+// kernels; the header-only On Demand API would be compiled for the baseline CPU here.
+std::int64_t get_id(dom::element v) {
+  if (v.is_int64()) return v.get_int64();
+  if (v.is_uint64()) throw simdjson::simdjson_error(simdjson::NUMBER_OUT_OF_RANGE);
+  const double d = v.get_double();
+  if (d >= -9.2e18 && d <= 9.2e18 && d == static_cast<double>(static_cast<std::int64_t>(d)))
+    return static_cast<std::int64_t>(d);
+  throw simdjson::simdjson_error(simdjson::INCORRECT_TYPE);
+}
+
+/// The xywh box [4] of a JSON array; false when it does not hold 4 numbers.
+bool get_box(dom::element v, double* out) {
+  std::size_t n = 0;
+  for (dom::element e : v.get_array()) {
+    const double x = e.get_double();
+    if (n < 4) out[n] = x;
+    ++n;
+  }
+  return n == 4;
+}
+
+/// A COCO RLE segmentation ({size, counts} with counts a list or a compressed string).
+/// Polygons are read by the caller (they need the image's size).
+mask::Rle get_segmentation(dom::element v, bool polygons_ok, const std::string& where) {
+  if (v.is_array() && !polygons_ok)
+    fail(where +
+         ": polygon segmentations in results are not supported; give RLE "
+         "({size, counts}) as pycocotools' loadRes expects");
+  if (!v.is_object()) fail(where + ": segmentation must be a list of polygons or an RLE");
+  mask::Rle r;
+  bool have_size = false, have_counts = false;
+  std::string counts_str;
+  std::vector<std::uint32_t> counts_list;
+  bool counts_is_list = false;
+  for (const auto f : v.get_object()) {
+    const std::string_view key = f.key;
+    if (key == "size") {
+      std::vector<std::int64_t> s;
+      for (dom::element e : f.value.get_array()) s.push_back(e.get_int64());
+      if (s.size() != 2 || s[0] < 0 || s[1] < 0) fail(where + ": RLE size must be [h, w]");
+      r.h = static_cast<std::uint32_t>(s[0]);
+      r.w = static_cast<std::uint32_t>(s[1]);
+      have_size = true;
+    } else if (key == "counts") {
+      const dom::element c = f.value;
+      if (c.is_array()) {
+        counts_is_list = true;
+        for (dom::element e : c.get_array())
+          counts_list.push_back(static_cast<std::uint32_t>(std::uint64_t(e.get_uint64())));
+      } else {
+        counts_str = std::string(std::string_view(c.get_string()));
+      }
+      have_counts = true;
+    }
+  }
+  if (!have_size || !have_counts) fail(where + ": RLE needs 'size' and 'counts'");
+  if (counts_is_list) {
+    r.cnts = std::move(counts_list);
+  } else if (!mask::rle_from_string(counts_str, r.h, r.w, r)) {
+    fail(where + ": malformed compressed RLE counts");
+  }
+  return r;
+}
+
+/// Per-instance arrays: boxes, labels, scores/areas, optional masks (flat counts + lengths).
+struct Instances {
+  std::vector<std::int64_t> image;  // image id (raw), then image index after grouping
+  std::vector<std::int32_t> label;
+  std::vector<double> box;       // 4 per instance
+  std::vector<double> value;     // results: score; ground truth: area
+  std::vector<double> area;      // results with masks: loadRes' area
+  std::vector<std::int64_t> id;  // ground truth ids
+  std::vector<std::uint8_t> crowd;
+  std::vector<std::uint32_t> counts;
+  std::vector<std::int32_t> lengths;
+  std::vector<std::uint32_t> mask_hw;  // 2 per instance
+  std::size_t size() const { return label.size(); }
+};
+
+struct ImageInfo {
+  std::int64_t id;
+  std::int64_t height, width;
+};
+
+/// Reads a whole file into a simdjson padded string.
+simdjson::padded_string load_file(const std::string& path, const std::string& what) {
+  auto r = simdjson::padded_string::load(path);
+  if (r.error())
+    fail(what + " '" + path + "': cannot read (" + simdjson::error_message(r.error()) + ")");
+  return std::move(r).value();
+}
+
+/// The top-level JSON array of a file in chunks of whole elements, each presented as a JSON array
+/// of its own ("[e1, e2, ...]", written in place over the separators around it) with
+/// SIMDJSON_PADDING readable bytes after it. A chunk ends at the last "}" ws* "," ws* "{" of a
+/// block; a false boundary inside a string or a nested object leaves a chunk that does not parse,
+/// and the caller then parses the file whole.
+class ChunkSource {
+ public:
+  ChunkSource(const std::string& path, std::size_t block)
+      : file_(std::fopen(path.c_str(), "rb"), &std::fclose), block_(block) {
+    if (!file_) fail("results '" + path + "': cannot open");
+    buf_.resize(block_ + simdjson::SIMDJSON_PADDING);
+  }
+
+  /// The next chunk; false at the end or when the file does not split (bad_ says which).
+  bool next(const char*& data, std::size_t& len) {
+    if (done_) return false;
+    if (cut_ != npos) {  // undo the previous chunk's brackets, drop it
+      buf_[start_] = saved_start_;
+      buf_[cut_] = saved_cut_;
+      std::memmove(buf_.data(), buf_.data() + cut_, have_ - cut_);
+      have_ -= cut_;
+      cut_ = npos;
+    }
+    while (true) {
+      if (!eof_ && have_ < block_) {
+        const std::size_t want = block_ - have_;
+        const std::size_t got = std::fread(buf_.data() + have_, 1, want, file_.get());
+        have_ += got;
+        if (got < want) eof_ = true;
+      }
+      start_ = 0;
+      if (!started_) {
+        while (start_ < have_ && std::isspace(static_cast<unsigned char>(buf_[start_]))) ++start_;
+        if (start_ >= have_ || buf_[start_] != '[') return bad();
+        started_ = true;
+      }
+      std::size_t cut = 0;
+      if (eof_) {
+        std::size_t e = have_;
+        while (e > start_ && std::isspace(static_cast<unsigned char>(buf_[e - 1]))) --e;
+        if (e <= start_ || buf_[e - 1] != ']') return bad();
+        cut = e - 1;
+        done_ = true;
+      } else {
+        for (std::size_t p = have_; p-- > start_ + 1;) {
+          if (buf_[p] != '{') continue;
+          std::size_t q = p;
+          while (q > start_ && std::isspace(static_cast<unsigned char>(buf_[q - 1]))) --q;
+          if (q <= start_ || buf_[q - 1] != ',') continue;
+          const std::size_t c = q - 1;
+          std::size_t r = c;
+          while (r > start_ && std::isspace(static_cast<unsigned char>(buf_[r - 1]))) --r;
+          if (r <= start_ || buf_[r - 1] != '}') continue;
+          cut = c;
+          break;
+        }
+        if (cut == 0) {  // one element longer than the block: grow it
+          block_ *= 2;
+          buf_.resize(block_ + simdjson::SIMDJSON_PADDING);
+          continue;
+        }
+      }
+      cut_ = cut;
+      saved_start_ = buf_[start_];
+      saved_cut_ = buf_[cut_];
+      buf_[start_] = '[';
+      buf_[cut_] = ']';
+      data = buf_.data() + start_;
+      len = cut_ + 1 - start_;
+      return true;
+    }
+  }
+
+  bool bad_split() const { return bad_; }
+
+ private:
+  static constexpr std::size_t npos = static_cast<std::size_t>(-1);
+  bool bad() {
+    bad_ = true;
+    done_ = true;
+    return false;
+  }
+
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file_;
+  std::size_t block_;
+  std::vector<char> buf_;
+  std::size_t have_ = 0, start_ = 0, cut_ = npos;
+  char saved_start_ = 0, saved_cut_ = 0;
+  bool eof_ = false, started_ = false, done_ = false, bad_ = false;
+};
+
+/// Calls f(object, index) for each element of the top-level JSON array in `path`, parsing chunks
+/// of whole elements (ChunkSource). With threads > 1 a second thread parses the next chunk while
+/// f walks the current one; f always runs on the calling thread, in file order. Returns false when
+/// the file does not split cleanly (f may have run for some elements: the caller starts over and
+/// parses the file whole).
+template <class F>
+bool for_each_element_chunked(const std::string& path, std::size_t block, int threads, F&& f,
+                              std::size_t& count) {
+  ChunkSource source(path, block);
+  count = 0;
+  const auto walk = [&](const dom::element& doc) {
+    dom::array arr;
+    if (doc.get_array().get(arr) != simdjson::SUCCESS) return false;
+    for (dom::element e : arr) {
+      dom::object o;
+      if (e.get_object().get(o) != simdjson::SUCCESS) return false;
+      f(o, count++);
+    }
+    return true;
+  };
+  const char* data = nullptr;
+  std::size_t len = 0;
+  if (threads <= 1) {
+    dom::parser parser;
+    while (source.next(data, len)) {
+      dom::element doc;
+      if (parser.parse(data, len, false).get(doc) != simdjson::SUCCESS) return false;
+      if (!walk(doc)) return false;
+    }
+    return !source.bad_split();
+  }
+  // Two slots: a chunk's own padded copy, its parser and document.
+  struct Slot {
+    std::vector<char> bytes;
+    std::size_t len = 0;
+    dom::parser parser;
+    dom::element doc;
+    bool ok = false;
+  };
+  Slot slots[2];
+  const auto fill = [&](Slot& s) {
+    if (!source.next(data, len)) return false;
+    s.bytes.resize(len + simdjson::SIMDJSON_PADDING);
+    std::memcpy(s.bytes.data(), data, len);
+    s.len = len;
+    return true;
+  };
+  const auto parse = [](Slot& s) {
+    s.ok = s.parser.parse(s.bytes.data(), s.len, false).get(s.doc) == simdjson::SUCCESS;
+  };
+  bool have = fill(slots[0]);
+  if (have) parse(slots[0]);
+  for (std::size_t k = 0; have; ++k) {
+    Slot& cur = slots[k % 2];
+    Slot& nxt = slots[(k + 1) % 2];
+    const bool more = fill(nxt);
+    std::thread worker;
+    if (more) worker = std::thread([&] { parse(nxt); });
+    const bool ok = cur.ok && walk(cur.doc);
+    if (worker.joinable()) worker.join();
+    if (!ok) return false;
+    have = more;
+  }
+  return !source.bad_split();
+}
+
+class CocoJsonReader final : public tally::Reader {
+ public:
+  CocoJsonReader(const tally::Params& params, const tally::ShardInfo& shard) {
+    batch_size_ = params.get_int("batch_size");
+    if (batch_size_ < 1)
+      params.fail("batch_size", "must be at least 1, got " + std::to_string(batch_size_));
+    const std::string ann_path = params.get_string("annotations");
+    const std::string res_path = params.get_string("results");
+    const std::string masks = params.get_string("masks");
+    const std::int64_t block = params.get_int("block_bytes");
+    if (block < 64) params.fail("block_bytes", "must be at least 64");
+    const auto threads = static_cast<int>(params.get_int("threads"));
+    if (threads < 1) params.fail("threads", "must be >= 1");
+    if (shard.world_size < 1 || shard.rank < 0 || shard.rank >= shard.world_size)
+      throw tally::ConfigError("coco_json reader: invalid shard: rank " +
+                               std::to_string(shard.rank) + " of world size " +
+                               std::to_string(shard.world_size));
+    data_ = std::make_shared<Data>();
+    try {
+      read_results(res_path, masks, static_cast<std::size_t>(block), threads);
+    } catch (const simdjson::simdjson_error& e) {
+      fail("results '" + res_path + "': " + e.what());
+    }
+    try {
+      read_annotations(ann_path);
+    } catch (const simdjson::simdjson_error& e) {
+      fail("annotations '" + ann_path + "': " + e.what());
+    }
+    group(shard, res_path);
+  }
+
+  std::vector<std::string> fields() const override {
+    std::vector<std::string> f = {"img_id",           "height",      "width",      "gt_bboxes_xywh",
+                                  "gt_labels",        "gt_ids",      "gt_areas",   "gt_iscrowd",
+                                  "pred_bboxes_xywh", "pred_scores", "pred_labels"};
+    if (with_masks_)
+      for (const char* m :
+           {"pred_areas", "pred_rle_counts", "pred_rle_lengths", "gt_rle_counts", "gt_rle_lengths"})
+        f.emplace_back(m);
+    return f;
+  }
+  std::int64_t total_samples() const override { return static_cast<std::int64_t>(images_.size()); }
+  std::int64_t shard_samples() const override { return range_.size(); }
+
+  std::optional<tally::Batch> next() override {
+    if (next_ >= range_.end) return std::nullopt;
+    const std::int64_t begin = next_, end = std::min(range_.end, begin + batch_size_);
+    const auto n = static_cast<std::size_t>(end - begin);
+    std::vector<std::int64_t> ids(n), hs(n), ws(n);
+    tally::Batch::Ragged gbox, glabel, gid, garea, gcrowd, pbox, pscore, plabel, parea, pcounts,
+        plengths, gcounts, glengths;
+    const std::shared_ptr<const void> keep = data_;
+    const Data& d = *data_;
+    for (std::size_t k = 0; k < n; ++k) {
+      const auto i = static_cast<std::size_t>(begin) + k;
+      ids[k] = images_[i].id;
+      hs[k] = images_[i].height;
+      ws[k] = images_[i].width;
+      const std::size_t g0 = d.gt_begin[i], g1 = d.gt_begin[i + 1];
+      const std::size_t p0 = d.dt_first[i - static_cast<std::size_t>(range_.begin)],
+                        p1 = p0 + d.dt_count[i - static_cast<std::size_t>(range_.begin)];
+      const auto ng = static_cast<std::int64_t>(g1 - g0), np = static_cast<std::int64_t>(p1 - p0);
+      using tally::DType;
+      using tally::Tensor;
+      const auto view = [&](const auto* p, DType t, std::vector<std::int64_t> shape) {
+        return Tensor::view(p, t, std::move(shape), tally::Device::cpu(), keep);
+      };
+      gbox.push_back(view(d.gt.box.data() + g0 * 4, DType::F64, {ng, 4}));
+      glabel.push_back(view(d.gt.label.data() + g0, DType::I32, {ng}));
+      gid.push_back(view(d.gt.id.data() + g0, DType::I64, {ng}));
+      garea.push_back(view(d.gt.value.data() + g0, DType::F64, {ng}));
+      gcrowd.push_back(view(d.gt.crowd.data() + g0, DType::U8, {ng}));
+      pbox.push_back(view(d.dt.box.data() + p0 * 4, DType::F64, {np, 4}));
+      pscore.push_back(view(d.dt.value.data() + p0, DType::F64, {np}));
+      plabel.push_back(view(d.dt.label.data() + p0, DType::I32, {np}));
+      if (with_masks_) {
+        parea.push_back(view(d.dt.area.data() + p0, DType::F64, {np}));
+        plengths.push_back(view(d.dt.lengths.data() + p0, DType::I32, {np}));
+        glengths.push_back(view(d.gt.lengths.data() + g0, DType::I32, {ng}));
+        const std::size_t pc0 = d.dt_counts_begin[p0], pc1 = d.dt_counts_begin[p1];
+        const std::size_t gc0 = d.gt_counts_begin[g0], gc1 = d.gt_counts_begin[g1];
+        pcounts.push_back(
+            view(d.dt.counts.data() + pc0, DType::U32, {static_cast<std::int64_t>(pc1 - pc0)}));
+        gcounts.push_back(
+            view(d.gt.counts.data() + gc0, DType::U32, {static_cast<std::int64_t>(gc1 - gc0)}));
+      }
+    }
+    tally::Batch b;
+    b.set("img_id", tally::Tensor::from_vector(ids));
+    b.set("height", tally::Tensor::from_vector(hs));
+    b.set("width", tally::Tensor::from_vector(ws));
+    b.set_ragged("gt_bboxes_xywh", std::move(gbox));
+    b.set_ragged("gt_labels", std::move(glabel));
+    b.set_ragged("gt_ids", std::move(gid));
+    b.set_ragged("gt_areas", std::move(garea));
+    b.set_ragged("gt_iscrowd", std::move(gcrowd));
+    b.set_ragged("pred_bboxes_xywh", std::move(pbox));
+    b.set_ragged("pred_scores", std::move(pscore));
+    b.set_ragged("pred_labels", std::move(plabel));
+    if (with_masks_) {
+      b.set_ragged("pred_areas", std::move(parea));
+      b.set_ragged("pred_rle_counts", std::move(pcounts));
+      b.set_ragged("pred_rle_lengths", std::move(plengths));
+      b.set_ragged("gt_rle_counts", std::move(gcounts));
+      b.set_ragged("gt_rle_lengths", std::move(glengths));
+    }
+    next_ = end;
+    return b;
+  }
+
+ private:
+  struct Data {
+    Instances gt, dt;
+    std::vector<std::size_t> gt_begin;                          // per image, + end
+    std::vector<std::size_t> dt_first, dt_count;                // per image of the shard
+    std::vector<std::size_t> gt_counts_begin, dt_counts_begin;  // per instance, + end
+  };
+
+  void read_results(const std::string& path, const std::string& masks, std::size_t block,
+                    int threads) {
+    Instances& dt = data_->dt;
+    bool first = true, bbox_mode = false;
+    // Result segmentations carry their own size, so they are decoded here (h, w unknown for
+    // polygons: those are rasterised in group() once the image sizes are known).
+    const auto on_element = [&](dom::object o, std::size_t idx) {
+      std::int64_t image = 0, cat = 0;
+      double score = std::nan(""), box[4] = {0, 0, 0, 0};
+      bool has_image = false, has_cat = false, has_score = false, has_box = false, has_seg = false;
+      mask::Rle rle;
+      for (const auto f : o) {
+        const std::string_view key = f.key;
+        if (key == "image_id") {
+          image = get_id(f.value);
+          has_image = true;
+        } else if (key == "category_id") {
+          cat = get_id(f.value);
+          has_cat = true;
+        } else if (key == "score") {
+          score = f.value.get_double();
+          has_score = true;
+        } else if (key == "bbox") {
+          const dom::element v = f.value;
+          if (v.is_array()) {
+            std::size_t n = 0;
+            for (dom::element e : v.get_array()) {
+              const double x = e.get_double();
+              if (n < 4) box[n] = x;
+              ++n;
+            }
+            if (n == 4)
+              has_box = true;
+            else if (n != 0)
+              fail("results '" + path + "': entry " + std::to_string(idx) +
+                   ": bbox must hold 4 numbers");
+          }
+        } else if (key == "segmentation" &&
+                   (masks == "true" || (masks == "auto" && (first || with_masks_)))) {
+          rle = get_segmentation(f.value, false,
+                                 "results '" + path + "': entry " + std::to_string(idx));
+          has_seg = true;
+        }
+      }
+      // Built only for a message: this runs once per result.
+      const auto where = [&] { return "results '" + path + "': entry " + std::to_string(idx); };
+      if (!has_image) fail(where() + ": no image_id");
+      if (!has_cat) fail(where() + ": no category_id");
+      if (!has_score) fail(where() + ": no score");
+      if (std::isnan(score)) fail(where() + ": score is NaN");
+      if (first) {
+        bbox_mode = has_box;  // loadRes decides on the first entry
+        first = false;
+        if (masks == "auto") with_masks_ = has_seg;
+      }
+      if (bbox_mode && !has_box) fail(where() + ": no bbox (the first entry has one)");
+      if (!bbox_mode && !has_seg && !has_box) fail(where() + ": neither bbox nor segmentation");
+      if (with_masks_ && !has_seg && !has_box) fail(where() + ": no segmentation");
+      dt.image.push_back(image);
+      dt.label.push_back(check_cat(cat, where));
+      dt.value.push_back(score);
+      if (with_masks_) {
+        if (!has_seg) {
+          // loadRes: the box's polygon [x1, y1, x1, y2, x2, y2, x2, y1]; rasterised in group().
+          rle.h = rle.w = 0;
+          rle.cnts.clear();
+        }
+        dt.lengths.push_back(has_seg ? static_cast<std::int32_t>(rle.cnts.size()) : -1);
+        dt.counts.insert(dt.counts.end(), rle.cnts.begin(), rle.cnts.end());
+        dt.mask_hw.push_back(rle.h);
+        dt.mask_hw.push_back(rle.w);
+        dt.area.push_back(bbox_mode ? box[2] * box[3] : static_cast<double>(mask::rle_area(rle)));
+        if (!has_box) mask::rle_to_bbox(rle, box);
+      }
+      dt.box.insert(dt.box.end(), box, box + 4);
+    };
+    with_masks_ = masks == "true";
+    {
+      // Room for the results up front (a box-only result takes 60 to 90 bytes of JSON): the
+      // arrays grow once instead of copying themselves while they double.
+      std::error_code ec;
+      const auto bytes = std::filesystem::file_size(path, ec);
+      const std::size_t guess = ec ? 0 : static_cast<std::size_t>(bytes / 64);
+      dt.image.reserve(guess);
+      dt.label.reserve(guess);
+      dt.value.reserve(guess);
+      dt.box.reserve(guess * 4);
+    }
+    std::size_t count = 0;
+    if (!for_each_element_chunked(path, block, threads, on_element, count)) {
+      dt = Instances{};
+      first = true;
+      with_masks_ = masks == "true";
+      const simdjson::padded_string json = load_file(path, "results");
+      dom::parser parser;
+      const dom::element doc = parser.parse(json);
+      dom::array arr;
+      if (doc.get_array().get(arr) != simdjson::SUCCESS)
+        fail("results '" + path + "': must be a JSON array of objects");
+      std::size_t idx = 0;
+      for (dom::element e : arr) on_element(e.get_object(), idx++);
+    }
+  }
+
+  template <class Where>
+  std::int32_t check_cat(std::int64_t cat, const Where& where) const {
+    if (cat < 0 || cat > INT32_MAX)
+      fail(where() + ": category_id " + std::to_string(cat) + " is outside [0, 2^31)");
+    return static_cast<std::int32_t>(cat);
+  }
+
+  void read_annotations(const std::string& path) {
+    const simdjson::padded_string json = load_file(path, "annotations");
+    dom::parser parser;
+    const dom::element doc = parser.parse(json);
+    Instances& gt = data_->gt;
+    std::vector<std::vector<std::vector<double>>> polys;  // per GT (masks), rasterised later
+    gt_segs_.clear();
+    bool have_images = false;
+    for (const auto field : doc.get_object()) {
+      const std::string_view key = field.key;
+      if (key == "images") {
+        have_images = true;
+        for (dom::element e : field.value.get_array()) {
+          ImageInfo im{0, 0, 0};
+          bool has_id = false;
+          for (const auto f : e.get_object()) {
+            const std::string_view k = f.key;
+            if (k == "id") {
+              im.id = get_id(f.value);
+              has_id = true;
+            } else if (k == "height") {
+              im.height = f.value.get_int64();
+            } else if (k == "width") {
+              im.width = f.value.get_int64();
+            }
+          }
+          if (!has_id) fail("annotations '" + path + "': an image has no id");
+          images_.push_back(im);
+        }
+      } else if (key == "categories") {
+        for (dom::element e : field.value.get_array())
+          for (const auto f : e.get_object())
+            if (f.key == "id") cats_.push_back(get_id(f.value));
+      } else if (key == "annotations") {
+        std::size_t idx = 0;
+        for (dom::element e : field.value.get_array()) {
+          const std::size_t at = idx++;
+          const auto where = [&] {
+            return "annotations '" + path + "': annotation " + std::to_string(at);
+          };
+          std::int64_t image = 0, cat = 0, id = 0, crowd = 0;
+          double area = 0, box[4] = {0, 0, 0, 0};
+          bool has_image = false, has_cat = false, has_area = false, has_box = false,
+               has_id = false;
+          GtSeg seg;
+          for (const auto f : e.get_object()) {
+            const std::string_view k = f.key;
+            if (k == "image_id") {
+              image = get_id(f.value);
+              has_image = true;
+            } else if (k == "category_id") {
+              cat = get_id(f.value);
+              has_cat = true;
+            } else if (k == "id") {
+              id = get_id(f.value);
+              has_id = true;
+            } else if (k == "area") {
+              area = f.value.get_double();
+              has_area = true;
+            } else if (k == "iscrowd") {
+              const dom::element v = f.value;
+              if (v.is_bool())
+                crowd = bool(v.get_bool());
+              else
+                crowd = get_id(v);
+            } else if (k == "bbox") {
+              has_box = get_box(f.value, box);
+              if (!has_box) fail(where() + ": bbox must hold 4 numbers");
+            } else if (k == "segmentation" && with_masks_) {
+              seg = read_gt_seg(f.value, where());
+            }
+          }
+          if (!has_image) fail(where() + ": no image_id");
+          if (!has_cat) fail(where() + ": no category_id");
+          if (!has_id) fail(where() + ": no id");
+          if (!has_area) fail(where() + ": no area");
+          if (!has_box) fail(where() + ": no bbox");
+          if (with_masks_ && seg.kind == GtSeg::None) fail(where() + ": no segmentation");
+          if (std::isnan(area)) fail(where() + ": area is NaN");
+          for (const double x : box)
+            if (std::isnan(x)) fail(where() + ": bbox holds NaN");
+          gt.image.push_back(image);
+          gt.label.push_back(check_cat(cat, where));
+          gt.id.push_back(id);
+          gt.value.push_back(area);
+          gt.crowd.push_back(crowd != 0);
+          gt.box.insert(gt.box.end(), box, box + 4);
+          if (with_masks_) gt_segs_.push_back(std::move(seg));
+        }
+      }
+    }
+    if (!have_images) fail("annotations '" + path + "': no 'images' list");
+  }
+
+  struct GtSeg {
+    enum Kind { None, Polygons, Rle } kind = None;
+    std::vector<std::vector<double>> polys;
+    mask::Rle rle;
+  };
+
+  GtSeg read_gt_seg(dom::element v, const std::string& where) {
+    GtSeg s;
+    if (v.is_array()) {
+      s.kind = GtSeg::Polygons;
+      for (dom::element p : v.get_array()) {
+        std::vector<double> xy;
+        for (dom::element c : p.get_array()) xy.push_back(c.get_double());
+        s.polys.push_back(std::move(xy));
+      }
+      if (s.polys.empty()) fail(where + ": an empty segmentation list");
+    } else {
+      s.kind = GtSeg::Rle;
+      s.rle = get_segmentation(v, false, where);
+    }
+    return s;
+  }
+
+  static mask::Rle polys_to_rle(const std::vector<std::vector<double>>& polys, std::uint32_t h,
+                                std::uint32_t w, const std::string& where) {
+    std::vector<mask::Rle> rles;
+    if (polys[0].size() == 4) {
+      for (const auto& b : polys) {
+        if (b.size() != 4) fail(where + ": segmentation mixes boxes and polygons");
+        rles.push_back(mask::rle_from_bbox(b.data(), h, w));
+      }
+    } else if (polys[0].size() > 4) {
+      for (const auto& p : polys) rles.push_back(mask::rle_from_poly(p.data(), p.size() / 2, h, w));
+    } else {
+      fail(where + ": a polygon needs more than 4 coordinates");
+    }
+    return mask::rle_merge(rles, false);
+  }
+
+  void group(const tally::ShardInfo& shard, const std::string& res_path) {
+    std::sort(images_.begin(), images_.end(),
+              [](const ImageInfo& a, const ImageInfo& b) { return a.id < b.id; });
+    for (std::size_t i = 1; i < images_.size(); ++i)
+      if (images_[i].id == images_[i - 1].id)
+        fail("annotations: image id " + std::to_string(images_[i].id) + " is listed twice");
+    std::unordered_map<std::int64_t, std::size_t> index;
+    index.reserve(images_.size() * 2);
+    for (std::size_t i = 0; i < images_.size(); ++i) index.emplace(images_[i].id, i);
+    std::sort(cats_.begin(), cats_.end());
+    const auto known_cat = [&](std::int32_t c) {
+      return std::binary_search(cats_.begin(), cats_.end(), static_cast<std::int64_t>(c));
+    };
+    range_ = tally::ShardRange::of(static_cast<std::int64_t>(images_.size()), shard);
+    next_ = range_.begin;
+    const auto lo = static_cast<std::size_t>(range_.begin),
+               hi = static_cast<std::size_t>(range_.end);
+
+    // Ground truth: every image (it is small); grouped by image, file order kept.
+    Data& d = *data_;
+    {
+      Instances& gt = d.gt;
+      std::vector<std::size_t> keep;
+      for (std::size_t j = 0; j < gt.size(); ++j) {
+        const auto it = index.find(gt.image[j]);
+        if (it == index.end())
+          fail("annotations: annotation id " + std::to_string(gt.id[j]) + " refers to image " +
+               std::to_string(gt.image[j]) + ", which is not in 'images'");
+        gt.image[j] = static_cast<std::int64_t>(it->second);
+        if (known_cat(gt.label[j])) keep.push_back(j);
+      }
+      std::stable_sort(keep.begin(), keep.end(),
+                       [&](std::size_t a, std::size_t b) { return gt.image[a] < gt.image[b]; });
+      Instances out;
+      d.gt_begin.assign(images_.size() + 1, 0);
+      d.gt_counts_begin.assign(1, 0);
+      for (const std::size_t j : keep) {
+        const auto im = static_cast<std::size_t>(gt.image[j]);
+        ++d.gt_begin[im + 1];
+        out.label.push_back(gt.label[j]);
+        out.id.push_back(gt.id[j]);
+        out.value.push_back(gt.value[j]);
+        out.crowd.push_back(gt.crowd[j]);
+        out.box.insert(out.box.end(), gt.box.begin() + static_cast<std::ptrdiff_t>(j * 4),
+                       gt.box.begin() + static_cast<std::ptrdiff_t>(j * 4 + 4));
+        if (with_masks_) {
+          const GtSeg& s = gt_segs_[j];
+          const auto h = static_cast<std::uint32_t>(images_[im].height),
+                     w = static_cast<std::uint32_t>(images_[im].width);
+          const std::string where = "annotations: annotation id " + std::to_string(gt.id[j]);
+          mask::Rle r = s.kind == GtSeg::Polygons ? polys_to_rle(s.polys, h, w, where) : s.rle;
+          check_mask_size(r, images_[im], where);
+          out.lengths.push_back(static_cast<std::int32_t>(r.cnts.size()));
+          out.counts.insert(out.counts.end(), r.cnts.begin(), r.cnts.end());
+          d.gt_counts_begin.push_back(out.counts.size());
+        }
+      }
+      for (std::size_t i = 0; i < images_.size(); ++i) d.gt_begin[i + 1] += d.gt_begin[i];
+      gt = std::move(out);
+      gt_segs_.clear();
+      gt_segs_.shrink_to_fit();
+    }
+
+    // Results: only this shard's images. When each image's kept results sit together in the
+    // file (the usual layout) the fields are views of the parsed arrays; otherwise (or with
+    // masks) they are regrouped by image, file order kept within an image.
+    {
+      Instances& dt = d.dt;
+      const std::size_t n = dt.size(), shard_images = hi - lo;
+      std::vector<std::int32_t> img(n);
+      for (std::size_t j = 0; j < n; ++j) {
+        const auto it = index.find(dt.image[j]);
+        if (it == index.end())
+          fail("results '" + res_path + "': entry " + std::to_string(j) + ": image_id " +
+               std::to_string(dt.image[j]) + " is not in the annotations");
+        const auto im = it->second;
+        img[j] = (im >= lo && im < hi && known_cat(dt.label[j]))
+                     ? static_cast<std::int32_t>(im - lo)
+                     : -1;
+      }
+      dt.image.clear();
+      dt.image.shrink_to_fit();
+      d.dt_first.assign(shard_images, 0);
+      d.dt_count.assign(shard_images, 0);
+      bool runs_ok = !with_masks_;
+      std::size_t last = 0;
+      bool any = false;
+      for (std::size_t j = 0; j < n && runs_ok; ++j) {
+        if (img[j] < 0) continue;
+        const auto i = static_cast<std::size_t>(img[j]);
+        const bool continues = any && img[last] == img[j] && last + 1 == j;
+        if (!continues) {
+          if (d.dt_count[i] != 0) runs_ok = false;
+          d.dt_first[i] = j;
+        }
+        ++d.dt_count[i];
+        last = j;
+        any = true;
+      }
+      if (!runs_ok) {
+        std::vector<std::size_t> order;
+        for (std::size_t j = 0; j < n; ++j)
+          if (img[j] >= 0) order.push_back(j);
+        std::stable_sort(order.begin(), order.end(),
+                         [&](std::size_t a, std::size_t b) { return img[a] < img[b]; });
+        std::vector<std::size_t> counts_at;
+        if (with_masks_) {
+          counts_at.resize(n + 1, 0);
+          for (std::size_t j = 0; j < n; ++j)
+            counts_at[j + 1] = counts_at[j] + static_cast<std::size_t>(std::max(dt.lengths[j], 0));
+        }
+        d.dt_count.assign(shard_images, 0);
+        for (const std::size_t j : order) ++d.dt_count[static_cast<std::size_t>(img[j])];
+        std::size_t at = 0;
+        for (std::size_t i = 0; i < shard_images; ++i) {
+          d.dt_first[i] = at;
+          at += d.dt_count[i];
+        }
+        const auto permute = [&](auto& v, std::size_t width) {
+          std::remove_reference_t<decltype(v)> out(order.size() * width);
+          for (std::size_t k = 0; k < order.size(); ++k)
+            std::copy_n(v.begin() + static_cast<std::ptrdiff_t>(order[k] * width), width,
+                        out.begin() + static_cast<std::ptrdiff_t>(k * width));
+          v.swap(out);
+        };
+        permute(dt.label, 1);
+        permute(dt.value, 1);
+        permute(dt.box, 4);
+        if (with_masks_) {
+          permute(dt.area, 1);
+          permute(dt.mask_hw, 2);
+          std::vector<std::uint32_t> counts;
+          std::vector<std::int32_t> lengths;
+          for (const std::size_t j : order) {
+            counts.insert(counts.end(),
+                          dt.counts.begin() + static_cast<std::ptrdiff_t>(counts_at[j]),
+                          dt.counts.begin() + static_cast<std::ptrdiff_t>(counts_at[j + 1]));
+            lengths.push_back(dt.lengths[j]);
+          }
+          dt.counts.swap(counts);
+          dt.lengths.swap(lengths);
+        }
+      }
+      if (with_masks_) {
+        // Bbox-only results (length -1) get the box's polygon, as loadRes makes it; every mask's
+        // size is checked against its image.
+        std::vector<std::uint32_t> counts;
+        d.dt_counts_begin.assign(1, 0);
+        std::size_t at = 0;
+        for (std::size_t i = 0; i < shard_images; ++i) {
+          const ImageInfo& im = images_[lo + i];
+          for (std::size_t k = d.dt_first[i]; k < d.dt_first[i] + d.dt_count[i]; ++k) {
+            const std::string where =
+                "results '" + res_path + "': a result of image " + std::to_string(im.id);
+            mask::Rle r;
+            if (dt.lengths[k] < 0) {
+              const double* b = &dt.box[k * 4];
+              const double x1 = b[0], x2 = b[0] + b[2], y1 = b[1], y2 = b[1] + b[3];
+              const double xy[8] = {x1, y1, x1, y2, x2, y2, x2, y1};
+              r = mask::rle_from_poly(xy, 4, static_cast<std::uint32_t>(im.height),
+                                      static_cast<std::uint32_t>(im.width));
+            } else {
+              r.h = dt.mask_hw[k * 2];
+              r.w = dt.mask_hw[k * 2 + 1];
+              const auto len = static_cast<std::size_t>(dt.lengths[k]);
+              r.cnts.assign(dt.counts.begin() + static_cast<std::ptrdiff_t>(at),
+                            dt.counts.begin() + static_cast<std::ptrdiff_t>(at + len));
+              at += len;
+            }
+            check_mask_size(r, im, where);
+            dt.lengths[k] = static_cast<std::int32_t>(r.cnts.size());
+            counts.insert(counts.end(), r.cnts.begin(), r.cnts.end());
+            d.dt_counts_begin.push_back(counts.size());
+          }
+        }
+        dt.counts.swap(counts);
+        dt.mask_hw.clear();
+      }
+    }
+  }
+
+  static void check_mask_size(const mask::Rle& r, const ImageInfo& im, const std::string& where) {
+    if (static_cast<std::int64_t>(r.h) != im.height || static_cast<std::int64_t>(r.w) != im.width)
+      fail(where + ": mask size " + std::to_string(r.h) + "x" + std::to_string(r.w) +
+           " differs from the image's " + std::to_string(im.height) + "x" +
+           std::to_string(im.width));
+    std::uint64_t sum = 0;
+    for (const auto c : r.cnts) sum += c;
+    if (sum != static_cast<std::uint64_t>(r.h) * r.w)
+      fail(where + ": the RLE covers " + std::to_string(sum) + " pixels, the image " +
+           std::to_string(static_cast<std::uint64_t>(r.h) * r.w));
+  }
+
+  std::shared_ptr<Data> data_;
+  std::vector<ImageInfo> images_;
+  std::vector<std::int64_t> cats_;
+  std::vector<GtSeg> gt_segs_;
+  bool with_masks_ = false;
+  std::int64_t batch_size_ = 0;
+  tally::ShardRange range_;
+  std::int64_t next_ = 0;
+};
+
+std::vector<tally::ParamSpec> coco_json_params() {
+  return {
+      tally::param("annotations", tally::ParamType::Path,
+                   "COCO ground truth JSON (images, annotations, categories)"),
+      tally::param("results", tally::ParamType::Path,
+                   "COCO results JSON: an array of {image_id, category_id, bbox and/or "
+                   "segmentation, score}"),
+      tally::param("masks", tally::ParamType::String,
+                   "Read masks (needed by segm): auto = when the first result has a segmentation")
+          .def("auto")
+          .choices({"auto", "true", "false"}),
+      tally::param("batch_size", tally::ParamType::Int, "images per batch").def(512),
+      tally::param("block_bytes", tally::ParamType::Int,
+                   "The results file is parsed in blocks of about this many bytes (whole "
+                   "elements; a longer element grows the block): memory against speed")
+          .def(8 << 20),
+      tally::param("threads", tally::ParamType::Int,
+                   "2 or more: a second thread parses the next block of results while the current "
+                   "one is read (the data are the same for any value)")
+          .def(1),
+  };
+}
+
+}  // namespace
+
+TALLY_PLUGIN("coco_json", "0.1.0", [] {
+  return std::vector<tally::ComponentInfo>{tally::reader<CocoJsonReader>(
+      "coco_json",
+      "COCO ground truth + COCO results JSON (simdjson), one image per sample in ascending image "
+      "id order; areas, masks and boxes as pycocotools' loadRes / annToRLE give them. Each rank "
+      "reads its contiguous block of images.",
+      coco_json_params())};
+})

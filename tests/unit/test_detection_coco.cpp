@@ -1,0 +1,516 @@
+// The detection plugin's COCODetection and the coco_json reader, loaded as the real plugin
+// libraries through the Registry; and the maskApi.c port (plugins/detection/mask.hpp).
+//
+// Expected values:
+//   - ../shared/fixtures/coco_val2014_100/expected.json: the 12 COCOeval stats of
+//   pycocotools 2.0.11
+//     for bbox and segm on real COCO val2014 data (published with faster_coco_eval's tests); they
+//     must match to 1e-12.
+//   - tests/reference/expected_coco.json, written by tests/reference/coco.py with pycocotools
+//     2.0.11 / numpy 2.3.5 (each case records its exact COCOeval call): generated data with
+//     ties, crowds, id 0, >100 detections per image, custom thresholds and maxDets; and
+//     pycocotools.mask results for the RLE port.
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "../../plugins/detection/mask.hpp"
+#include "metric_harness.hpp"
+#include "tally/error.hpp"
+
+namespace tally::test {
+namespace {
+
+namespace mask = tally::detection::mask;
+
+const Json& expected_file() {
+  static const Json j = load_json(source_path("tests/reference/expected_coco.json"));
+  return j;
+}
+
+std::filesystem::path fixture_dir() {
+  return std::filesystem::path(TALLY_FIXTURES_DIR) / "coco_val2014_100";
+}
+
+void print_rel_diffs(const char* against) {
+  for (const auto& [metric, d] : max_rel_diffs())
+    std::printf("[ reference ] %s: largest relative difference to %s %.3g\n", metric.c_str(),
+                against, d);
+  max_rel_diffs().clear();
+}
+
+/// Every image of a COCO pair as one batch, through the coco_json reader plugin.
+Batch read_coco(const std::filesystem::path& ann, const std::filesystem::path& res,
+                const std::string& masks = "auto", ShardInfo shard = {},
+                std::int64_t block_bytes = 8 << 20, int threads = 1) {
+  const Component& c = registry().get(ComponentKind::Reader, "coco_json");
+  const Params p = make_params(*c.info,
+                               Value::Map{{"annotations", Value(ann.string())},
+                                          {"results", Value(res.string())},
+                                          {"masks", Value(masks)},
+                                          {"batch_size", Value(1 << 30)},
+                                          {"block_bytes", Value(block_bytes)},
+                                          {"threads", Value(threads)}},
+                               "reader 'coco_json'");
+  auto reader = Registry::make_reader(c, p, shard);
+  auto b = reader->next();
+  if (!b) return Batch{};
+  EXPECT_FALSE(reader->next().has_value());
+  return b->clone();
+}
+
+std::shared_ptr<Metric> coco(const Value::Map& params) {
+  return make_metric("COCODetection", params);
+}
+
+Value run_one(const Value::Map& params, const Batch& data, std::int64_t batch_size = 1 << 30) {
+  RunOptions opt;
+  opt.batch_size = batch_size;
+  return run_ranks([&] { return coco(params); }, data, contiguous_shards(data.size(), 1), opt);
+}
+
+/// Equal bit for bit, NaN equal to NaN (to_json writes NaN as null, doubles round-trip).
+::testing::AssertionResult same(const Value& a, const Value& b) {
+  if (a == b || a.to_json() == b.to_json()) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << a.to_json() << "\n  vs " << b.to_json();
+}
+
+/// The result on 1 rank, then the same bit for bit on 2, 3, 4, 7 ranks, with an empty rank, in
+/// other batch sizes and with threads.
+Value run_everywhere(Value::Map params, const Batch& data) {
+  const Value one = run_one(params, data);
+  for (int ranks : {2, 3, 4, 7}) {
+    EXPECT_TRUE(same(
+        run_ranks([&] { return coco(params); }, data, contiguous_shards(data.size(), ranks)), one))
+        << ranks << " ranks";
+  }
+  RunOptions small;
+  small.batch_size = 7;
+  small.add_empty_batches = true;
+  EXPECT_TRUE(same(
+      run_ranks([&] { return coco(params); }, data, contiguous_shards(data.size(), 3, 1), small),
+      one))
+      << "3 ranks, rank 1 empty, batches of 7";
+  params.emplace_back("threads", Value(3));
+  EXPECT_TRUE(same(run_one(params, data, 13), one)) << "threads 3, batches of 13";
+  return one;
+}
+
+// ---- the real-data fixture ---------------------------------------------------------------------
+
+void check_fixture(const std::string& kind, const std::string& results_file) {
+  if (!std::filesystem::exists(fixture_dir() / "expected.json"))
+    GTEST_SKIP() << "fixture " << fixture_dir()
+                 << " is absent (it lives in ../shared/fixtures beside the repository)";
+  const Json gold = load_json(fixture_dir() / "expected.json");
+  const Batch data =
+      read_coco(fixture_dir() / "instances_val2014_100.json", fixture_dir() / results_file);
+  ASSERT_EQ(data.size(), 100);
+  const Value r = run_everywhere({{"metric", Value::Array{Value(kind)}}}, data);
+  const std::vector<std::string> names = {"mAP",    "mAP_50",   "mAP_75",   "mAP_s",
+                                          "mAP_m",  "mAP_l",    "AR@1",     "AR@10",
+                                          "AR@100", "AR_s@100", "AR_m@100", "AR_l@100"};
+  ASSERT_EQ(r.size(), names.size());
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const double want = gold.at(kind)[i].get<double>();
+    const double got = r.at(kind + "_" + names[i]).as_double();
+    const double rel = std::abs(got - want) / std::abs(want);
+    record_rel_diff("COCODetection " + kind + " (fixture)", rel);
+    EXPECT_LE(rel, 1e-12) << kind << " " << names[i] << ": expected " << want << ", got " << got;
+  }
+  print_rel_diffs("pycocotools 2.0.11 (fixture expected.json)");
+}
+
+TEST(COCODetection, FixtureBboxMatchesPycocotools) {
+  check_fixture("bbox", "instances_val2014_fakebbox100_results.json");
+}
+
+TEST(COCODetection, FixtureSegmMatchesPycocotools) {
+  check_fixture("segm", "instances_val2014_fakesegm100_results.json");
+}
+
+// ---- generated data against pycocotools ---------------------------------------------------------
+
+class GeneratedCase : public ::testing::TestWithParam<std::string> {};
+
+const Json& find_case(const std::string& name) {
+  for (const auto& c : expected_file().at("cases"))
+    if (c.at("name") == name) return c;
+  throw std::runtime_error("no case " + name);
+}
+
+Batch generated(const std::string& results) {
+  const Json& d = expected_file().at("data");
+  return read_coco(source_path(d.at("gt").get<std::string>()),
+                   source_path(d.at(results).get<std::string>()));
+}
+
+/// Compares a result with null meaning NaN (classwise AP of a category without ground truth).
+void expect_case(const Value& got, const Json& want, const std::string& where) {
+  std::vector<std::string> want_keys, got_keys;
+  for (const auto& [k, v] : want.items()) want_keys.push_back(k);
+  for (const auto& [k, v] : got.as_map()) got_keys.push_back(k);
+  ASSERT_EQ(got_keys, want_keys) << where;
+  for (const auto& [k, v] : want.items()) {
+    if (v.is_null()) {
+      EXPECT_TRUE(std::isnan(got.at(k).as_double())) << where << "." << k;
+      continue;
+    }
+    expect_matches(got.at(k), v, where + "." + k, "COCODetection (generated)", 1e-12);
+  }
+}
+
+TEST_P(GeneratedCase, MatchesPycocotools) {
+  const Json& c = find_case(GetParam());
+  Value::Map params = to_value(c.at("params")).as_map();
+  const std::string results = c.contains("results") ? c.at("results").get<std::string>() : "bbox";
+  Batch data = generated(results);
+  if (GetParam() == "bbox_xyxy") {
+    // The same boxes as x1, y1, x2, y2 = x, y, x + w, y + h.
+    Batch xyxy;
+    for (const auto& [name, field] : data.fields()) {
+      if (name == "pred_bboxes_xywh" || name == "gt_bboxes_xywh") {
+        Batch::Ragged boxes;
+        for (const auto& t : std::get<Batch::Ragged>(field)) {
+          std::vector<double> v(t.data_as<double>(), t.data_as<double>() + t.numel());
+          for (std::size_t i = 0; i + 3 < v.size(); i += 4) v[i + 2] += v[i], v[i + 3] += v[i + 1];
+          boxes.push_back(Tensor::from_vector(v, t.shape()));
+        }
+        xyxy.set_ragged(name == "gt_bboxes_xywh" ? "gt_bboxes" : "pred_bboxes", boxes);
+      } else if (name != "pred_bboxes_xywh") {
+        if (std::holds_alternative<Tensor>(field))
+          xyxy.set(name, std::get<Tensor>(field));
+        else
+          xyxy.set_ragged(name, std::get<Batch::Ragged>(field));
+      }
+    }
+    data = xyxy;
+  }
+  const Value r = run_everywhere(params, data);
+  expect_case(r, c.at("expected"), GetParam());
+  print_rel_diffs("pycocotools 2.0.11");
+}
+
+INSTANTIATE_TEST_SUITE_P(Coco, GeneratedCase,
+                         ::testing::Values("bbox", "bbox_classwise", "segm", "proposal",
+                                           "proposal_nums", "bbox_iou_thrs", "bbox_max_dets",
+                                           "bbox_xyxy"));
+
+TEST(COCODetection, ExampleConfigDataMatchesPycocotools) {
+  // configs/examples/detection.yaml: one results file holding bbox and segmentation, so loadRes
+  // gives every result the area w*h, for segm too.
+  const Json& c = find_case("example");
+  const Batch data =
+      read_coco(source_path("configs/examples/data/detection/instances_val2014_40.json"),
+                source_path("configs/examples/data/detection/results_val2014_40.json"));
+  Value got = run_everywhere({{"metric", Value::Array{Value("bbox"), Value("segm")}}}, data);
+  const Value prop = run_one({{"metric", Value::Array{Value("proposal")}}}, data);
+  for (const auto& [k, v] : prop.as_map()) got.set(k, v);
+  expect_case(got, c.at("expected"), "example");
+  print_rel_diffs("pycocotools 2.0.11");
+}
+
+TEST(COCODetection, SeveralKindsAtOnceEqualEachAlone) {
+  const Batch data = generated("segm");  // segm results: boxes are the masks' tight boxes
+  const Value both = run_one({{"metric", Value::Array{Value("segm"), Value("bbox")}}}, data);
+  const Value segm = run_one({{"metric", Value::Array{Value("segm")}}}, data);
+  const Value bbox = run_one({{"metric", Value::Array{Value("bbox")}}}, data);
+  for (const auto& [k, v] : segm.as_map()) EXPECT_EQ(both.at(k), v) << k;
+  for (const auto& [k, v] : bbox.as_map()) EXPECT_EQ(both.at(k), v) << k;
+  expect_case(segm, find_case("segm").at("expected"), "segm");
+}
+
+TEST(COCODetection, BinaryMasksEqualRleInput) {
+  // The segm case again with every mask given as a row-major bool [n, H, W] tensor (encoded by
+  // rle_encode_row_major) instead of RLE counts: the same result, bit for bit.
+  const Batch rle = generated("segm");
+  Batch masks;
+  const auto to_masks = [&](const std::string& side) {
+    const auto& counts = rle.ragged(side + "_rle_counts");
+    const auto& lengths = rle.ragged(side + "_rle_lengths");
+    const Tensor& hs = rle.tensor("height");
+    const Tensor& ws = rle.tensor("width");
+    Batch::Ragged out;
+    for (std::size_t i = 0; i < counts.size(); ++i) {
+      const auto h = static_cast<std::uint32_t>(hs.data_as<std::int64_t>()[i]);
+      const auto w = static_cast<std::uint32_t>(ws.data_as<std::int64_t>()[i]);
+      const auto n = lengths[i].numel();
+      Tensor t = Tensor::zeros(DType::Bool, {n, h, w});
+      auto* px = t.mutable_data_as<bool>();
+      const std::uint32_t* c = counts[i].data_as<std::uint32_t>();
+      std::vector<std::uint8_t> col(static_cast<std::size_t>(h) * w);
+      for (std::int64_t j = 0; j < n; ++j) {
+        const auto len = static_cast<std::size_t>(lengths[i].data_as<std::int32_t>()[j]);
+        mask::Rle r{h, w, std::vector<std::uint32_t>(c, c + len)};
+        c += len;
+        EXPECT_TRUE(mask::rle_decode(r, col.data()));
+        for (std::uint32_t x = 0; x < w; ++x)
+          for (std::uint32_t y = 0; y < h; ++y)
+            px[static_cast<std::size_t>(j) * h * w + y * w + x] = col[x * h + y] != 0;
+      }
+      out.push_back(t);
+    }
+    return out;
+  };
+  for (const auto& [name, field] : rle.fields()) {
+    if (name.find("_rle_") != std::string::npos) continue;
+    if (std::holds_alternative<Tensor>(field))
+      masks.set(name, std::get<Tensor>(field));
+    else
+      masks.set_ragged(name, std::get<Batch::Ragged>(field));
+  }
+  masks.set_ragged("pred_masks", to_masks("pred"));
+  masks.set_ragged("gt_masks", to_masks("gt"));
+  const Value::Map params{{"metric", Value::Array{Value("segm")}}};
+  EXPECT_TRUE(same(run_one(params, masks), run_one(params, rle)));
+  expect_case(run_one(params, masks), find_case("segm").at("expected"), "segm (binary masks)");
+}
+
+TEST(COCODetection, RepeatedImagesFromSamplerPaddingCountOnce) {
+  const Batch data = generated("bbox");
+  const Value::Map params{{"metric", Value::Array{Value("bbox"), Value("proposal")}}};
+  const Value one = run_one(params, data);
+  // Overlapping shards: images 30..44 reach rank 0 and rank 1; the tail again on rank 2.
+  const std::vector<Shard> padded = {{0, 45}, {30, 60}, {50, 60}};
+  EXPECT_EQ(run_ranks([&] { return coco(params); }, data, padded), one);
+}
+
+TEST(CocoJsonReader, SmallParseBlocksGiveTheSameData) {
+  // The results are parsed in blocks of whole elements; with tiny blocks every boundary case
+  // happens (many blocks, elements longer than a block: the block grows).
+  const Json& d = expected_file().at("data");
+  const auto gt = source_path(d.at("gt").get<std::string>());
+  for (const char* kind : {"bbox", "segm"}) {
+    const auto res = source_path(d.at(kind).get<std::string>());
+    const Value::Map params{{"metric", Value::Array{Value(kind)}}};
+    const Value whole = run_one(params, read_coco(gt, res));
+    for (std::int64_t block : {64, 1000, 4096})
+      for (int threads : {1, 2})
+        EXPECT_TRUE(same(run_one(params, read_coco(gt, res, "auto", {}, block, threads)), whole))
+            << kind << ", blocks of " << block << " bytes, " << threads << " threads";
+  }
+}
+
+TEST(COCODetection, ReaderShardsEqualOneReader) {
+  const Json& d = expected_file().at("data");
+  const Value::Map params{{"metric", Value::Array{Value("bbox")}}};
+  const auto gt = source_path(d.at("gt").get<std::string>());
+  const auto res = source_path(d.at("bbox").get<std::string>());
+  const Value one = run_one(params, read_coco(gt, res));
+  for (int world : {2, 3, 7}) {
+    std::vector<msgpack::sbuffer> bufs(static_cast<std::size_t>(world));
+    std::int64_t total = 0;
+    for (int r = 0; r < world; ++r) {
+      const Batch b = read_coco(gt, res, "auto", ShardInfo{r, world});
+      total += b.size();
+      auto m = coco(params);
+      if (b.size() > 0) m->add(b);
+      Packer pk(bufs[static_cast<std::size_t>(r)]);
+      m->pack(pk);
+    }
+    EXPECT_EQ(total, 60);
+    std::vector<msgpack::object_handle> hs;
+    std::vector<msgpack::object> objs;
+    for (const auto& b : bufs) {
+      hs.push_back(msgpack::unpack(b.data(), b.size()));
+      objs.push_back(hs.back().get());
+    }
+    EXPECT_EQ(coco(params)->compute_packed(objs), one) << world << " reader shards";
+  }
+}
+
+// ---- the per-image C++ API and bad input --------------------------------------------------------
+
+Batch one_image(std::vector<double> pred_box, double score, std::string box_field = "pred_bboxes") {
+  Batch b;
+  b.set("img_id", Tensor::from_vector(std::vector<std::int64_t>{7}));
+  b.set_ragged(box_field, {Tensor::from_vector(pred_box, {1, 4})});
+  b.set_ragged("pred_scores", {Tensor::from_vector(std::vector<double>{score})});
+  b.set_ragged("pred_labels", {Tensor::from_vector(std::vector<std::int64_t>{1})});
+  b.set_ragged("gt_bboxes", {Tensor::from_vector(std::vector<double>{0, 0, 10, 10}, {1, 4})});
+  b.set_ragged("gt_labels", {Tensor::from_vector(std::vector<std::int64_t>{1})});
+  return b;
+}
+
+TEST(COCODetection, PerImageApiExample) {
+  // Precision is tp / (tp + fp + eps) with eps = np.spacing(1), as pycocotools: 1 / (1 + eps).
+  const double one = 1.0 / (1.0 + 0x1p-52);
+  const Value r = run_one({}, one_image({0, 0, 10, 10}, 0.9));
+  EXPECT_EQ(r.at("bbox_mAP").as_double(), one);
+  EXPECT_EQ(r.at("bbox_AR@100").as_double(), 1.0);
+  EXPECT_EQ(r.at("bbox_mAP_s").as_double(), one);  // area 100 < 32^2
+  EXPECT_EQ(r.at("bbox_mAP_l").as_double(), -1.0);
+  // The same box as xywh.
+  const Value r2 = run_one({}, one_image({0, 0, 10, 10}, 0.9, "pred_bboxes_xywh"));
+  EXPECT_EQ(r2.at("bbox_mAP").as_double(), one);
+}
+
+TEST(COCODetection, ProposalKeepsOnlyCatIds) {
+  // pycocotools with useCats = 0 still gathers only the categories of params.catIds.
+  Batch b;
+  b.set("img_id", Tensor::from_vector(std::vector<std::int64_t>{3}));
+  b.set_ragged("pred_bboxes_xywh",
+               {Tensor::from_vector(std::vector<double>{0, 0, 10, 10, 50, 50, 5, 5}, {2, 4})});
+  b.set_ragged("pred_scores", {Tensor::from_vector(std::vector<double>{0.9, 0.5})});
+  b.set_ragged("pred_labels", {Tensor::from_vector(std::vector<std::int64_t>{2, 1})});
+  b.set_ragged("gt_bboxes_xywh", {Tensor::from_vector(std::vector<double>{0, 0, 10, 10}, {1, 4})});
+  b.set_ragged("gt_labels", {Tensor::from_vector(std::vector<std::int64_t>{1})});
+  const Value::Array proposal{Value("proposal")};
+  EXPECT_EQ(run_one({{"metric", proposal}}, b).at("AR@1").as_double(), 1.0);
+  EXPECT_EQ(run_one({{"metric", proposal}, {"cat_ids", Value::Array{Value(1)}}}, b)
+                .at("AR@1")
+                .as_double(),
+            0.0);
+}
+
+TEST(COCODetection, BadInputIsAnInputError) {
+  const auto bad = [](const Batch& b, const std::string& field) {
+    auto m = coco({});
+    try {
+      m->add(b);
+      ADD_FAILURE() << "no error for " << field;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
+      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+    }
+  };
+  bad(one_image({0, 0, 10, 10}, std::nan("")), "pred_scores");
+  bad(one_image({0, std::nan(""), 10, 10}, 0.5), "pred_bboxes");
+  Batch b = one_image({0, 0, 10, 10}, 0.5);
+  b.set_ragged("pred_bboxes", {Tensor::from_vector(std::vector<double>{0, 0, 10}, {1, 3})});
+  bad(b, "pred_bboxes");
+  b = one_image({0, 0, 10, 10}, 0.5);
+  b.set_ragged("pred_labels", {Tensor::from_vector(std::vector<std::int64_t>{-3})});
+  bad(b, "pred_labels");
+  b = one_image({0, 0, 10, 10}, 0.5);
+  b.set_ragged("pred_labels", {Tensor::from_vector(std::vector<std::int64_t>{1, 2})});
+  bad(b, "pred_labels");
+  Batch nobox;
+  nobox.set("img_id", Tensor::from_vector(std::vector<std::int64_t>{1}));
+  nobox.set_ragged("pred_scores", {Tensor::from_vector(std::vector<double>{0.5})});
+  nobox.set_ragged("pred_labels", {Tensor::from_vector(std::vector<std::int64_t>{1})});
+  nobox.set_ragged("gt_labels", {Tensor::from_vector(std::vector<std::int64_t>{1})});
+  bad(nobox, "pred_bboxes");
+  // segm without masks
+  auto segm = coco({{"metric", Value::Array{Value("segm")}}});
+  EXPECT_THROW(segm->add(one_image({0, 0, 10, 10}, 0.5)), InputError);
+  // no images at all
+  auto empty = coco({});
+  msgpack::sbuffer buf;
+  Packer pk(buf);
+  empty->pack(pk);
+  auto h = msgpack::unpack(buf.data(), buf.size());
+  std::vector<msgpack::object> objs{h.get()};
+  EXPECT_THROW(coco({})->compute_packed(objs), InputError);
+}
+
+TEST(COCODetection, BadParametersAreConfigErrors) {
+  EXPECT_THROW(coco({{"metric", Value::Array{Value("keypoints")}}}), ConfigError);
+  EXPECT_THROW(coco({{"proposal_nums", Value::Array{Value(1), Value(10)}}}), ConfigError);
+  EXPECT_THROW(coco({{"proposal_nums", Value::Array{Value(100), Value(10), Value(1)}}}),
+               ConfigError);
+  EXPECT_THROW(coco({{"iou_thrs", Value::Array{Value(1.5)}}}), ConfigError);
+  EXPECT_THROW(coco({{"threads", Value(0)}}), ConfigError);
+  EXPECT_THROW(coco({{"classes", Value::Array{Value("a")}}}), ConfigError);
+}
+
+TEST(CocoJsonReader, BadFilesAreInputErrors) {
+  const Json& d = expected_file().at("data");
+  const auto gt = source_path(d.at("gt").get<std::string>());
+  EXPECT_THROW(read_coco(gt, "/nonexistent/results.json"), InputError);
+  const auto tmp = std::filesystem::temp_directory_path() / "tally_det_bad_results.json";
+  {
+    std::FILE* f = std::fopen(tmp.c_str(), "w");
+    std::fputs("[{\"image_id\": 424242, \"category_id\": 1, \"bbox\": [0,0,1,1], \"score\": 0.5}]",
+               f);
+    std::fclose(f);
+  }
+  try {
+    read_coco(gt, tmp);
+    ADD_FAILURE() << "no error for an unknown image";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("424242"), std::string::npos) << e.what();
+  }
+  {
+    std::FILE* f = std::fopen(tmp.c_str(), "w");
+    std::fputs("[{\"image_id\": 0, \"category_id\": 1, \"bbox\": [0,0,1,1], \"score\": \"x\"}]", f);
+    std::fclose(f);
+  }
+  EXPECT_THROW(read_coco(gt, tmp), InputError);
+  std::filesystem::remove(tmp);
+}
+
+// ---- the maskApi.c port -------------------------------------------------------------------------
+
+mask::Rle from_polygons(const Json& c) {
+  const auto h = c.at("h").get<std::uint32_t>(), w = c.at("w").get<std::uint32_t>();
+  std::vector<mask::Rle> parts;
+  for (const auto& p : c.at("polygons")) {
+    const auto xy = p.get<std::vector<double>>();
+    parts.push_back(mask::rle_from_poly(xy.data(), xy.size() / 2, h, w));
+  }
+  return mask::rle_merge(parts, false);
+}
+
+TEST(MaskApi, PolygonsAreaBboxStringMatchPycocotools) {
+  for (const auto& c : expected_file().at("masks").at("cases")) {
+    const mask::Rle r = from_polygons(c);
+    EXPECT_EQ(r.cnts, c.at("counts").get<std::vector<std::uint32_t>>());
+    EXPECT_EQ(mask::rle_to_string(r), c.at("string").get<std::string>());
+    EXPECT_EQ(mask::rle_area(r), c.at("area").get<std::uint32_t>());
+    double bb[4];
+    mask::rle_to_bbox(r, bb);
+    EXPECT_EQ(std::vector<double>(bb, bb + 4), c.at("bbox").get<std::vector<double>>());
+    mask::Rle back;
+    ASSERT_TRUE(mask::rle_from_string(c.at("string").get<std::string>(), r.h, r.w, back));
+    EXPECT_EQ(back.cnts, r.cnts);
+    // decode -> encode round trip
+    std::vector<std::uint8_t> pixels(static_cast<std::size_t>(r.h) * r.w);
+    ASSERT_TRUE(mask::rle_decode(r, pixels.data()));
+    EXPECT_EQ(mask::rle_encode(pixels.data(), r.h, r.w).cnts, r.cnts);
+  }
+}
+
+TEST(MaskApi, IouMatchesPycocotools) {
+  const Json& m = expected_file().at("masks");
+  std::vector<mask::Rle> rles;
+  for (const auto& c : m.at("cases")) rles.push_back(from_polygons(c));
+  for (const auto& e : m.at("ious")) {
+    const mask::Rle& a = rles[e.at("d").get<std::size_t>()];
+    mask::Rle d = a, g;
+    if (e.contains("shifted")) {
+      d = mask::Rle{a.h, a.w, e.at("shifted").get<std::vector<std::uint32_t>>()};
+      g = a;
+    } else {
+      g = rles[e.at("g").get<std::size_t>()];
+    }
+    const bool crowd = e.at("crowd").get<int>() != 0;
+    double db[4], gb[4];
+    mask::rle_to_bbox(d, db);
+    mask::rle_to_bbox(g, gb);
+    const double iou = mask::rle_iou_one(d, g, crowd, mask::bb_iou_one(db, gb, crowd));
+    EXPECT_EQ(iou, e.at("iou").get<double>()) << e.dump();
+  }
+}
+
+TEST(MaskApi, CorruptInputIsRejected) {
+  mask::Rle r;
+  EXPECT_FALSE(mask::rle_from_string("\x7f", 2, 2, r));
+  EXPECT_FALSE(mask::rle_from_string("h", 2, 2, r));  // continuation bit on the last char
+  mask::Rle big{2, 2, {1, 9}};
+  std::vector<std::uint8_t> px(4);
+  EXPECT_FALSE(mask::rle_decode(big, px.data()));
+  // Different sizes merge into an empty 0x0 mask, as maskApi.c does.
+  const mask::Rle m = mask::rle_merge({mask::Rle{2, 2, {4}}, mask::Rle{3, 2, {6}}}, false);
+  EXPECT_EQ(m.h, 0u);
+  EXPECT_TRUE(m.cnts.empty());
+}
+
+}  // namespace
+}  // namespace tally::test
