@@ -68,7 +68,7 @@ inline std::int64_t rank_in_row(const T* row, std::int64_t cols, std::int64_t y)
 class Accuracy final : public TypedMetric<AccuracyState> {
  public:
   explicit Accuracy(const Params& p)
-      : topk_(p.get_int_list("topk")), thrs_(read_thrs(p)), check_(owner_of(p, "Accuracy")) {
+      : topk_(p.get_int_list("topk")), thrs_(read_thrs(p)), check_(p.owner_or("Accuracy")) {
     if (topk_.empty()) p.fail("topk", "must hold at least one k");
     for (std::size_t i = 0; i < topk_.size(); ++i) {
       if (topk_[i] < 1) p.fail("topk", "must be >= 1, got " + std::to_string(topk_[i]));

@@ -32,7 +32,7 @@ namespace {
 
 class AveragePrecision final : public TypedMetric<RankingState> {
  public:
-  explicit AveragePrecision(const Params& p) : check_(owner_of(p, "AveragePrecision")) {
+  explicit AveragePrecision(const Params& p) : check_(p.owner_or("AveragePrecision")) {
     const std::string avg = p.has("average") ? p.get_string("average") : "none";
     if (avg != "macro" && avg != "none")
       p.fail("average", "must be macro or none, got '" + avg + "'");
@@ -77,14 +77,7 @@ ComponentInfo average_precision_info() {
            .def("macro")
            .nullable()
            .choices({"macro", "none"})},
-      {InputSpec{kScores,
-                 "Scores [N, C] (or [N] for binary: the score of class 1), float32 or float64, "
-                 "finite.",
-                 true},
-       InputSpec{kGtLabels,
-                 "Class ids [N] (multi-class), a 0/1 indicator [N, C] (integer or bool), or "
-                 "per-sample lists of class ids (ragged); 0/1 labels [N] with binary scores.",
-                 true}});
+      ranking_inputs());
 }
 
 }  // namespace tally::classification

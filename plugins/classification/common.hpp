@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <limits>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -14,6 +13,7 @@
 
 #include "tally/batch.hpp"
 #include "tally/input.hpp"
+#include "tally/numpy_math.hpp"
 #include "tally/params.hpp"
 #include "tally/plugin.hpp"
 
@@ -31,12 +31,6 @@ ComponentInfo multi_label_metric_info();
 ComponentInfo average_precision_info();
 ComponentInfo roc_auc_info();
 ComponentInfo f1_score_info();
-
-/// Params::owner() ("metric 'prf' (SingleLabelMetric)"), or "metric '<type>'" when the params
-/// were built without one.
-inline std::string owner_of(const Params& p, const char* type) {
-  return p.owner().empty() ? "metric '" + std::string(type) + "'" : p.owner();
-}
 
 /// Which prediction field a batch carries: `pred_scores` wins when both are present.
 /// InputError naming both when it has neither.
@@ -101,27 +95,16 @@ inline std::string thr_suffix(const std::optional<double>& thr) {
   return buf;
 }
 
-/// A threshold in the scores' own precision, as NumPy 2 and PyTorch compare a float32 array with
-/// a Python float (the scalar is cast to float32 first). A threshold beyond the float range
-/// becomes an infinity rather than undefined behaviour.
-template <class T>
-inline T thr_as(double thr) {
-  if (thr > static_cast<double>(std::numeric_limits<T>::max()))
-    return std::numeric_limits<T>::infinity();
-  if (thr < static_cast<double>(std::numeric_limits<T>::lowest()))
-    return -std::numeric_limits<T>::infinity();
-  return static_cast<T>(thr);
-}
-
-/// Thresholds for a batch of scores of type T: `active` is 0 for "no threshold", so that
-/// `pass = !active | (score > value)` needs no branch.
+/// Thresholds for a batch of scores of type T, each in the scores' own precision as NumPy 2 and
+/// PyTorch compare a float32 array with a Python float (numpy::weak_scalar): `active` is 0 for
+/// "no threshold", so that `pass = !active | (score > value)` needs no branch.
 template <class T>
 struct ThresholdSet {
   std::vector<T> value;
   std::vector<unsigned char> active;
   explicit ThresholdSet(const std::vector<std::optional<double>>& thrs) {
     for (const auto& t : thrs) {
-      value.push_back(t ? thr_as<T>(*t) : T{0});
+      value.push_back(t ? numpy::weak_scalar<T>(*t) : T{0});
       active.push_back(t ? 1 : 0);
     }
   }

@@ -41,7 +41,7 @@ struct ConfusionState {
 class ConfusionMatrix final : public TypedMetric<ConfusionState> {
  public:
   explicit ConfusionMatrix(const Params& p)
-      : k_(p.get_int("num_classes")), check_(owner_of(p, "ConfusionMatrix")) {
+      : k_(p.get_int("num_classes")), check_(p.owner_or("ConfusionMatrix")) {
     if (k_ < 1) p.fail("num_classes", "must be >= 1, got " + std::to_string(k_));
     // The matrix is state on every rank and travels at each sync as one msgpack bin (< 4 GiB).
     if (k_ > kMaxClasses)
@@ -60,7 +60,8 @@ class ConfusionMatrix final : public TypedMetric<ConfusionState> {
   void update(ConfusionState& state, const Batch& batch) override {
     if (batch.fields().empty()) return;
 #ifdef TALLY_CLASSIFICATION_CUDA
-    if (gpu::on_cuda(batch)) return gpu::confusion_matrix_update(check_, k_, batch, state.counts, state.n);
+    if (gpu::on_cuda(batch))
+      return gpu::confusion_matrix_update(check_, k_, batch, state.counts, state.n);
 #endif
     std::int64_t* counts = state.counts.data();
     const std::int64_t k = k_;

@@ -38,7 +38,7 @@ struct F1State {
 
 class F1Score final : public TypedMetric<F1State> {
  public:
-  explicit F1Score(const Params& p) : check_(owner_of(p, "F1Score")) {
+  explicit F1Score(const Params& p) : check_(p.owner_or("F1Score")) {
     num_classes_ = p.get_int("num_classes");
     if (num_classes_ < 1)
       p.fail("num_classes", "must be >= 1, got " + std::to_string(num_classes_));

@@ -55,7 +55,7 @@ constexpr const char* kItems[] = {"precision", "recall", "f1-score", "support"};
 
 class MultiLabelMetric final : public TypedMetric<MultiLabelState> {
  public:
-  explicit MultiLabelMetric(const Params& p) : check_(owner_of(p, "MultiLabelMetric")) {
+  explicit MultiLabelMetric(const Params& p) : check_(p.owner_or("MultiLabelMetric")) {
     const std::string avg = p.has("average") ? p.get_string("average") : "none";
     average_ = avg == "macro" ? Average::Macro : avg == "micro" ? Average::Micro : Average::None;
     if (avg != "macro" && avg != "micro" && avg != "none")
@@ -139,7 +139,7 @@ class MultiLabelMetric final : public TypedMetric<MultiLabelState> {
       std::vector<std::int64_t> order(cols);
       visit_floating(s, [&](const auto* x) {
         using T = std::remove_cv_t<std::remove_pointer_t<decltype(x)>>;
-        const T thr = thr_as<T>(thr_);
+        const T thr = numpy::weak_scalar<T>(thr_);
         for (std::int64_t i = 0; i < n; ++i) {
           const T* row = x + i * c;
           if (topk_ > 0) {

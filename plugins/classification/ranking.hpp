@@ -43,6 +43,18 @@ inline const char* rank_kind_name(RankKind k) {
   }
 }
 
+/// The inputs of AveragePrecision and ROCAUC.
+inline std::vector<InputSpec> ranking_inputs() {
+  return {InputSpec{kScores,
+                    "Scores [N, C] (or [N] for binary: the score of class 1), float32 or float64, "
+                    "finite.",
+                    true},
+          InputSpec{kGtLabels,
+                    "Class ids [N] (multi-class), a 0/1 indicator [N, C] (integer or bool), or "
+                    "per-sample lists of class ids (ragged); 0/1 labels [N] with binary scores.",
+                    true}};
+}
+
 /// Every sample's scores and labels, in the order seen. Scores keep the input's precision:
 /// float32 while every batch is float32, float64 (converted exactly) once one is float64.
 struct RankingState {

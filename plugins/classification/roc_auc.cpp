@@ -43,7 +43,7 @@ enum class Average { Macro, Weighted, Micro, None };
 
 class RocAuc final : public TypedMetric<RankingState> {
  public:
-  explicit RocAuc(const Params& p) : check_(owner_of(p, "ROCAUC")) {
+  explicit RocAuc(const Params& p) : check_(p.owner_or("ROCAUC")) {
     const std::string avg = p.has("average") ? p.get_string("average") : "none";
     if (avg == "macro")
       average_ = Average::Macro;
@@ -173,14 +173,7 @@ ComponentInfo roc_auc_info() {
              "Ignored for binary and multi-label inputs.")
            .def("ovr")
            .choices({"ovr", "ovo"})},
-      {InputSpec{kScores,
-                 "Scores [N, C] (or [N] for binary: the score of class 1), float32 or float64, "
-                 "finite.",
-                 true},
-       InputSpec{kGtLabels,
-                 "Class ids [N] (multi-class), a 0/1 indicator [N, C] (integer or bool), or "
-                 "per-sample lists of class ids (ragged); 0/1 labels [N] with binary scores.",
-                 true}});
+      ranking_inputs());
 }
 
 }  // namespace tally::classification

@@ -65,7 +65,7 @@ constexpr const char* kItems[] = {"precision", "recall", "f1-score", "support"};
 class SingleLabelMetric final : public TypedMetric<SingleLabelState> {
  public:
   explicit SingleLabelMetric(const Params& p)
-      : thrs_(read_thrs(p)), check_(owner_of(p, "SingleLabelMetric")) {
+      : thrs_(read_thrs(p)), check_(p.owner_or("SingleLabelMetric")) {
     const std::string avg = p.has("average") ? p.get_string("average") : "none";
     if (avg == "macro")
       average_ = Average::Macro;
@@ -109,10 +109,12 @@ class SingleLabelMetric final : public TypedMetric<SingleLabelState> {
     if (batch.fields().empty()) return;
 #ifdef TALLY_CLASSIFICATION_CUDA
     if (gpu::on_cuda(batch))
-      return gpu::single_label_update(check_, thrs_, num_classes_, batch, state.n, [&](std::int64_t c) {
-        fix_classes(state, c);
-        return gpu::SingleLabelCounters{state.support.data(), state.tp.data(), state.predicted.data()};
-      });
+      return gpu::single_label_update(
+          check_, thrs_, num_classes_, batch, state.n, [&](std::int64_t c) {
+            fix_classes(state, c);
+            return gpu::SingleLabelCounters{state.support.data(), state.tp.data(),
+                                            state.predicted.data()};
+          });
 #endif
     if (has_scores(batch, check_))
       update_scores(state, batch);

@@ -14,6 +14,7 @@
 
 #include "common.hpp"
 #include "tally/error.hpp"
+#include "tally/numpy_math.hpp"
 
 namespace tally::detection::coco {
 
@@ -40,30 +41,7 @@ std::vector<double> rec_thrs() {
   return r;
 }
 
-double pairwise(const double* a, std::size_t n) {
-  if (n < 8) {
-    double res = -0.0;
-    for (std::size_t i = 0; i < n; ++i) res += a[i];
-    return res;
-  }
-  if (n <= 128) {
-    double r[8];
-    for (int j = 0; j < 8; ++j) r[j] = a[j];
-    std::size_t i = 8;
-    for (; i < n - (n % 8); i += 8)
-      for (int j = 0; j < 8; ++j) r[j] += a[i + j];
-    double res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
-    for (; i < n; ++i) res += a[i];
-    return res;
-  }
-  std::size_t n2 = n / 2;
-  n2 -= n2 % 8;
-  return pairwise(a, n2) + pairwise(a + n2, n - n2);
-}
-
 }  // namespace
-
-double numpy_sum(const double* a, std::size_t n) { return 0.0 + pairwise(a, n); }
 
 void Records::append(const Records& o) {
   img_groups.insert(img_groups.end(), o.img_groups.begin(), o.img_groups.end());
@@ -386,8 +364,9 @@ Summary summarize(const EvalConfig& cfg, const std::vector<RankRecords>& ranks,
       for (int a = 0; a < kAreas; ++a) {
         if (npig[a] == 0) continue;
         const auto np = static_cast<double>(npig[a]);
-        const std::uint32_t* tps = &tpm[static_cast<std::size_t>(a) * n_all];
-        const std::uint32_t* igs = &igm[static_cast<std::size_t>(a) * n_all];
+        // data() + offset, not &v[offset]: v is empty when the category has no detections.
+        const std::uint32_t* tps = tpm.data() + static_cast<std::size_t>(a) * n_all;
+        const std::uint32_t* igs = igm.data() + static_cast<std::size_t>(a) * n_all;
         std::array<std::int64_t, 32> tp_cnt{}, ig_cnt{};
         std::int64_t pos = 0, full_ig = 0;
         for (auto& e : ev) e.clear();
@@ -435,7 +414,7 @@ Summary summarize(const EvalConfig& cfg, const std::vector<RankRecords>& ranks,
   // summarize(): the mean of the entries > -1, NumPy's pairwise sum over C order.
   const auto mean_of = [](const std::vector<double>& v) {
     if (v.empty()) return -1.0;
-    return numpy_sum(v.data(), v.size()) / static_cast<double>(v.size());
+    return numpy::mean(v);
   };
   const auto find_m = [&](std::int64_t max_det) -> std::ptrdiff_t {
     for (std::size_t m = 0; m < M; ++m)

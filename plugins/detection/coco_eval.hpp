@@ -97,7 +97,4 @@ struct Summary {
 Summary summarize(const EvalConfig& cfg, const std::vector<RankRecords>& ranks,
                   const std::vector<std::int64_t>& cat_ids, int threads);
 
-/// NumPy's pairwise summation (np.add.reduce over a contiguous float64 array), bit for bit.
-double numpy_sum(const double* a, std::size_t n);
-
 }  // namespace tally::detection::coco

@@ -244,29 +244,6 @@ inline float mmeval_iou(const float* a, const float* b, float extra) {
   return overlap / u;
 }
 
-/// NumPy's pairwise summation for float32 (np.add.reduce / np.mean of a float32 array), bit for
-/// bit: 8 accumulators below 128 elements, halves above.
-inline float numpy_sum_f32(const float* a, std::size_t n) {
-  if (n < 8) {
-    float res = -0.0f;
-    for (std::size_t i = 0; i < n; ++i) res += a[i];
-    return res;
-  }
-  if (n <= 128) {
-    float r[8];
-    for (int j = 0; j < 8; ++j) r[j] = a[j];
-    std::size_t i = 8;
-    for (; i < n - (n % 8); i += 8)
-      for (int j = 0; j < 8; ++j) r[j] += a[i + j];
-    float res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
-    for (; i < n; ++i) res += a[i];
-    return res;
-  }
-  std::size_t n2 = n / 2;
-  n2 -= n2 % 8;
-  return numpy_sum_f32(a, n2) + numpy_sum_f32(a + n2, n - n2);
-}
-
 /// Reads one image's xyxy boxes [n, 4] of a ragged field as float32 (mmeval casts to float32 for
 /// IoU) and as the area dtype: `wide` says whether the tensor is float64.
 inline std::int64_t read_boxes_f32(const Tensor& t, std::string_view field, std::int64_t sample,

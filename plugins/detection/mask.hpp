@@ -199,8 +199,12 @@ inline Rle rle_from_poly(const double* xy, std::size_t k, std::uint32_t h, std::
       std::swap(xs, xe);
       std::swap(ys, ye);
     }
-    const double s =
-        dx >= dy ? static_cast<double>(ye - ys) / dx : static_cast<double>(xe - xs) / dy;
+    // A repeated point (dx = dy = 0): maskApi.c divides 0 by 0 and casts the NaN to int (UB; x86
+    // gives INT_MIN). Its one point lies between two points of the same u, so the boundary
+    // pass below skips it whatever its v: 0 gives the same mask without the UB.
+    const double s = dx == 0 && dy == 0 ? 0.0
+                     : dx >= dy         ? static_cast<double>(ye - ys) / dx
+                                        : static_cast<double>(xe - xs) / dy;
     if (dx >= dy) {
       for (int d = 0; d <= dx; ++d) {
         const int t = flip ? dx - d : d;

@@ -31,6 +31,7 @@
 #include "common.hpp"
 #include "detection.hpp"
 #include "tally/metric.hpp"
+#include "tally/numpy_math.hpp"
 #include "tally/plugin.hpp"
 #include "tally/state.hpp"
 
@@ -158,8 +159,7 @@ class ProposalRecall final : public TypedMetric<RecallState> {
     for (std::size_t p = 0; p < nums_.size(); ++p) {
       for (std::size_t t = 0; t < thrs_.size(); ++t)
         recalls[t] = static_cast<double>(hits[p * thrs_.size() + t]) / static_cast<double>(num_gts);
-      out.set("AR@" + std::to_string(nums_[p]),
-              coco::numpy_sum(recalls.data(), recalls.size()) / static_cast<double>(thrs_.size()));
+      out.set("AR@" + std::to_string(nums_[p]), numpy::mean(recalls));
     }
     return out;
   }

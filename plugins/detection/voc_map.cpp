@@ -44,6 +44,7 @@
 #include "common.hpp"
 #include "detection.hpp"
 #include "tally/metric.hpp"
+#include "tally/numpy_math.hpp"
 #include "tally/plugin.hpp"
 #include "tally/state.hpp"
 
@@ -227,8 +228,7 @@ class VOCMeanAP final : public TypedMetric<VocState> {
       for (std::size_t c = 0; c < C; ++c)
         if (num_gts[c * S + sc] > 0 || !drop_class_ap_) aps.push_back(ap[(c * I + i) * S + sc]);
       if (aps.empty()) return std::numeric_limits<double>::quiet_NaN();
-      const float sum = numpy_sum_f32(aps.data(), aps.size());
-      return static_cast<double>(sum / static_cast<float>(aps.size()));
+      return static_cast<double>(numpy::mean(aps));
     };
     for (std::size_t i = 0; i < I; ++i) {
       const auto pct = static_cast<std::int64_t>(std::nearbyint(thrs_[i] * 100));
@@ -237,7 +237,7 @@ class VOCMeanAP final : public TypedMetric<VocState> {
     for (std::size_t sc = 0; sc < S; ++sc) {
       std::vector<double> per_iou(I);
       for (std::size_t i = 0; i < I; ++i) per_iou[i] = class_mean(i, sc);
-      const double m = coco::numpy_sum(per_iou.data(), I) / static_cast<double>(I);
+      const double m = numpy::mean(per_iou);
       out.set(sc == full_ ? std::string("mAP")
                           : "mAP@(" + scales_[sc][0].repr() + ", " + scales_[sc][1].repr() + ")",
               m);
@@ -374,7 +374,7 @@ class VOCMeanAP final : public TypedMetric<VocState> {
       std::vector<double> terms;
       for (std::size_t i = 0; i + 1 < n + 2; ++i)
         if (mrec[i + 1] != mrec[i]) terms.push_back((mrec[i + 1] - mrec[i]) * mpre[i + 1]);
-      return coco::numpy_sum(terms.data(), terms.size());
+      return numpy::sum(terms);
     }
     double ap = 0.0;
     for (int t = 0; t < 11; ++t) {

@@ -35,9 +35,9 @@
 
 #include <fmt/format.h>
 
-#include "numpy_reduce.hpp"
 #include "tally/input.hpp"
 #include "tally/metric.hpp"
+#include "tally/numpy_math.hpp"
 #include "tally/plugin.hpp"
 #include "tally/state.hpp"
 
@@ -61,8 +61,7 @@ using Wider = std::conditional_t<(sizeof(A) >= sizeof(B)), A, B>;
 
 class EndPointError final : public TypedMetric<FlowState> {
  public:
-  explicit EndPointError(const Params& p)
-      : check_(p.owner().empty() ? "metric 'EndPointError'" : p.owner()) {
+  explicit EndPointError(const Params& p) : check_(p.owner_or("EndPointError")) {
     if (p.has("max_flow")) {
       max_flow_ = p.get_double("max_flow");
       if (!(max_flow_ > 0)) p.fail("max_flow", fmt::format("must be > 0, got {}", max_flow_));
@@ -180,13 +179,8 @@ class EndPointError final : public TypedMetric<FlowState> {
         e.push_back(v);
       }
       const auto cnt = static_cast<std::int64_t>(e.size());
-      double mean = 0.0;
-      if (cnt > 0) {
-        // numpy.mean: the float sum divided by a numpy.intp, computed in float64, stored as T.
-        const T sum = numpy::sum(e.data(), cnt);
-        mean = static_cast<double>(
-            static_cast<T>(static_cast<double>(sum) / static_cast<double>(cnt)));
-      }
+      // numpy.mean: the T sum divided by a numpy.intp, computed in float64, stored as T.
+      const double mean = cnt > 0 ? static_cast<double>(numpy::mean(e)) : 0.0;
       state.epe.push_back(mean);
       state.pixels.push_back(cnt);
     }

@@ -20,7 +20,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <limits>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -51,10 +50,6 @@ ComponentInfo jhmdb_pck_accuracy_info();
 ComponentInfo keypoint_auc_info();
 ComponentInfo keypoint_epe_info();
 ComponentInfo keypoint_nme_info();
-
-inline std::string owner_of(const Params& p, const char* type) {
-  return p.owner().empty() ? "metric '" + std::string(type) + "'" : p.owner();
-}
 
 inline InputSpec pred_input() {
   return {kPred, "Predicted keypoint coordinates [N, K, D], float32 or float64 (no NaN).", true};
@@ -214,16 +209,6 @@ inline std::vector<float> distances(const Coords& c, const Tensor& norm, bool sh
   return out;
 }
 
-/// A threshold as NumPy compares a float32 array with a Python float: cast to float32 first
-/// (NEP 50), infinities beyond the float range.
-inline float thr_f32(double thr) {
-  if (thr > static_cast<double>(std::numeric_limits<float>::max()))
-    return std::numeric_limits<float>::infinity();
-  if (thr < static_cast<double>(std::numeric_limits<float>::lowest()))
-    return -std::numeric_limits<float>::infinity();
-  return static_cast<float>(thr);
-}
-
 /// Adds, per keypoint, the valid distances (!= -1) to valid[k] (when not null) and those below
 /// `thr` to hits[k]; the comparison is done in T (float: a Python float threshold; double: a
 /// numpy.float64 one).
@@ -258,7 +243,7 @@ inline PckSummary pck_summary(const std::int64_t* valid, const std::int64_t* hit
     if (a >= 0) ok.push_back(a);
   }
   s.cnt = static_cast<std::int64_t>(ok.size());
-  if (s.cnt > 0) s.avg = numpy::sum(ok.data(), s.cnt) / static_cast<double>(s.cnt);
+  if (s.cnt > 0) s.avg = numpy::mean(ok);
   return s;
 }
 
@@ -328,7 +313,7 @@ inline void count_pck_items(const InputChecker& check, const Batch& batch, const
     if (!items.on[j] || skip.on[j]) continue;
     const Tensor& norm = read_norm(check, batch, kNormFields[j], c.n, c.d, first);
     const std::vector<float> dist = distances(c, norm);
-    count_below<float>(dist, c.n, c.k, thr_f32(thr), counts + 2 * j * c.k,
+    count_below<float>(dist, c.n, c.k, numpy::weak_scalar<float>(thr), counts + 2 * j * c.k,
                        counts + (2 * j + 1) * c.k);
   }
 }
@@ -465,7 +450,7 @@ class DistanceMetric : public TypedMetric<DistanceState> {
           if (v != -1.0f) valid.push_back(v);
         }
     const auto cnt = static_cast<std::int64_t>(valid.size());
-    const float total = numpy::sum(valid.data(), cnt);
+    const float total = numpy::sum(valid);
     // np.float32 / Python int: the int is cast to float32 (NEP 50).
     const float mean = total / static_cast<float>(std::max<std::int64_t>(1, cnt));
     Value out = Value::map();

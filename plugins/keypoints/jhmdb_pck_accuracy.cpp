@@ -25,7 +25,7 @@ constexpr std::int64_t kJhmdbKeypoints = 15;
 class JhmdbPCKAccuracy final : public CountMetric {
  public:
   explicit JhmdbPCKAccuracy(const Params& p)
-      : CountMetric(owner_of(p, "JhmdbPCKAccuracy"), 6),
+      : CountMetric(p.owner_or("JhmdbPCKAccuracy"), 6),
         thr_(p.get_double("thr")),
         items_(read_norm_items(p)) {
     if (std::isnan(thr_)) p.fail("thr", "must not be NaN");

@@ -25,7 +25,7 @@ namespace {
 class KeypointAUC final : public CountMetric {
  public:
   explicit KeypointAUC(const Params& p)
-      : CountMetric(owner_of(p, "KeypointAUC"), 1 + p.get_int("num_thrs")),
+      : CountMetric(p.owner_or("KeypointAUC"), 1 + p.get_int("num_thrs")),
         norm_factor_(p.get_double("norm_factor")),
         num_thrs_(p.get_int("num_thrs")) {
     if (num_thrs_ < 1) p.fail("num_thrs", fmt::format("must be >= 1, got {}", num_thrs_));
@@ -49,7 +49,7 @@ class KeypointAUC final : public CountMetric {
     const std::vector<float> dist = distances(c, norm);
     for (std::int64_t t = 0; t < num_thrs_; ++t) {
       const double thr = 1.0 * static_cast<double>(t) / static_cast<double>(num_thrs_);
-      count_below<float>(dist, c.n, c.k, thr_f32(thr), t == 0 ? counts : nullptr,
+      count_below<float>(dist, c.n, c.k, numpy::weak_scalar<float>(thr), t == 0 ? counts : nullptr,
                          counts + (1 + t) * c.k);
     }
   }

@@ -24,7 +24,7 @@ namespace {
 class KeypointEndPointError final : public DistanceMetric {
  public:
   explicit KeypointEndPointError(const Params& p)
-      : DistanceMetric(owner_of(p, "KeypointEndPointError")) {}
+      : DistanceMetric(p.owner_or("KeypointEndPointError")) {}
 
  protected:
   const char* key() const override { return "EPE"; }

@@ -38,7 +38,7 @@ constexpr std::array<DefaultIndices, 5> kDefaults = {{{"horse10", 0, 1},
 
 class KeypointNME final : public DistanceMetric {
  public:
-  explicit KeypointNME(const Params& p) : DistanceMetric(owner_of(p, "KeypointNME")) {
+  explicit KeypointNME(const Params& p) : DistanceMetric(p.owner_or("KeypointNME")) {
     const std::string mode = p.get_string("norm_mode");
     if (mode == "use_norm_item") {
       use_item_ = true;

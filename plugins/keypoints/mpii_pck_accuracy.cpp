@@ -41,7 +41,7 @@ constexpr std::int64_t kValid = 6, kHitsThr = 7, kValid01 = 8, kHits01 = 9, kVis
 class MpiiPCKAccuracy final : public CountMetric {
  public:
   explicit MpiiPCKAccuracy(const Params& p)
-      : CountMetric(owner_of(p, "MpiiPCKAccuracy"), 11),
+      : CountMetric(p.owner_or("MpiiPCKAccuracy"), 11),
         thr_(p.get_double("thr")),
         items_(read_norm_items(p)) {
     if (std::isnan(thr_)) p.fail("thr", "must not be NaN");
@@ -64,7 +64,8 @@ class MpiiPCKAccuracy final : public CountMetric {
     const Tensor& norm = read_norm(check_, batch, kHead, c.n, c.d, first);
     const std::vector<float> dist = distances(c, norm, /*shift_pred=*/true);
     const std::int64_t k = c.k;
-    count_below<float>(dist, c.n, k, thr_f32(thr_), counts + kValid * k, counts + kHitsThr * k);
+    count_below<float>(dist, c.n, k, numpy::weak_scalar<float>(thr_), counts + kValid * k,
+                       counts + kHitsThr * k);
     const std::vector<float> dist01 = distances(c, norm, /*shift_pred=*/true, /*zero_masks=*/false);
     count_below<double>(dist01, c.n, k, 10 * 0.01, counts + kValid01 * k, counts + kHits01 * k);
     for (std::int64_t i = 0; i < c.n; ++i)
@@ -113,8 +114,8 @@ class MpiiPCKAccuracy final : public CountMetric {
       // mmeval stores 100 acc in a float32 array (pckAll) before weighting it.
       b[uj] = static_cast<double>(static_cast<float>(100. * at_01.acc[uj])) * ratio;
     }
-    out.set("PCKh", numpy::sum(a.data(), k));
-    out.set("PCKh@0.1", numpy::sum(b.data(), k));
+    out.set("PCKh", numpy::sum(a));
+    out.set("PCKh@0.1", numpy::sum(b));
     return out;
   }
 

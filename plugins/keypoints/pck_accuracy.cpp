@@ -26,7 +26,7 @@ namespace {
 class PCKAccuracy final : public CountMetric {
  public:
   explicit PCKAccuracy(const Params& p)
-      : CountMetric(owner_of(p, "PCKAccuracy"), 6),
+      : CountMetric(p.owner_or("PCKAccuracy"), 6),
         thr_(p.get_double("thr")),
         items_(read_norm_items(p)) {
     if (std::isnan(thr_)) p.fail("thr", "must not be NaN");

@@ -36,9 +36,9 @@
 
 #include <fmt/format.h>
 
-#include "numpy_reduce.hpp"
 #include "tally/input.hpp"
 #include "tally/metric.hpp"
+#include "tally/numpy_math.hpp"
 #include "tally/plugin.hpp"
 #include "tally/state.hpp"
 
@@ -57,8 +57,7 @@ struct PerplexityState {
 
 class Perplexity final : public TypedMetric<PerplexityState> {
  public:
-  explicit Perplexity(const Params& p)
-      : check_(p.owner().empty() ? "metric 'Perplexity'" : p.owner()) {
+  explicit Perplexity(const Params& p) : check_(p.owner_or("Perplexity")) {
     if (p.has("ignore_labels")) ignore_ = p.get_int_list("ignore_labels");
   }
 
@@ -176,13 +175,13 @@ class Perplexity final : public TypedMetric<PerplexityState> {
             check_.fail(kLogits, fmt::format("sample {} token {}: every logit is -inf", sample, t));
           for (std::int64_t c = 0; c < v; ++c)
             shifted[static_cast<std::size_t>(c)] = std::exp(static_cast<double>(r[c]) - m);
-          const double z = numpy::sum(shifted.data(), v);
+          const double z = numpy::sum(shifted);
           logp.push_back((static_cast<double>(r[label]) - m) - std::log(z));
         }
       });
     });
     const auto cnt = static_cast<std::int64_t>(logp.size());
-    state.nll.push_back(-numpy::sum(logp.data(), cnt));
+    state.nll.push_back(-numpy::sum(logp));
     state.tokens.push_back(cnt);
   }
 

@@ -1,6 +1,6 @@
 // Pieces the regression metrics share: reading pred / target / sample_weight into float64
-// rows, the exactly-accumulated state of RegressionMAE, RegressionMSE and RMSE, numpy's mean of
-// the per-output values, and the component infos plugin.cpp registers.
+// rows, the exactly-accumulated state of RegressionMAE, RegressionMSE and RMSE (numpy's mean of the
+// per-output values: tally/numpy_math.hpp), and the component infos plugin.cpp registers.
 #pragma once
 
 #include <cmath>
@@ -12,6 +12,7 @@
 #include "tally/batch.hpp"
 #include "tally/input.hpp"
 #include "tally/metric.hpp"
+#include "tally/numpy_math.hpp"
 #include "tally/params.hpp"
 #include "tally/plugin.hpp"
 #include "tally/state.hpp"
@@ -26,39 +27,6 @@ ComponentInfo mae_info();
 ComponentInfo mse_info();
 ComponentInfo rmse_info();
 ComponentInfo r2_info();
-
-inline std::string owner_of(const Params& p, const char* type) {
-  return p.owner().empty() ? "metric '" + std::string(type) + "'" : p.owner();
-}
-
-/// numpy's pairwise sum of a float64 array (pairwise_sum in numpy/_core/src/umath/loops_utils.h:
-/// sequential below 8 values, 8 running sums up to 128, halves above), the same additions in the
-/// same order.
-inline double numpy_sum(const double* a, std::size_t n) {
-  if (n < 8) {
-    double s = 0.0;
-    for (std::size_t i = 0; i < n; ++i) s += a[i];
-    return s;
-  }
-  if (n <= 128) {
-    double r[8];
-    for (std::size_t j = 0; j < 8; ++j) r[j] = a[j];
-    std::size_t i = 8;
-    for (; i < n - (n % 8); i += 8)
-      for (std::size_t j = 0; j < 8; ++j) r[j] += a[i + j];
-    double s = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
-    for (; i < n; ++i) s += a[i];
-    return s;
-  }
-  std::size_t n2 = n / 2;
-  n2 -= n2 % 8;
-  return numpy_sum(a, n2) + numpy_sum(a + n2, n - n2);
-}
-inline double numpy_sum(const std::vector<double>& v) { return numpy_sum(v.data(), v.size()); }
-/// np.mean: the pairwise sum / n.
-inline double numpy_mean(const std::vector<double>& v) {
-  return numpy_sum(v) / static_cast<double>(v.size());
-}
 
 /// The inputs of one batch as float64: pred and target [n, outputs] row-major, weight [n] (all
 /// 1 when the batch has no sample_weight). InputError for a missing field, a shape mismatch, a
@@ -133,6 +101,17 @@ inline void check_consistent(const InputChecker& check, std::int64_t& outputs,
   weighted = static_cast<std::int64_t>(r.weighted);
 }
 
+/// check_consistent for the state of rank r (its outputs and weighting, as stored) against the
+/// ranks before it.
+inline void check_rank_consistent(const InputChecker& check, std::int64_t& outputs,
+                                  std::int64_t& weighted, std::int64_t rank_outputs,
+                                  std::int64_t rank_weighted, std::size_t r) {
+  Rows probe;
+  probe.outputs = rank_outputs;
+  probe.weighted = rank_weighted != 0;
+  check_consistent(check, outputs, weighted, probe, " on rank " + std::to_string(r));
+}
+
 inline ParamSpec multioutput_param(bool variance_weighted) {
   std::vector<std::string> choices{"uniform_average", "raw_values"};
   if (variance_weighted) choices.push_back("variance_weighted");
@@ -175,7 +154,7 @@ enum class ErrorKind { Absolute, Squared, RootSquared };
 class ErrorMetric : public TypedMetric<ErrorSumState> {
  public:
   ErrorMetric(const Params& p, const char* type, std::string key, ErrorKind kind)
-      : check_(owner_of(p, type)),
+      : check_(p.owner_or(type)),
         key_(std::move(key)),
         kind_(kind),
         raw_(p.get_string("multioutput") == "raw_values") {}
@@ -223,10 +202,7 @@ class ErrorMetric : public TypedMetric<ErrorSumState> {
       if (s.words.size() != static_cast<std::size_t>(s.outputs + 1) * ExactSum::kWords)
         throw RuntimeError(check_.owner() + ": the state of rank " + std::to_string(r) +
                            " is corrupt");
-      Rows probe;
-      probe.outputs = s.outputs;
-      probe.weighted = s.weighted != 0;
-      check_consistent(check_, outputs, weighted, probe, " on rank " + std::to_string(r));
+      check_rank_consistent(check_, outputs, weighted, s.outputs, s.weighted, r);
       n += s.n;
     }
     if (n == 0) check_.fail("no samples");
@@ -246,7 +222,7 @@ class ErrorMetric : public TypedMetric<ErrorSumState> {
     if (raw_)
       out.set(key_, Value(errors));
     else
-      out.set(key_, numpy_mean(errors));
+      out.set(key_, numpy::mean(errors));
     return out;
   }
 

@@ -36,7 +36,7 @@ struct R2State {
 class R2 final : public TypedMetric<R2State> {
  public:
   explicit R2(const Params& p)
-      : check_(owner_of(p, "R2")), multioutput_(p.get_string("multioutput")) {}
+      : check_(p.owner_or("R2")), multioutput_(p.get_string("multioutput")) {}
 
  protected:
   void update(R2State& s, const Batch& batch) override {
@@ -61,10 +61,7 @@ class R2 final : public TypedMetric<R2State> {
           (s.weighted != 0 && static_cast<std::int64_t>(s.weight.size()) != rows))
         throw RuntimeError(check_.owner() + ": the state of rank " + std::to_string(r) +
                            " is corrupt");
-      Rows probe;
-      probe.outputs = s.outputs;
-      probe.weighted = s.weighted != 0;
-      check_consistent(check_, outputs, weighted, probe, " on rank " + std::to_string(r));
+      check_rank_consistent(check_, outputs, weighted, s.outputs, s.weighted, r);
       n += rows;
     }
     if (n == 0) check_.fail("no samples");
@@ -122,9 +119,9 @@ class R2 final : public TypedMetric<R2State> {
       // np.average(score, weights=den): sum(score * den) / sum(den), numpy's order.
       std::vector<double> prod(d);
       for (std::size_t k = 0; k < d; ++k) prod[k] = score[k] * denom[k];
-      out.set("r2", numpy_sum(prod) / numpy_sum(denom));
+      out.set("r2", numpy::sum(prod) / numpy::sum(denom));
     } else {
-      out.set("r2", numpy_mean(score));
+      out.set("r2", numpy::mean(score));
     }
     return out;
   }

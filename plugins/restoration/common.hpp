@@ -1,7 +1,8 @@
 // Pieces the image-restoration metrics share: per-sample access to the image fields (dense or
 // ragged), mmeval's image transforms (reorder to HWC, the float32 cast, BasicSR's Y channel, the
-// border crop) as row loaders that copy nothing else, numpy's pairwise sum, and the state and base
-// class of PSNR, SNR and SSIM (one value per sample, averaged in dataset order at compute).
+// border crop) as row loaders that copy nothing else, and the state and base class of PSNR, SNR and
+// SSIM (one value per sample, averaged in dataset order at compute with numpy's mean:
+// tally/numpy_math.hpp).
 #pragma once
 
 #include <array>
@@ -14,6 +15,7 @@
 #include "tally/batch.hpp"
 #include "tally/input.hpp"
 #include "tally/metric.hpp"
+#include "tally/numpy_math.hpp"
 #include "tally/params.hpp"
 #include "tally/plugin.hpp"
 #include "tally/state.hpp"
@@ -30,35 +32,7 @@ ComponentInfo ssim_info();
 ComponentInfo mae_info();
 ComponentInfo mse_info();
 
-inline std::string owner_of(const Params& p, const char* type) {
-  return p.owner().empty() ? "metric '" + std::string(type) + "'" : p.owner();
-}
-
-// ---- numpy's summation ---------------------------------------------------------------------
-
-/// numpy's pairwise summation of a contiguous float64 array (numpy/_core/src/umath/loops_utils.h,
-/// pairwise_sum with PW_BLOCKSIZE 128): the same additions in the same order, so np.mean of a
-/// list of per-sample values is reproduced bit for bit.
-inline double numpy_sum(const double* a, std::int64_t n) {
-  if (n < 8) {
-    double res = 0.0;
-    for (std::int64_t i = 0; i < n; ++i) res += a[i];
-    return res;
-  }
-  if (n <= 128) {
-    double r[8];
-    for (int j = 0; j < 8; ++j) r[j] = a[j];
-    std::int64_t i = 8;
-    for (; i < n - (n % 8); i += 8)
-      for (int j = 0; j < 8; ++j) r[j] += a[i + j];
-    double res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
-    for (; i < n; ++i) res += a[i];
-    return res;
-  }
-  std::int64_t n2 = n / 2;
-  n2 -= n2 % 8;
-  return numpy_sum(a, n2) + numpy_sum(a + n2, n - n2);
-}
+// ---- sums -----------------------------------------------------------------------------------
 
 /// Neumaier's compensated sum: for sums over pixels, whose order differs from numpy's anyway;
 /// accurate to about one rounding whatever the order.
@@ -353,6 +327,18 @@ struct PerSampleState {
   MSGPACK_DEFINE(values)
 };
 
+/// The result of the per-sample metrics (PSNR, SNR, SSIM, MAE, MSE): {key: numpy.mean of every
+/// sample's value}, the ranks' values in rank order (dataset order). InputError without samples.
+inline Value mean_of_samples(const std::vector<PerSampleState>& states, const InputChecker& check,
+                             const std::string& key) {
+  std::vector<double> all;
+  for (const auto& s : states) all.insert(all.end(), s.values.begin(), s.values.end());
+  if (all.empty()) check.fail("no samples");
+  Value out = Value::map();
+  out.set(key, numpy::mean(all));
+  return out;
+}
+
 /// The common parameters of PSNR, SNR and SSIM (mmeval's, with input_order defaulting to HWC).
 inline std::vector<ParamSpec> transform_params(const char* metric) {
   return {
@@ -396,7 +382,7 @@ inline std::vector<InputSpec> image_inputs() {
 class PerSampleMetric : public TypedMetric<PerSampleState> {
  public:
   PerSampleMetric(const Params& p, const char* type, std::string key)
-      : t_(p), check_(owner_of(p, type)), key_(std::move(key)) {}
+      : t_(p), check_(p.owner_or(type)), key_(std::move(key)) {}
 
  protected:
   /// Appends this frame's values (one, or one per channel) to `out`.
@@ -419,19 +405,12 @@ class PerSampleMetric : public TypedMetric<PerSampleState> {
       values_.clear();
       for (std::size_t f = 0; f < pred_frames_.size(); ++f)
         frame_values(pred_frames_[f], gt_frames_[f], first + i, values_);
-      state.values.push_back(numpy_sum(values_.data(), static_cast<std::int64_t>(values_.size())) /
-                             static_cast<double>(values_.size()));
+      state.values.push_back(numpy::mean(values_));
     }
   }
 
   Value compute(const std::vector<PerSampleState>& states) const override {
-    std::vector<double> all;
-    for (const auto& s : states) all.insert(all.end(), s.values.begin(), s.values.end());
-    if (all.empty()) check_.fail("no samples");
-    Value out = Value::map();
-    out.set(key_, numpy_sum(all.data(), static_cast<std::int64_t>(all.size())) /
-                      static_cast<double>(all.size()));
-    return out;
+    return mean_of_samples(states, check_, key_);
   }
 
   /// Loads row r of a plane of both frames into row_p_/row_g_; InputError on a NaN.

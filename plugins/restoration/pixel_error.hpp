@@ -19,7 +19,7 @@ class PixelError : public TypedMetric<PerSampleState> {
   /// squared: MSE (term d^2, masked sum / mask sum); else MAE (term |d|, masked sum /
   /// (mask sum * scale + 1e-12)).
   PixelError(const Params& p, const char* type, std::string key, bool squared)
-      : check_(owner_of(p, type)), key_(std::move(key)), squared_(squared) {}
+      : check_(p.owner_or(type)), key_(std::move(key)), squared_(squared) {}
 
  protected:
   void update(PerSampleState& state, const Batch& batch) override {
@@ -73,13 +73,7 @@ class PixelError : public TypedMetric<PerSampleState> {
   }
 
   Value compute(const std::vector<PerSampleState>& states) const override {
-    std::vector<double> all;
-    for (const auto& s : states) all.insert(all.end(), s.values.begin(), s.values.end());
-    if (all.empty()) check_.fail("no samples");
-    Value out = Value::map();
-    out.set(key_, numpy_sum(all.data(), static_cast<std::int64_t>(all.size())) /
-                      static_cast<double>(all.size()));
-    return out;
+    return mean_of_samples(states, check_, key_);
   }
 
  private:

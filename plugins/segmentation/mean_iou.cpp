@@ -45,6 +45,7 @@
 
 #include "tally/input.hpp"
 #include "tally/metric.hpp"
+#include "tally/numpy_math.hpp"
 #include "tally/plugin.hpp"
 #include "tally/state.hpp"
 
@@ -154,7 +155,7 @@ class MeanIoU final : public TypedMetric<MeanIoUState> {
         beta_(p.get_double("beta")),
         classwise_(p.get_bool("classwise_results")),
         reduce_zero_label_(p.get_bool("reduce_zero_label")),
-        check_(p.owner().empty() ? std::string("metric 'MeanIoU'") : p.owner()) {
+        check_(p.owner_or("MeanIoU")) {
     if (k_ < 1) p.fail("num_classes", "must be >= 1, got " + std::to_string(k_));
     if (k_ > kMaxClasses)
       p.fail("num_classes", "must be at most " + std::to_string(kMaxClasses) +
@@ -276,45 +277,12 @@ class MeanIoU final : public TypedMetric<MeanIoUState> {
   }
 
  private:
-  /// NumPy's pairwise summation (numpy/_core/src/umath/loops_utils.h.src, pairwise_sum), which
-  /// np.sum uses on a contiguous float64 array: the same additions in the same order.
-  static double pairwise_sum(const double* a, std::size_t n) {
-    if (n < 8) {
-      double res = 0.0;
-      for (std::size_t i = 0; i < n; ++i) res += a[i];
-      return res;
-    }
-    if (n <= 128) {
-      double r[8];
-      for (std::size_t j = 0; j < 8; ++j) r[j] = a[j];
-      std::size_t i = 8;
-      for (; i < n - n % 8; i += 8)
-        for (std::size_t j = 0; j < 8; ++j) r[j] += a[i + j];
-      double res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
-      for (; i < n; ++i) res += a[i];
-      return res;
-    }
-    std::size_t n2 = n / 2;
-    n2 -= n2 % 8;
-    return pairwise_sum(a, n2) + pairwise_sum(a + n2, n - n2);
-  }
-
   /// mmeval's _mean: numpy.nan_to_num(values, nan=nan_to_num) when set, then numpy.nanmean.
   double mean(std::vector<double> values) const {
-    std::size_t count = 0;
-    for (double& v : values) {
-      if (std::isnan(v)) {
-        if (has_nan_to_num_) {
-          v = nan_to_num_;
-          ++count;
-        } else {
-          v = 0.0;
-        }
-      } else {
-        ++count;
-      }
-    }
-    return pairwise_sum(values.data(), values.size()) / static_cast<double>(count);
+    if (has_nan_to_num_)
+      for (double& v : values)
+        if (std::isnan(v)) v = nan_to_num_;
+    return numpy::nanmean(values);
   }
 
   template <class P, class G>

@@ -37,6 +37,7 @@
 
 #include "common.hpp"
 #include "tally/metric.hpp"
+#include "tally/numpy_math.hpp"
 #include "tally/state.hpp"
 
 namespace tally::text {
@@ -51,31 +52,9 @@ struct BleuState {
 
 enum class Tok { Auto, En, Cn, T13a, None, Intl, Char };
 
-/// numpy's pairwise summation (np.sum of a float64 vector), for mmeval's sum of weighted logs.
-double numpy_sum(const double* a, std::size_t n) {
-  if (n < 8) {
-    double r = -0.0;
-    for (std::size_t i = 0; i < n; ++i) r += a[i];
-    return r;
-  }
-  if (n <= 128) {
-    double r[8];
-    for (std::size_t j = 0; j < 8; ++j) r[j] = a[j];
-    std::size_t i = 8;
-    for (; i < n - n % 8; i += 8)
-      for (std::size_t j = 0; j < 8; ++j) r[j] += a[i + j];
-    double res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
-    for (; i < n; ++i) res += a[i];
-    return res;
-  }
-  std::size_t n2 = n / 2;
-  n2 -= n2 % 8;
-  return numpy_sum(a, n2) + numpy_sum(a + n2, n - n2);
-}
-
 class Bleu final : public TypedMetric<BleuState> {
  public:
-  explicit Bleu(const Params& p) : check_(owner_of(p, "BLEU")) {
+  explicit Bleu(const Params& p) : check_(p.owner_or("BLEU")) {
     sacre_ = p.get_string("convention") == "sacrebleu";
     n_gram_ = p.get_int("n_gram");
     if (n_gram_ < 1 || n_gram_ > 100)
@@ -200,7 +179,7 @@ class Bleu final : public TypedMetric<BleuState> {
         pred_len > refs_len
             ? 1.0
             : std::exp(1.0 - static_cast<double>(refs_len) / static_cast<double>(pred_len));
-    return bp * std::exp(numpy_sum(terms.data(), N));
+    return bp * std::exp(numpy::sum(terms));
   }
 
   // sacrebleu's BLEU.compute_bleu, in percent.
@@ -241,7 +220,7 @@ class Bleu final : public TypedMetric<BleuState> {
 
   // Tokens of `s` in buffer slot `slot` (the views stay valid until the next sample).
   void tokenize(std::string_view s, Tok tok, std::size_t slot) {
-    auto& out = tokens_[slot];
+    auto& out = seqs_.tokens(slot);
     out.clear();
     switch (tok) {
       case Tok::En:
@@ -258,9 +237,10 @@ class Bleu final : public TypedMetric<BleuState> {
                                  : tok == Tok::None ? SacreTokenizer::None
                                  : tok == Tok::Intl ? SacreTokenizer::Intl
                                                     : SacreTokenizer::Char;
-        buffers_[slot] = lowercase_ ? sacrebleu_tokenize(t, py_rstrip(py_lower(s)))
-                                    : sacrebleu_tokenize(t, py_rstrip(s));
-        py_split(buffers_[slot], out);
+        std::string& buf = seqs_.buffer(slot);
+        buf = lowercase_ ? sacrebleu_tokenize(t, py_rstrip(py_lower(s)))
+                         : sacrebleu_tokenize(t, py_rstrip(s));
+        py_split(buf, out);
         return;
       }
       case Tok::Auto:
@@ -271,24 +251,14 @@ class Bleu final : public TypedMetric<BleuState> {
   void add_sample(const std::string& hyp, std::span<const std::string> refs, Tok tok,
                   std::int64_t* out) {
     const std::size_t seqs = 1 + refs.size();
-    if (tokens_.size() < seqs) {
-      tokens_.resize(seqs);
-      buffers_.resize(seqs);
-      ids_.resize(seqs);
-      level_.resize(seqs);
-    }
+    seqs_.start(seqs);
     tokenize(hyp, tok, 0);
     for (std::size_t k = 0; k < refs.size(); ++k) tokenize(refs[k], tok, k + 1);
-    interner_.clear();
-    for (std::size_t s = 0; s < seqs; ++s) {
-      ids_[s].clear();
-      for (const auto t : tokens_[s]) ids_[s].push_back(interner_.id(t));
-      level_[s] = ids_[s];
-    }
-    const auto c = static_cast<std::int64_t>(ids_[0].size());
+    seqs_.intern();
+    const auto c = static_cast<std::int64_t>(seqs_.ids(0).size());
     std::int64_t best = -1, best_diff = -1;
     for (std::size_t s = 1; s < seqs; ++s) {
-      const auto len = static_cast<std::int64_t>(ids_[s].size());
+      const auto len = static_cast<std::int64_t>(seqs_.ids(s).size());
       const std::int64_t diff = len > c ? len - c : c - len;
       // mmeval: the first of the closest; sacrebleu: the shortest of the closest.
       if (best_diff < 0 || diff < best_diff || (sacre_ && diff == best_diff && len < best))
@@ -298,37 +268,29 @@ class Bleu final : public TypedMetric<BleuState> {
     out[1] += best;
     const auto N = static_cast<std::size_t>(n_gram_);
     for (std::size_t n = 1; n <= N; ++n) {
-      std::int32_t alphabet = interner_.size();
-      if (n > 1) {
-        ngrams_.next_order();
-        for (std::size_t s = 0; s < seqs; ++s) {
-          ngrams_.extend(level_[s], ids_[s], static_cast<int>(n), scratch_);
-          level_[s].swap(scratch_);
-        }
-        alphabet = ngrams_.size();
-      }
-      const auto a = static_cast<std::size_t>(alphabet);
+      const auto a = static_cast<std::size_t>(seqs_.order(static_cast<int>(n)));
       hyp_count_.assign(a, 0);
       ref_max_.assign(a, 0);
       ref_count_.assign(a, 0);
-      for (const auto id : level_[0]) ++hyp_count_[static_cast<std::size_t>(id)];
+      for (const auto id : seqs_.level(0)) ++hyp_count_[static_cast<std::size_t>(id)];
       for (std::size_t s = 1; s < seqs; ++s) {
-        for (const auto id : level_[s]) ++ref_count_[static_cast<std::size_t>(id)];
-        for (const auto id : level_[s]) {
+        const auto& lv = seqs_.level(s);
+        for (const auto id : lv) ++ref_count_[static_cast<std::size_t>(id)];
+        for (const auto id : lv) {
           auto& cnt = ref_count_[static_cast<std::size_t>(id)];
           auto& mx = ref_max_[static_cast<std::size_t>(id)];
           mx = std::max(mx, cnt);
         }
-        for (const auto id : level_[s]) ref_count_[static_cast<std::size_t>(id)] = 0;
+        for (const auto id : lv) ref_count_[static_cast<std::size_t>(id)] = 0;
       }
       std::int64_t matched = 0;
-      for (const auto id : level_[0]) {
+      for (const auto id : seqs_.level(0)) {
         auto& h = hyp_count_[static_cast<std::size_t>(id)];
         matched += std::min(h, ref_max_[static_cast<std::size_t>(id)]);
         h = 0;
       }
       out[2 + n - 1] += matched;
-      out[2 + N + n - 1] += static_cast<std::int64_t>(level_[0].size());
+      out[2 + N + n - 1] += static_cast<std::int64_t>(seqs_.level(0).size());
     }
   }
 
@@ -345,13 +307,8 @@ class Bleu final : public TypedMetric<BleuState> {
   InputChecker check_;
 
   // Scratch, kept between samples.
-  std::vector<std::vector<std::string_view>> tokens_;
-  std::vector<std::string> buffers_;
-  std::vector<std::vector<std::int32_t>> ids_, level_;
-  std::vector<std::int32_t> scratch_;
+  SampleNgrams seqs_;
   std::vector<std::int64_t> hyp_count_, ref_max_, ref_count_;
-  Interner interner_;
-  NgramIds ngrams_;
 };
 
 }  // namespace

@@ -32,10 +32,8 @@ ComponentInfo cer_info() {
       "CER",
       "Corpus character error rate over Unicode code points: total Levenshtein distance / total "
       "reference characters (jiwer 4.0.0 jiwer.cer with its default transforms). Key cer.",
-      {},
-      {InputSpec{kPred, "Hypotheses: one string per sample.", true},
-       InputSpec{kGt, "References: one string per sample.", true}},
-      {}, {{"cer", Better::Lower, Plot::None, "character error rate (may exceed 1)"}});
+      {}, edit_rate_inputs(), {},
+      {{"cer", Better::Lower, Plot::None, "character error rate (may exceed 1)"}});
 }
 
 }  // namespace tally::text

@@ -32,15 +32,11 @@ struct CharState {
 
 class CharRecallPrecision final : public TypedMetric<CharState> {
  public:
-  explicit CharRecallPrecision(const Params& p) : check_(owner_of(p, "CharRecallPrecision")) {
+  explicit CharRecallPrecision(const Params& p) : check_(p.owner_or("CharRecallPrecision")) {
     const std::string lc = p.get_string("letter_case");
     upper_ = lc == "upper";
     lower_ = lc == "lower";
-    try {
-      filter_ = std::make_unique<SymbolFilter>(p.get_string("invalid_symbol"));
-    } catch (const ConfigError& e) {
-      p.fail("invalid_symbol", e.what());
-    }
+    filter_ = symbol_filter(p);
   }
 
  protected:
@@ -59,10 +55,8 @@ class CharRecallPrecision final : public TypedMetric<CharState> {
       code_points(vp, chars_p_);
       code_points(vg, chars_g_);
       interner_.clear();
-      ids_p_.clear();
-      ids_g_.clear();
-      for (const auto c : chars_p_) ids_p_.push_back(interner_.id(c));
-      for (const auto c : chars_g_) ids_g_.push_back(interner_.id(c));
+      interner_.ids_of(chars_p_, ids_p_);
+      interner_.ids_of(chars_g_, ids_g_);
       state.gt += static_cast<std::int64_t>(ids_g_.size());
       state.pred += static_cast<std::int64_t>(ids_p_.size());
       state.tp += matcher_.matched(ids_p_, ids_g_, interner_.size());

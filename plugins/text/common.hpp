@@ -4,12 +4,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
 #include "tally/batch.hpp"
+#include "tally/error.hpp"
 #include "tally/input.hpp"
 #include "tally/params.hpp"
 #include "tally/plugin.hpp"
@@ -26,10 +28,6 @@ ComponentInfo word_accuracy_info();
 ComponentInfo char_recall_precision_info();
 ComponentInfo wer_info();
 ComponentInfo cer_info();
-
-inline std::string owner_of(const Params& p, const char* type) {
-  return p.owner().empty() ? "metric '" + std::string(type) + "'" : p.owner();
-}
 
 // ---- inputs ---------------------------------------------------------------------------------
 
@@ -90,6 +88,16 @@ class SymbolFilter {
 };
 inline constexpr const char* kDefaultInvalidSymbol = "[^A-Za-z0-9\\u4e00-\\u9fa5]";
 
+/// The filter of the parameter invalid_symbol; ConfigError naming the parameter when the pattern
+/// does not compile.
+inline std::unique_ptr<SymbolFilter> symbol_filter(const Params& p) {
+  try {
+    return std::make_unique<SymbolFilter>(p.get_string("invalid_symbol"));
+  } catch (const ConfigError& e) {
+    p.fail("invalid_symbol", e.what());
+  }
+}
+
 // ---- sacrebleu tokenizers -------------------------------------------------------------------
 
 enum class SacreTokenizer { T13a, None, Intl, Char };
@@ -105,6 +113,11 @@ class Interner {
     const auto [it, added] = ids_.try_emplace(s, static_cast<std::int32_t>(ids_.size()));
     (void)added;
     return it->second;
+  }
+  /// `ids` = the ids of `tokens`, in order.
+  void ids_of(const std::vector<std::string_view>& tokens, std::vector<std::int32_t>& ids) {
+    ids.clear();
+    for (const auto t : tokens) ids.push_back(id(t));
   }
   std::int32_t size() const { return static_cast<std::int32_t>(ids_.size()); }
   void clear() { ids_.clear(); }
@@ -127,6 +140,60 @@ class NgramIds {
 
  private:
   std::unordered_map<std::uint64_t, std::int32_t> table_;
+};
+
+/// The token sequences of one sample, the hypothesis in slot 0 and its references after it, as
+/// dense ids, and their n-grams one order at a time (BLEU, ROUGE-N). Scratch memory is kept
+/// between samples.
+class SampleNgrams {
+ public:
+  /// Starts a sample of `count` sequences. The caller then writes the tokens of each slot
+  /// (tokens(s); buffer(s) can hold the text they view) and calls intern().
+  void start(std::size_t count) {
+    count_ = count;
+    if (tokens_.size() < count) {
+      tokens_.resize(count);
+      buffers_.resize(count);
+      ids_.resize(count);
+      level_.resize(count);
+    }
+  }
+  std::vector<std::string_view>& tokens(std::size_t s) { return tokens_[s]; }
+  std::string& buffer(std::size_t s) { return buffers_[s]; }
+
+  /// Token ids for every slot (one id space for the sample); level(s) becomes the unigrams.
+  void intern() {
+    interner_.clear();
+    for (std::size_t s = 0; s < count_; ++s) {
+      interner_.ids_of(tokens_[s], ids_[s]);
+      level_[s] = ids_[s];
+    }
+  }
+  const std::vector<std::int32_t>& ids(std::size_t s) const { return ids_[s]; }
+  std::int32_t token_alphabet() const { return interner_.size(); }
+
+  /// Moves every level(s) to the n-grams of order n: called for n = 1, 2, 3, ... in turn after
+  /// intern() (n = 1 keeps the unigrams). Returns the number of distinct ids of order n (the ids
+  /// of the levels are below it).
+  std::int32_t order(int n) {
+    if (n == 1) return interner_.size();
+    ngrams_.next_order();
+    for (std::size_t s = 0; s < count_; ++s) {
+      ngrams_.extend(level_[s], ids_[s], n, scratch_);
+      level_[s].swap(scratch_);
+    }
+    return ngrams_.size();
+  }
+  const std::vector<std::int32_t>& level(std::size_t s) const { return level_[s]; }
+
+ private:
+  std::size_t count_ = 0;
+  std::vector<std::vector<std::string_view>> tokens_;
+  std::vector<std::string> buffers_;
+  std::vector<std::vector<std::int32_t>> ids_, level_;
+  std::vector<std::int32_t> scratch_;
+  Interner interner_;
+  NgramIds ngrams_;
 };
 
 /// difflib.SequenceMatcher(None, a, b) (autojunk on): the total size of its matching blocks

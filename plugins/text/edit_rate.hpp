@@ -22,13 +22,19 @@ struct EditRateState {
   MSGPACK_DEFINE(edits, ref_tokens, n)
 };
 
+/// The inputs of WER and CER.
+inline std::vector<InputSpec> edit_rate_inputs() {
+  return {InputSpec{kPred, "Hypotheses: one string per sample.", true},
+          InputSpec{kGt, "References: one string per sample.", true}};
+}
+
 /// `Tokens` is a callable (std::string_view text, std::string& buffer,
 /// std::vector<std::string_view>& tokens) that applies jiwer's transforms.
 template <class Tokens>
 class EditRate : public TypedMetric<EditRateState> {
  public:
   EditRate(const Params& p, const char* type, const char* key)
-      : key_(key), check_(owner_of(p, type)) {}
+      : key_(key), check_(p.owner_or(type)) {}
 
  protected:
   void update(EditRateState& state, const Batch& batch) override {
@@ -42,10 +48,8 @@ class EditRate : public TypedMetric<EditRateState> {
       Tokens{}(gt[i][0], buf_g_, tok_g_);
       Tokens{}(pred[i][0], buf_p_, tok_p_);
       interner_.clear();
-      ids_g_.clear();
-      ids_p_.clear();
-      for (const auto t : tok_g_) ids_g_.push_back(interner_.id(t));
-      for (const auto t : tok_p_) ids_p_.push_back(interner_.id(t));
+      interner_.ids_of(tok_g_, ids_g_);
+      interner_.ids_of(tok_p_, ids_p_);
       state.edits += lev_.distance(ids_g_, ids_p_, interner_.size());
       state.ref_tokens += static_cast<std::int64_t>(ids_g_.size());
     }

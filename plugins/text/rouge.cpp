@@ -64,7 +64,7 @@ enum class Lang { Auto, En, Cn };
 
 class Rouge final : public TypedMetric<RougeState> {
  public:
-  explicit Rouge(const Params& p) : check_(owner_of(p, "ROUGE")) {
+  explicit Rouge(const Params& p) : check_(p.owner_or("ROUGE")) {
     const Value& keys = p.get("rouge_keys");
     const auto add_key = [&](const Value& k) {
       if (k.is_int() && k.as_int() >= 1 && k.as_int() <= 9) {
@@ -150,7 +150,7 @@ class Rouge final : public TypedMetric<RougeState> {
  private:
   // mmeval's _normalize_and_tokenize into slot `slot`.
   void tokenize(std::string_view s, bool cn, std::size_t slot) {
-    auto& out = tokens_[slot];
+    auto& out = seqs_.tokens(slot);
     out.clear();
     if (cn) {
       code_points(s, out);
@@ -158,7 +158,7 @@ class Rouge final : public TypedMetric<RougeState> {
     }
     // Runs of [a-z0-9] in text.lower() (or of [A-Za-z0-9]): what re.sub(..., ' ') then split()
     // leaves.
-    std::string& buf = buffers_[slot];
+    std::string& buf = seqs_.buffer(slot);
     buf = lowercase_ ? py_lower(s) : std::string(s);
     std::size_t start = 0;
     bool in = false;
@@ -176,55 +176,37 @@ class Rouge final : public TypedMetric<RougeState> {
 
   void score_sample(const std::string& hyp, std::span<const std::string> refs, bool cn,
                     double* out) {
-    const std::size_t seqs = 1 + refs.size();
-    if (tokens_.size() < seqs) {
-      tokens_.resize(seqs);
-      buffers_.resize(seqs);
-      ids_.resize(seqs);
-      level_.resize(seqs);
-    }
+    seqs_.start(1 + refs.size());
     tokenize(hyp, cn, 0);
     for (std::size_t k = 0; k < refs.size(); ++k) tokenize(refs[k], cn, k + 1);
-    interner_.clear();
-    for (std::size_t s = 0; s < seqs; ++s) {
-      ids_[s].clear();
-      for (const auto t : tokens_[s]) ids_[s].push_back(interner_.id(t));
-      level_[s] = ids_[s];
-    }
+    seqs_.intern();
     // scores_[key][ref]
     per_ref_.assign(keys_.size() * refs.size(), Prf{});
     for (std::size_t k = 0; k < keys_.size(); ++k) {
       if (keys_[k] != 0) continue;
       for (std::size_t r = 0; r < refs.size(); ++r) {
-        const auto& a = ids_[0];
-        const auto& b = ids_[r + 1];
+        const auto& a = seqs_.ids(0);
+        const auto& b = seqs_.ids(r + 1);
         if (a.empty() || b.empty()) continue;
         per_ref_[k * refs.size() + r] =
-            prf(matcher_.matched(a, b, interner_.size()), static_cast<std::int64_t>(a.size()),
+            prf(matcher_.matched(a, b, seqs_.token_alphabet()), static_cast<std::int64_t>(a.size()),
                 static_cast<std::int64_t>(b.size()));
       }
     }
     for (int n = 1; n <= max_n_; ++n) {
-      std::int32_t alphabet = interner_.size();
-      if (n > 1) {
-        ngrams_.next_order();
-        for (std::size_t s = 0; s < seqs; ++s) {
-          ngrams_.extend(level_[s], ids_[s], n, scratch_);
-          level_[s].swap(scratch_);
-        }
-        alphabet = ngrams_.size();
-      }
+      const std::int32_t alphabet = seqs_.order(n);
       bool wanted = false;
       for (const int key : keys_) wanted |= key == n;
       if (!wanted) continue;
       const auto a = static_cast<std::size_t>(alphabet);
       pred_count_.assign(a, 0);
       ref_count_.assign(a, 0);
-      for (const auto id : level_[0]) ++pred_count_[static_cast<std::size_t>(id)];
+      const auto& lp = seqs_.level(0);
+      for (const auto id : lp) ++pred_count_[static_cast<std::size_t>(id)];
       for (std::size_t r = 0; r < refs.size(); ++r) {
-        const auto& lv = level_[r + 1];
+        const auto& lv = seqs_.level(r + 1);
         Prf score;
-        if (!level_[0].empty() && !lv.empty()) {
+        if (!lp.empty() && !lv.empty()) {
           for (const auto id : lv) ++ref_count_[static_cast<std::size_t>(id)];
           std::int64_t hits = 0;
           for (const auto id : lv) {
@@ -232,8 +214,8 @@ class Rouge final : public TypedMetric<RougeState> {
             hits += std::min(rc, pred_count_[static_cast<std::size_t>(id)]);
             rc = 0;
           }
-          score = prf(hits, static_cast<std::int64_t>(level_[0].size()),
-                      static_cast<std::int64_t>(lv.size()));
+          score =
+              prf(hits, static_cast<std::int64_t>(lp.size()), static_cast<std::int64_t>(lv.size()));
         }
         for (std::size_t k = 0; k < keys_.size(); ++k)
           if (keys_[k] == n) per_ref_[k * refs.size() + r] = score;
@@ -271,14 +253,9 @@ class Rouge final : public TypedMetric<RougeState> {
   std::size_t sets_ = 1;
   InputChecker check_;
 
-  std::vector<std::vector<std::string_view>> tokens_;
-  std::vector<std::string> buffers_;
-  std::vector<std::vector<std::int32_t>> ids_, level_;
-  std::vector<std::int32_t> scratch_;
+  SampleNgrams seqs_;
   std::vector<std::int64_t> pred_count_, ref_count_;
   std::vector<Prf> per_ref_;
-  Interner interner_;
-  NgramIds ngrams_;
   SequenceMatcher matcher_;
 };
 

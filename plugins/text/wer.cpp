@@ -52,10 +52,8 @@ ComponentInfo wer_info() {
       "WER",
       "Corpus word error rate: total word-level Levenshtein distance / total reference words "
       "(jiwer 4.0.0 jiwer.wer with its default transforms). Key wer.",
-      {},
-      {InputSpec{kPred, "Hypotheses: one string per sample.", true},
-       InputSpec{kGt, "References: one string per sample.", true}},
-      {}, {{"wer", Better::Lower, Plot::None, "word error rate (may exceed 1)"}});
+      {}, edit_rate_inputs(), {},
+      {{"wer", Better::Lower, Plot::None, "word error rate (may exceed 1)"}});
 }
 
 }  // namespace tally::text

@@ -35,7 +35,7 @@ struct WordAccuracyState {
 
 class WordAccuracy final : public TypedMetric<WordAccuracyState> {
  public:
-  explicit WordAccuracy(const Params& p) : check_(owner_of(p, "WordAccuracy")) {
+  explicit WordAccuracy(const Params& p) : check_(p.owner_or("WordAccuracy")) {
     for (const auto& m : p.get_string_list("mode")) {
       if (m == "exact")
         exact_ = true;
@@ -47,11 +47,7 @@ class WordAccuracy final : public TypedMetric<WordAccuracyState> {
         p.fail("mode", "expects exact, ignore_case or ignore_case_symbol, found '" + m + "'");
     }
     if (!exact_ && !ignore_case_ && !ignore_case_symbol_) p.fail("mode", "names no mode");
-    try {
-      filter_ = std::make_unique<SymbolFilter>(p.get_string("invalid_symbol"));
-    } catch (const ConfigError& e) {
-      p.fail("invalid_symbol", e.what());
-    }
+    filter_ = symbol_filter(p);
   }
 
  protected:

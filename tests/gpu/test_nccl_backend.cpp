@@ -20,6 +20,7 @@
 #include "config.hpp"
 #include "integration/cli_fixture.hpp"
 #include "registry.hpp"
+#include "support/expect_error.hpp"
 #include "tally/dist_backend.hpp"
 #include "tally/error.hpp"
 
@@ -92,21 +93,7 @@ std::shared_ptr<DistBackend> make_nccl(const Value::Map& params = {}) {
   return tally::Registry::make_backend(c, tally::make_params(*c.info, params, "backend 'nccl'"));
 }
 
-template <class E>
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-    return {};
-  }
-  ADD_FAILURE() << "no exception";
-  return {};
-}
-
-#define EXPECT_HAS(msg, part) EXPECT_NE((msg).find(part), std::string::npos) << "message: " << (msg)
+using tally::test::error_of;
 
 // Why there is no usable device, or "" when there is one.
 std::string no_device_reason() {

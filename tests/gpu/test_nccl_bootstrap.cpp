@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "nccl_support.hpp"
+#include "support/expect_error.hpp"
 #include "support/process.hpp"
 #include "tally/error.hpp"
 
@@ -35,21 +36,7 @@ GetEnv env_of(std::map<std::string, std::string> vars) {
   };
 }
 
-template <class E>
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-    return {};
-  }
-  ADD_FAILURE() << "no exception";
-  return {};
-}
-
-#define EXPECT_HAS(msg, part) EXPECT_NE((msg).find(part), std::string::npos) << "message: " << (msg)
+using tally::test::error_of;
 
 std::vector<std::byte> fake_id(std::uint32_t seed, std::size_t n = 128) {
   std::mt19937 gen(seed);

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "config.hpp"
+#include "support/expect_error.hpp"
 #include "support/process.hpp"
 #include "tally/dist_backend.hpp"
 #include "tally/error.hpp"
@@ -47,21 +48,7 @@ std::shared_ptr<DistBackend> make_nccl(const Value::Map& params = {}) {
   return info.make_backend(tally::make_params(info, params, "backend 'nccl'"));
 }
 
-template <class E>
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-    return {};
-  }
-  ADD_FAILURE() << "no exception";
-  return {};
-}
-
-#define EXPECT_HAS(msg, part) EXPECT_NE((msg).find(part), std::string::npos) << "message: " << (msg)
+using tally::test::error_of;
 
 class ScopedEnv {
  public:

@@ -1,15 +1,21 @@
-// Test harness for metric plugins: a tiny .npy loader, metrics built from the real plugin
+// Test harness for metric plugins: a tiny .npy loader, the expected-value files of
+// tests/reference/ and the inputs they name, metrics and readers built from the real plugin
 // libraries through the Registry, and N simulated ranks (contiguous shards, one metric instance
 // per rank, each state packed to msgpack bytes, unpacked, and computed on one instance), as the
-// engine's sync protocol does (DESIGN.md, "The sync protocol").
+// engine's sync protocol does (DESIGN.md, "The sync protocol"); run_all_rank_counts checks a
+// result on 1, 2, 3, 4 and 7 ranks, with an empty rank, in several batch sizes, bit for bit.
 #pragma once
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -22,8 +28,11 @@
 
 #include "config.hpp"
 #include "registry.hpp"
+#include "support/expect_error.hpp"
 #include "tally/batch.hpp"
+#include "tally/error.hpp"
 #include "tally/metric.hpp"
+#include "tally/reader.hpp"
 #include "tally/tensor.hpp"
 #include "tally/value.hpp"
 
@@ -126,14 +135,138 @@ inline Value to_value(const Json& j) {
   throw std::runtime_error("to_value: unsupported JSON value " + j.dump());
 }
 
+/// A JSON object (a case's "params") as metric parameters.
+inline Value::Map to_map(const Json& j) { return to_value(j).as_map(); }
+
 inline Json load_json(const std::filesystem::path& path) {
   std::ifstream in(path);
   if (!in) throw std::runtime_error("cannot open " + path.string());
   return Json::parse(in);
 }
 
-// ---- metrics
-// -------------------------------------------------------------------------------------
+// ---- expected-value files
+// ------------------------------------------------------------------------
+
+/// An expected-value file of the source tree (tests/reference/expected_*.json, written by its
+/// reference script), read once.
+inline const Json& expected_json(const std::string& relative) {
+  static std::map<std::string, Json> files;
+  auto it = files.find(relative);
+  if (it == files.end()) it = files.emplace(relative, load_json(source_path(relative))).first;
+  return it->second;
+}
+
+/// The name of a case of an expected-value file ({"name": ...}) as a test parameter: GoogleTest
+/// allows letters, digits and '_' only, so a '.' becomes '_'.
+inline std::string case_name(const Json& c) {
+  std::string n = c.at("name").get<std::string>();
+  for (char& ch : n)
+    if (ch == '.') ch = '_';
+  return n;
+}
+
+/// The names of the cases of `file` ("cases": [{"name": ...}, ...]), in file order.
+inline std::vector<std::string> case_names(const Json& file) {
+  std::vector<std::string> names;
+  for (const auto& c : file.at("cases")) names.push_back(case_name(c));
+  return names;
+}
+
+/// The case of `file` called `name` (as case_names gives it).
+inline const Json& find_case(const Json& file, const std::string& name) {
+  for (const auto& c : file.at("cases"))
+    if (case_name(c) == name) return c;
+  throw std::runtime_error("no case " + name);
+}
+
+/// Names the instances of a TEST_P over case names by the case.
+inline std::string param_name(const ::testing::TestParamInfo<std::string>& info) {
+  return info.param;
+}
+
+// ---- inputs
+// --------------------------------------------------------------------------------------
+
+/// One tensor per sample (row) of `dense`, of shape dense.shape()[1:]: a ragged field of the
+/// same samples. Each is a view of its own copy of the row.
+inline Batch::Ragged per_sample(const Tensor& dense) {
+  Batch::Ragged out;
+  const std::vector<std::int64_t> shape(dense.shape().begin() + 1, dense.shape().end());
+  for (std::int64_t i = 0; i < dense.size(0); ++i) {
+    const Tensor row = dense.slice(i, i + 1).clone();
+    out.push_back(
+        Tensor::view(row.data(), row.dtype(), shape, Device::cpu(), std::make_shared<Tensor>(row)));
+  }
+  return out;
+}
+
+/// Cuts a flat file of samples of different shapes into one tensor per sample, by a shapes file
+/// ([N, D] int64: row i is the shape of sample i).
+inline Batch::Ragged cut_samples(const Tensor& flat, const Tensor& shapes) {
+  Batch::Ragged out;
+  const auto* dims = shapes.data_as<std::int64_t>();
+  const std::int64_t d = shapes.size(1);
+  const auto* bytes = static_cast<const char*>(flat.data());
+  std::size_t offset = 0;
+  for (std::int64_t i = 0; i < shapes.size(0); ++i) {
+    Tensor t =
+        Tensor::zeros(flat.dtype(), std::vector<std::int64_t>(dims + i * d, dims + i * d + d));
+    std::memcpy(t.mutable_data(), bytes + offset, t.nbytes());
+    offset += t.nbytes();
+    out.push_back(t);
+  }
+  EXPECT_EQ(offset, flat.nbytes());
+  return out;
+}
+
+/// Nested JSON arrays of integers ([[1, 2], [3, 4]]) as an int64 tensor of their shape.
+inline Tensor int64_tensor(const Json& nested) {
+  std::vector<std::int64_t> shape;
+  for (const Json* j = &nested; j->is_array(); j = &j->at(0)) {
+    shape.push_back(static_cast<std::int64_t>(j->size()));
+    if (j->empty()) break;
+  }
+  std::vector<std::int64_t> values;
+  const std::function<void(const Json&, std::size_t)> flatten = [&](const Json& j,
+                                                                    std::size_t depth) {
+    if (depth == shape.size()) {
+      values.push_back(j.get<std::int64_t>());
+      return;
+    }
+    if (!j.is_array() || static_cast<std::int64_t>(j.size()) != shape[depth])
+      throw std::runtime_error("int64_tensor: not a rectangular array: " + nested.dump());
+    for (const auto& e : j) flatten(e, depth + 1);
+  };
+  flatten(nested, 0);
+  return Tensor::from_vector(values, shape);
+}
+
+/// The batch of a case's "inputs" map, field name to:
+///   "file.npy"                          a dense field (the .npy file, a path in the source tree)
+///   ["s0.npy", "s1.npy", ...]           a ragged field, one file a sample
+///   {"flat": "f.npy", "shapes": "s.npy"} a ragged field cut from one file (cut_samples)
+///   {"inline": [[...], ...]}            a dense int64 field written in the JSON (int64_tensor)
+inline Batch load_inputs(const Json& inputs) {
+  Batch b;
+  for (const auto& [field, spec] : inputs.items()) {
+    if (spec.is_string()) {
+      b.set(field, load_npy(source_path(spec.get<std::string>())));
+    } else if (spec.is_array()) {
+      Batch::Ragged r;
+      for (const auto& f : spec) r.push_back(load_npy(source_path(f.get<std::string>())));
+      b.set_ragged(field, std::move(r));
+    } else if (spec.contains("inline")) {
+      b.set(field, int64_tensor(spec.at("inline")));
+    } else {
+      b.set_ragged(field, cut_samples(load_npy(source_path(spec.at("flat").get<std::string>())),
+                                      load_npy(source_path(spec.at("shapes").get<std::string>()))));
+    }
+  }
+  return b;
+}
+
+// ---- metrics and readers
+// -------------------------------------------------------------------------
 
 /// Every plugin of the build tree, found the way the CLI finds them.
 inline const Registry& registry() {
@@ -154,6 +287,58 @@ inline std::shared_ptr<Metric> make_metric(const std::string& type, const Value:
   const Component& c = registry().get(ComponentKind::Metric, type);
   return Registry::make_metric(c, make_params(*c.info, params, owner_for(type, label)));
 }
+
+/// A reader of `type` from the loaded plugins for rank `shard`, its parameters `given` checked
+/// as the engine checks a config's (errors name `owner`).
+inline std::shared_ptr<Reader> make_reader(const std::string& type, const Value::Map& given,
+                                           ShardInfo shard = {},
+                                           const std::string& owner = "data") {
+  const Component& c = registry().get(ComponentKind::Reader, type);
+  return Registry::make_reader(c, make_params(*c.info, given, owner), shard);
+}
+
+/// A reader of `type` whose parameter "fields" maps each field to a path (the npy, png_masks and
+/// images readers), reading `batch_size` samples a batch.
+inline std::shared_ptr<Reader> make_fields_reader(
+    const std::string& type,
+    const std::vector<std::pair<std::string, std::filesystem::path>>& fields,
+    std::int64_t batch_size, ShardInfo shard = {}) {
+  Value::Map paths;
+  for (const auto& [name, p] : fields) paths.emplace_back(name, p.string());
+  return make_reader(
+      type, {{"fields", Value(paths)}, {"batch_size", Value(static_cast<long>(batch_size))}},
+      shard);
+}
+
+/// The message of the InputError that opening a reader with `open` and reading every batch
+/// gives; "" when there is none.
+inline std::string read_error(const std::function<std::shared_ptr<Reader>()>& open) {
+  try {
+    auto reader = open();
+    while (reader->next()) {
+    }
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+/// Expects metric `name` registered by plugin `plugin` with a doc, declared results, and a doc
+/// for each parameter and input; returns it (nullptr, and a failure, when it is not there).
+inline const Component* expect_documented(const std::string& name, const std::string& plugin) {
+  const Component* c = registry().find(ComponentKind::Metric, name);
+  EXPECT_NE(c, nullptr) << name;
+  if (c == nullptr) return nullptr;
+  EXPECT_EQ(c->plugin_name, plugin) << name;
+  EXPECT_FALSE(c->info->doc.empty()) << name;
+  EXPECT_FALSE(c->info->results.empty()) << name;
+  for (const auto& p : c->info->params) EXPECT_FALSE(p.doc.empty()) << name << "." << p.name;
+  for (const auto& in : c->info->inputs) EXPECT_FALSE(in.doc.empty()) << name << "." << in.name;
+  return c;
+}
+
+// ---- simulated ranks
+// -----------------------------------------------------------------------------
 
 using Shard = std::pair<std::int64_t, std::int64_t>;
 
@@ -182,27 +367,147 @@ struct RunOptions {
   bool add_empty_batches = false;
 };
 
+/// The state of `m` packed as the engine's sync packs it.
+inline msgpack::sbuffer pack_state(const Metric& m) {
+  msgpack::sbuffer buf;
+  Packer packer(buf);
+  m.pack(packer);
+  return buf;
+}
+
+/// Computes on `into` from packed states, one a rank in rank order.
+inline Value compute_packed_states(const Metric& into,
+                                   const std::vector<msgpack::sbuffer>& states) {
+  std::vector<msgpack::object_handle> handles;
+  std::vector<msgpack::object> objects;
+  for (const auto& buf : states) {
+    handles.push_back(msgpack::unpack(buf.data(), buf.size()));
+    objects.push_back(handles.back().get());
+  }
+  return into.compute_packed(objects);
+}
+
+/// Computes on `into` from the states of `ranks` (one metric a rank, in rank order), each packed
+/// and unpacked as the engine's sync does. compute_states(*m, {m}): the result of m's state.
+inline Value compute_states(const Metric& into, const std::vector<std::shared_ptr<Metric>>& ranks) {
+  std::vector<msgpack::sbuffer> states;
+  for (const auto& m : ranks) states.push_back(pack_state(*m));
+  return compute_packed_states(into, states);
+}
+
 /// Simulates one rank per shard: a metric instance each, fed its shard in batches, its state
 /// packed to msgpack bytes; then unpacks every state and computes on a fresh instance.
 inline Value run_ranks(const std::function<std::shared_ptr<Metric>()>& make, const Batch& data,
                        const std::vector<Shard>& shards, const RunOptions& opt = {}) {
-  std::vector<msgpack::sbuffer> buffers(shards.size());
-  for (std::size_t r = 0; r < shards.size(); ++r) {
+  std::vector<msgpack::sbuffer> buffers;
+  for (const auto& [begin, end] : shards) {
     const auto metric = make();
-    const auto [begin, end] = shards[r];
     if (begin == end && opt.add_empty_batches) metric->add(data.slice(begin, end));
     for (std::int64_t b = begin; b < end; b += opt.batch_size)
       metric->add(data.slice(b, std::min(end, b + opt.batch_size)));
-    Packer packer(buffers[r]);
-    metric->pack(packer);
+    buffers.push_back(pack_state(*metric));
   }
-  std::vector<msgpack::object_handle> handles;
-  std::vector<msgpack::object> objects;
-  for (const auto& buf : buffers) {
-    handles.push_back(msgpack::unpack(buf.data(), buf.size()));
-    objects.push_back(handles.back().get());
+  return compute_packed_states(*make(), buffers);
+}
+
+/// `type` with `params` over `data` on one rank, in one batch.
+inline Value run_single(const std::string& type, const Value::Map& params, const Batch& data) {
+  return run_ranks([&] { return make_metric(type, params); }, data,
+                   contiguous_shards(data.size(), 1));
+}
+
+/// Bit-for-bit equality of two results: the same kinds, keys and bits (a NaN equals a NaN of
+/// the same bits, which Value's == would deny; 0.0 and -0.0 differ, which it would allow).
+inline bool same_bits(const Value& a, const Value& b) {
+  if (a.kind() != b.kind()) return false;
+  if (a.is_float())
+    return std::bit_cast<std::uint64_t>(a.as_double()) ==
+           std::bit_cast<std::uint64_t>(b.as_double());
+  if (a.is_array()) {
+    if (a.size() != b.size()) return false;
+    for (std::size_t i = 0; i < a.size(); ++i)
+      if (!same_bits(a.as_array()[i], b.as_array()[i])) return false;
+    return true;
   }
-  return make()->compute_packed(objects);
+  if (a.is_map()) {
+    if (a.size() != b.size()) return false;
+    for (std::size_t i = 0; i < a.size(); ++i)
+      if (a.as_map()[i].first != b.as_map()[i].first ||
+          !same_bits(a.as_map()[i].second, b.as_map()[i].second))
+        return false;
+    return true;
+  }
+  return a == b;
+}
+
+/// The runs of run_all_rank_counts.
+struct RankSweep {
+  /// The batch sizes of the runs on 1, 2, 3, 4 and 7 even shards.
+  std::vector<std::int64_t> batch_sizes = {std::int64_t{1} << 30, 16, 5};
+  /// The batch size of the runs with an empty middle rank.
+  std::int64_t empty_rank_batch_size = 16;
+  /// If > 0, also runs with rank 0 empty (adding its empty batch), in batches of this size.
+  std::int64_t first_rank_empty_batch_size = 0;
+};
+
+/// Runs `type` with `params` over `data` as 1, 2, 3, 4 and 7 ranks (even contiguous shards) in
+/// batches of several sizes, and as 2, 3, 4 and 7 ranks with an empty middle rank (with and
+/// without its empty batch); expects every result to equal the single-rank one bit for bit
+/// (same_bits), and returns it.
+inline Value run_all_rank_counts(const std::string& type, const Value::Map& params,
+                                 const Batch& data, const std::string& label = {},
+                                 const RankSweep& sweep = {}) {
+  const auto make = [&] { return make_metric(type, params, label); };
+  const Value one = run_ranks(make, data, contiguous_shards(data.size(), 1));
+  for (int ranks : {1, 2, 3, 4, 7}) {
+    for (std::int64_t batch : sweep.batch_sizes) {
+      const Value got =
+          run_ranks(make, data, contiguous_shards(data.size(), ranks), {batch, false});
+      EXPECT_TRUE(same_bits(got, one)) << type << ": " << ranks << " ranks, batches of " << batch
+                                       << ": " << got.to_json() << " vs " << one.to_json();
+    }
+    if (ranks == 1) continue;
+    for (bool add_empty : {false, true}) {
+      const Value got = run_ranks(make, data, contiguous_shards(data.size(), ranks, ranks / 2),
+                                  {sweep.empty_rank_batch_size, add_empty});
+      EXPECT_TRUE(same_bits(got, one))
+          << type << ": " << ranks << " ranks with rank " << ranks / 2
+          << " empty (add_empty=" << add_empty << "): " << got.to_json() << " vs " << one.to_json();
+    }
+    if (sweep.first_rank_empty_batch_size > 0) {
+      const Value got = run_ranks(make, data, contiguous_shards(data.size(), ranks, 0),
+                                  {sweep.first_rank_empty_batch_size, true});
+      EXPECT_TRUE(same_bits(got, one))
+          << type << ": " << ranks << " ranks with rank 0 empty: " << got.to_json() << " vs "
+          << one.to_json();
+    }
+  }
+  return one;
+}
+
+// ---- errors
+// --------------------------------------------------------------------------------------
+
+/// The InputError message of running `type` with `params` over `data` on one rank; "" when
+/// there is none.
+inline std::string input_error(const std::string& type, const Value::Map& params,
+                               const Batch& data) {
+  try {
+    run_single(type, params, data);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+/// The ConfigError message of making `type` with `params`; "" when there is none.
+inline std::string config_error(const std::string& type, const Value::Map& params) {
+  try {
+    make_metric(type, params);
+  } catch (const ConfigError& e) {
+    return e.what();
+  }
+  return "";
 }
 
 // ---- comparison
@@ -222,11 +527,24 @@ inline void record_rel_diff(const std::string& metric, double d) {
   max_rel_diffs().emplace_back(metric, d);
 }
 
+/// Prints (and forgets) the largest relative differences to `reference` seen since the last
+/// call.
+inline void print_rel_diffs(const std::string& reference) {
+  for (const auto& [metric, d] : max_rel_diffs())
+    std::printf("[ reference ] %s: largest relative difference to %s %.3g\n", metric.c_str(),
+                reference.c_str(), d);
+  max_rel_diffs().clear();
+}
+
 /// Expects `actual` to match the expected JSON value: integers exactly (and as integers), other
-/// numbers to `rel` relative difference, arrays element by element, maps key by key in order.
+/// numbers to `rel` relative difference, null as NaN (how the reference scripts write a NaN),
+/// arrays element by element, maps key by key in order.
 inline void expect_matches(const Value& actual, const Json& expected, const std::string& where,
                            const std::string& metric, double rel = 1e-9) {
-  if (expected.is_number_integer()) {
+  if (expected.is_null()) {
+    EXPECT_TRUE(actual.is_float() && std::isnan(actual.as_double()))
+        << where << ": expected NaN, got " << actual.to_json();
+  } else if (expected.is_number_integer()) {
     ASSERT_TRUE(actual.is_int()) << where << ": expected the integer " << expected.dump()
                                  << ", got " << actual.to_json();
     EXPECT_EQ(actual.as_int(), expected.get<std::int64_t>()) << where;
@@ -255,6 +573,36 @@ inline void expect_matches(const Value& actual, const Json& expected, const std:
       expect_matches(actual.at(k), v, where + "." + k, metric, rel);
   } else {
     FAIL() << where << ": unexpected expected value " << expected.dump();
+  }
+}
+
+// ---- reference cases
+// -----------------------------------------------------------------------------
+
+/// Runs a case of an expected-value file ({"metric", "params", "expected", ...}) over `data` (its
+/// inputs) on every rank count (run_all_rank_counts), and expects its "expected" values
+/// (expect_matches); returns the result.
+inline Value check_case(const Json& c, const Batch& data, const std::string& where,
+                        const RankSweep& sweep = {}) {
+  const std::string type = c.at("metric").get<std::string>();
+  const Value got = run_all_rank_counts(type, to_map(c.at("params")), data, {}, sweep);
+  expect_matches(got, c.at("expected"), where, type);
+  return got;
+}
+
+/// Runs the metrics of an example section ({"inputs", "samples", "metrics": [{"label",
+/// "metric", "params"}, ...]}) on every rank count, each labelled as in the example's config,
+/// and expects the values of the metric's "expected" map, or else of the section's
+/// "results"[label].
+inline void check_example(const Json& ex, const RankSweep& sweep = {}) {
+  const Batch data = load_inputs(ex.at("inputs"));
+  EXPECT_EQ(data.size(), ex.at("samples").get<std::int64_t>());
+  for (const auto& m : ex.at("metrics")) {
+    const std::string label = m.at("label").get<std::string>();
+    const std::string type = m.at("metric").get<std::string>();
+    const Value got = run_all_rank_counts(type, to_map(m.at("params")), data, label, sweep);
+    expect_matches(got, m.contains("expected") ? m.at("expected") : ex.at("results").at(label),
+                   "example." + label, type);
   }
 }
 

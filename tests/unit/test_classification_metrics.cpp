@@ -25,68 +25,7 @@ namespace tally::test {
 namespace {
 
 const Json& expected_file() {
-  static const Json j = load_json(source_path("tests/reference/expected_classification.json"));
-  return j;
-}
-
-std::vector<std::string> case_names() {
-  std::vector<std::string> names;
-  for (const auto& c : expected_file().at("cases"))
-    names.push_back(c.at("name").get<std::string>());
-  return names;
-}
-
-const Json& find_case(const std::string& name) {
-  for (const auto& c : expected_file().at("cases"))
-    if (c.at("name") == name) return c;
-  throw std::runtime_error("no case " + name);
-}
-
-Value::Map to_map(const Json& j) { return to_value(j).as_map(); }
-
-/// Prints (and forgets) the largest relative differences to scikit-learn seen by this test.
-void print_rel_diffs() {
-  for (const auto& [metric, d] : max_rel_diffs())
-    std::printf("[ reference ] %s: largest relative difference to scikit-learn %.3g\n",
-                metric.c_str(), d);
-  max_rel_diffs().clear();
-}
-
-Batch load_inputs(const Json& inputs) {
-  Batch b;
-  for (const auto& [field, file] : inputs.items())
-    b.set(field, load_npy(source_path(file.get<std::string>())));
-  return b;
-}
-
-/// Runs `type` with `params` over `data` as 1, 2, 3, 4 and 7 ranks (even contiguous shards), and
-/// as 2, 3, 4 and 7 ranks with an empty middle rank, in batches of several sizes; expects every
-/// result to equal the single-rank one exactly (bit for bit), and returns it.
-Value run_all_rank_counts(const std::string& type, const Value::Map& params, const Batch& data,
-                          const std::string& label = {}) {
-  const auto make = [&] { return make_metric(type, params, label); };
-  const Value one = run_ranks(make, data, contiguous_shards(data.size(), 1));
-  for (int ranks : {1, 2, 3, 4, 7}) {
-    for (std::int64_t batch : {std::int64_t{1} << 30, std::int64_t{16}, std::int64_t{5}}) {
-      const Value got =
-          run_ranks(make, data, contiguous_shards(data.size(), ranks), {batch, false});
-      EXPECT_EQ(got, one) << type << ": " << ranks << " ranks, batches of " << batch << ": "
-                          << got.to_json() << " vs " << one.to_json();
-    }
-    if (ranks == 1) continue;
-    for (bool add_empty : {false, true}) {
-      const Value got =
-          run_ranks(make, data, contiguous_shards(data.size(), ranks, ranks / 2), {16, add_empty});
-      EXPECT_EQ(got, one) << type << ": " << ranks << " ranks with rank " << ranks / 2
-                          << " empty (add_empty=" << add_empty << ")";
-    }
-  }
-  return one;
-}
-
-Value run_single(const std::string& type, const Value::Map& params, const Batch& data) {
-  return run_ranks([&] { return make_metric(type, params); }, data,
-                   contiguous_shards(data.size(), 1));
+  return expected_json("tests/reference/expected_classification.json");
 }
 
 // ---- values against scikit-learn, 1..7 ranks --------------------------------------------------
@@ -96,30 +35,19 @@ class ReferenceCase : public ::testing::TestWithParam<std::string> {};
 // Expected: the case's "expected" map in expected_classification.json (scikit-learn; the call
 // for each key is in the case's "calls" map).
 TEST_P(ReferenceCase, MatchesScikitLearnOnAnyNumberOfRanks) {
-  const Json& c = find_case(GetParam());
-  const std::string type = c.at("metric").get<std::string>();
-  const Batch data = load_inputs(c.at("inputs"));
-  const Value got = run_all_rank_counts(type, to_map(c.at("params")), data);
-  expect_matches(got, c.at("expected"), GetParam(), type);
-  print_rel_diffs();
+  const Json& c = find_case(expected_file(), GetParam());
+  check_case(c, load_inputs(c.at("inputs")), GetParam());
+  print_rel_diffs("scikit-learn");
 }
 
-INSTANTIATE_TEST_SUITE_P(Classification, ReferenceCase, ::testing::ValuesIn(case_names()),
-                         [](const auto& param_info) { return param_info.param; });
+INSTANTIATE_TEST_SUITE_P(Classification, ReferenceCase,
+                         ::testing::ValuesIn(case_names(expected_file())), param_name);
 
 // Expected: section "example" of expected_classification.json (scikit-learn on the digits data
 // of configs/examples/data, made by tests/reference/make_example_data.py).
 TEST(ClassificationExample, MatchesScikitLearn) {
-  const Json& ex = expected_file().at("example");
-  const Batch data = load_inputs(ex.at("inputs"));
-  EXPECT_EQ(data.size(), ex.at("samples").get<std::int64_t>());
-  for (const auto& m : ex.at("metrics")) {
-    const std::string label = m.at("label").get<std::string>();
-    const std::string type = m.at("metric").get<std::string>();
-    const Value got = run_all_rank_counts(type, to_map(m.at("params")), data, label);
-    expect_matches(got, ex.at("results").at(label), "example." + label, type);
-  }
-  print_rel_diffs();
+  check_example(expected_file().at("example"));
+  print_rel_diffs("scikit-learn");
 }
 
 // Every float32/float64 and label-dtype variant of dataset a gives the same confusion matrix and
@@ -288,10 +216,7 @@ TEST(ClassificationState, CountersPackAsBinaries) {
        std::vector<std::pair<std::string, Value::Map>>{{"Accuracy", {}},
                                                        {"SingleLabelMetric", {{"num_classes", 3}}},
                                                        {"ConfusionMatrix", {{"num_classes", 3}}}}) {
-    const auto m = make_metric(type, params);
-    msgpack::sbuffer buf;
-    Packer packer(buf);
-    m->pack(packer);
+    const msgpack::sbuffer buf = pack_state(*make_metric(type, params));
     const auto h = msgpack::unpack(buf.data(), buf.size());
     ASSERT_EQ(h.get().type, msgpack::type::ARRAY) << type;
     EXPECT_EQ(h.get().via.array.ptr[0].type, msgpack::type::BIN) << type;
@@ -299,22 +224,6 @@ TEST(ClassificationState, CountersPackAsBinaries) {
 }
 
 // ---- bad inputs: InputError naming the metric and the field -----------------------------------
-
-template <class E = InputError>
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-    return {};
-  }
-  ADD_FAILURE() << "no exception";
-  return {};
-}
-
-#define EXPECT_HAS(msg, part) EXPECT_NE((msg).find(part), std::string::npos) << "message: " << (msg)
 
 Batch scores_batch(std::int64_t n, std::int64_t c, std::int64_t bad_row = -1,
                    std::int64_t bad_label = 0) {
@@ -447,14 +356,9 @@ TEST(ClassificationErrors, ClassCountsDifferAcrossRanks) {
   const auto b = make_metric("SingleLabelMetric", {});
   a->add(scores_batch(4, 10));
   b->add(scores_batch(4, 9));
-  msgpack::sbuffer sa, sb;
-  Packer pa(sa), pb(sb);
-  a->pack(pa);
-  b->pack(pb);
-  const auto ha = msgpack::unpack(sa.data(), sa.size());
-  const auto hb = msgpack::unpack(sb.data(), sb.size());
-  const std::vector<msgpack::object> states = {ha.get(), hb.get()};
-  EXPECT_HAS(error_of([&] { a->compute_packed(states); }),
+  EXPECT_HAS(error_of([&] {
+               compute_states(*a, {a, b});
+             }),
              "metric 'SingleLabelMetric': field 'pred_scores' has 9 columns on rank 1 but 10 on an "
              "earlier rank");
 }
@@ -566,21 +470,13 @@ TEST(ClassificationErrors, AFailedBatchLeavesTheStateUntouched) {
     const auto m = make_metric(type, params);
     m->add(scores_batch(20, 10));
     EXPECT_THROW(m->add(scores_batch(20, 10, 19, 10)), InputError);
-    msgpack::sbuffer buf;
-    Packer packer(buf);
-    m->pack(packer);
-    const auto h = msgpack::unpack(buf.data(), buf.size());
-    const std::vector<msgpack::object> states = {h.get()};
-    EXPECT_EQ(m->compute_packed(states), run_single(type, params, scores_batch(20, 10))) << type;
+    EXPECT_EQ(compute_states(*m, {m}), run_single(type, params, scores_batch(20, 10))) << type;
   }
 }
 
 // ---- parameters: ConfigError naming the metric and the parameter ------------------------------
 
 TEST(ClassificationParams, BadParameters) {
-  const auto config_error = [](const std::string& type, const Value::Map& params) {
-    return error_of<ConfigError>([&] { make_metric(type, params); });
-  };
   EXPECT_HAS(config_error("Accuracy", {{"topk", 0}}), "parameter 'topk' must be >= 1, got 0");
   EXPECT_HAS(config_error("Accuracy", {{"topk", Value::Array{1, 3, 1}}}),
              "parameter 'topk' lists 1 twice");
@@ -618,13 +514,9 @@ TEST(ClassificationParams, MmevalNullAverageMeansClasswise) {
 TEST(ClassificationPlugin, RegistersDocumentedMetrics) {
   for (const char* name :
        {"Accuracy", "SingleLabelMetric", "SingleLabelPrecisionRecallF1score", "ConfusionMatrix"}) {
-    const Component* c = registry().find(ComponentKind::Metric, name);
+    const Component* c = expect_documented(name, "classification");
     ASSERT_NE(c, nullptr) << name;
-    EXPECT_EQ(c->plugin_name, "classification");
-    EXPECT_FALSE(c->info->doc.empty()) << name;
-    for (const auto& p : c->info->params) EXPECT_FALSE(p.doc.empty()) << name << "." << p.name;
     ASSERT_EQ(c->info->inputs.size(), 3u) << name;
-    for (const auto& in : c->info->inputs) EXPECT_FALSE(in.doc.empty()) << name << "." << in.name;
   }
   EXPECT_EQ(registry().find(ComponentKind::Metric, "SingleLabelPrecisionRecallF1score")->info,
             registry().find(ComponentKind::Metric, "SingleLabelMetric")->info);

@@ -29,36 +29,24 @@ namespace {
 
 namespace mask = tally::detection::mask;
 
-const Json& expected_file() {
-  static const Json j = load_json(source_path("tests/reference/expected_coco.json"));
-  return j;
-}
+const Json& expected_file() { return expected_json("tests/reference/expected_coco.json"); }
 
 std::filesystem::path fixture_dir() {
   return std::filesystem::path(TALLY_FIXTURES_DIR) / "coco_val2014_100";
-}
-
-void print_rel_diffs(const char* against) {
-  for (const auto& [metric, d] : max_rel_diffs())
-    std::printf("[ reference ] %s: largest relative difference to %s %.3g\n", metric.c_str(),
-                against, d);
-  max_rel_diffs().clear();
 }
 
 /// Every image of a COCO pair as one batch, through the coco_json reader plugin.
 Batch read_coco(const std::filesystem::path& ann, const std::filesystem::path& res,
                 const std::string& masks = "auto", ShardInfo shard = {},
                 std::int64_t block_bytes = 8 << 20, int threads = 1) {
-  const Component& c = registry().get(ComponentKind::Reader, "coco_json");
-  const Params p = make_params(*c.info,
-                               Value::Map{{"annotations", Value(ann.string())},
-                                          {"results", Value(res.string())},
-                                          {"masks", Value(masks)},
-                                          {"batch_size", Value(1 << 30)},
-                                          {"block_bytes", Value(block_bytes)},
-                                          {"threads", Value(threads)}},
-                               "reader 'coco_json'");
-  auto reader = Registry::make_reader(c, p, shard);
+  auto reader = make_reader("coco_json",
+                            {{"annotations", Value(ann.string())},
+                             {"results", Value(res.string())},
+                             {"masks", Value(masks)},
+                             {"batch_size", Value(1 << 30)},
+                             {"block_bytes", Value(block_bytes)},
+                             {"threads", Value(threads)}},
+                            shard, "reader 'coco_json'");
   auto b = reader->next();
   if (!b) return Batch{};
   EXPECT_FALSE(reader->next().has_value());
@@ -139,10 +127,10 @@ TEST(COCODetection, FixtureSegmMatchesPycocotools) {
 
 class GeneratedCase : public ::testing::TestWithParam<std::string> {};
 
-const Json& find_case(const std::string& name) {
-  for (const auto& c : expected_file().at("cases"))
-    if (c.at("name") == name) return c;
-  throw std::runtime_error("no case " + name);
+/// A result against a case's expected map to 1e-12 (null there is NaN: the classwise AP of a
+/// category without ground truth).
+void expect_case(const Value& got, const Json& want, const std::string& where) {
+  expect_matches(got, want, where, "COCODetection (generated)", 1e-12);
 }
 
 Batch generated(const std::string& results) {
@@ -151,23 +139,8 @@ Batch generated(const std::string& results) {
                    source_path(d.at(results).get<std::string>()));
 }
 
-/// Compares a result with null meaning NaN (classwise AP of a category without ground truth).
-void expect_case(const Value& got, const Json& want, const std::string& where) {
-  std::vector<std::string> want_keys, got_keys;
-  for (const auto& [k, v] : want.items()) want_keys.push_back(k);
-  for (const auto& [k, v] : got.as_map()) got_keys.push_back(k);
-  ASSERT_EQ(got_keys, want_keys) << where;
-  for (const auto& [k, v] : want.items()) {
-    if (v.is_null()) {
-      EXPECT_TRUE(std::isnan(got.at(k).as_double())) << where << "." << k;
-      continue;
-    }
-    expect_matches(got.at(k), v, where + "." + k, "COCODetection (generated)", 1e-12);
-  }
-}
-
 TEST_P(GeneratedCase, MatchesPycocotools) {
-  const Json& c = find_case(GetParam());
+  const Json& c = find_case(expected_file(), GetParam());
   Value::Map params = to_value(c.at("params")).as_map();
   const std::string results = c.contains("results") ? c.at("results").get<std::string>() : "bbox";
   Batch data = generated(results);
@@ -205,7 +178,7 @@ INSTANTIATE_TEST_SUITE_P(Coco, GeneratedCase,
 TEST(COCODetection, ExampleConfigDataMatchesPycocotools) {
   // configs/examples/detection.yaml: one results file holding bbox and segmentation, so loadRes
   // gives every result the area w*h, for segm too.
-  const Json& c = find_case("example");
+  const Json& c = find_case(expected_file(), "example");
   const Batch data =
       read_coco(source_path("configs/examples/data/detection/instances_val2014_40.json"),
                 source_path("configs/examples/data/detection/results_val2014_40.json"));
@@ -223,7 +196,7 @@ TEST(COCODetection, SeveralKindsAtOnceEqualEachAlone) {
   const Value bbox = run_one({{"metric", Value::Array{Value("bbox")}}}, data);
   for (const auto& [k, v] : segm.as_map()) EXPECT_EQ(both.at(k), v) << k;
   for (const auto& [k, v] : bbox.as_map()) EXPECT_EQ(both.at(k), v) << k;
-  expect_case(segm, find_case("segm").at("expected"), "segm");
+  expect_case(segm, find_case(expected_file(), "segm").at("expected"), "segm");
 }
 
 TEST(COCODetection, BinaryMasksEqualRleInput) {
@@ -269,7 +242,8 @@ TEST(COCODetection, BinaryMasksEqualRleInput) {
   masks.set_ragged("gt_masks", to_masks("gt"));
   const Value::Map params{{"metric", Value::Array{Value("segm")}}};
   EXPECT_TRUE(same(run_one(params, masks), run_one(params, rle)));
-  expect_case(run_one(params, masks), find_case("segm").at("expected"), "segm (binary masks)");
+  expect_case(run_one(params, masks), find_case(expected_file(), "segm").at("expected"),
+              "segm (binary masks)");
 }
 
 TEST(COCODetection, RepeatedImagesFromSamplerPaddingCountOnce) {
@@ -304,24 +278,16 @@ TEST(COCODetection, ReaderShardsEqualOneReader) {
   const auto res = source_path(d.at("bbox").get<std::string>());
   const Value one = run_one(params, read_coco(gt, res));
   for (int world : {2, 3, 7}) {
-    std::vector<msgpack::sbuffer> bufs(static_cast<std::size_t>(world));
+    std::vector<std::shared_ptr<Metric>> ranks;
     std::int64_t total = 0;
     for (int r = 0; r < world; ++r) {
       const Batch b = read_coco(gt, res, "auto", ShardInfo{r, world});
       total += b.size();
-      auto m = coco(params);
-      if (b.size() > 0) m->add(b);
-      Packer pk(bufs[static_cast<std::size_t>(r)]);
-      m->pack(pk);
+      ranks.push_back(coco(params));
+      if (b.size() > 0) ranks.back()->add(b);
     }
     EXPECT_EQ(total, 60);
-    std::vector<msgpack::object_handle> hs;
-    std::vector<msgpack::object> objs;
-    for (const auto& b : bufs) {
-      hs.push_back(msgpack::unpack(b.data(), b.size()));
-      objs.push_back(hs.back().get());
-    }
-    EXPECT_EQ(coco(params)->compute_packed(objs), one) << world << " reader shards";
+    EXPECT_EQ(compute_states(*coco(params), ranks), one) << world << " reader shards";
   }
 }
 
@@ -401,13 +367,7 @@ TEST(COCODetection, BadInputIsAnInputError) {
   auto segm = coco({{"metric", Value::Array{Value("segm")}}});
   EXPECT_THROW(segm->add(one_image({0, 0, 10, 10}, 0.5)), InputError);
   // no images at all
-  auto empty = coco({});
-  msgpack::sbuffer buf;
-  Packer pk(buf);
-  empty->pack(pk);
-  auto h = msgpack::unpack(buf.data(), buf.size());
-  std::vector<msgpack::object> objs{h.get()};
-  EXPECT_THROW(coco({})->compute_packed(objs), InputError);
+  EXPECT_THROW(compute_states(*coco({}), {coco({})}), InputError);
 }
 
 TEST(COCODetection, BadParametersAreConfigErrors) {

@@ -18,10 +18,7 @@
 namespace tally::test {
 namespace {
 
-const Json& expected_file() {
-  static const Json j = load_json(source_path("tests/reference/expected_voc.json"));
-  return j;
-}
+const Json& expected_file() { return expected_json("tests/reference/expected_voc.json"); }
 
 /// voc_data.json as a batch: one sample per image, ragged fields (float32 boxes and scores,
 /// int64 labels).
@@ -54,26 +51,16 @@ const Batch& voc_data() {
   return b;
 }
 
-void print_rel_diffs() {
-  for (const auto& [metric, d] : max_rel_diffs())
-    std::printf("[ reference ] %s: largest relative difference to mmeval 0.2.1 %.3g\n",
-                metric.c_str(), d);
-  max_rel_diffs().clear();
-}
-
 class VocCase : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(VocCase, MatchesMmevalOnAnyNumberOfRanks) {
-  const Json* c = nullptr;
-  for (const auto& e : expected_file().at("cases"))
-    if (e.at("name") == GetParam()) c = &e;
-  ASSERT_NE(c, nullptr);
-  const std::string type = c->at("metric").get<std::string>();
-  const Value::Map params = to_value(c->at("params")).as_map();
+  const Json& c = find_case(expected_file(), GetParam());
+  const std::string type = c.at("metric").get<std::string>();
+  const Value::Map params = to_map(c.at("params"));
   const auto make = [&] { return make_metric(type, params); };
   const Batch& data = voc_data();
   const Value one = run_ranks(make, data, contiguous_shards(data.size(), 1));
-  expect_matches(one, c->at("expected"), GetParam(), type, 1e-12);
+  expect_matches(one, c.at("expected"), GetParam(), type, 1e-12);
   for (int ranks : {2, 3, 4, 7})
     EXPECT_EQ(run_ranks(make, data, contiguous_shards(data.size(), ranks)), one) << ranks;
   RunOptions small;
@@ -81,7 +68,7 @@ TEST_P(VocCase, MatchesMmevalOnAnyNumberOfRanks) {
   small.add_empty_batches = true;
   EXPECT_EQ(run_ranks(make, data, contiguous_shards(data.size(), 4, 2), small), one)
       << "4 ranks, rank 2 empty, batches of 3";
-  print_rel_diffs();
+  print_rel_diffs("mmeval 0.2.1");
 }
 
 INSTANTIATE_TEST_SUITE_P(Mmeval, VocCase,

@@ -5,7 +5,6 @@
 // Expected values come from tests/reference/expected_flow_language.json, written by
 // tests/reference/flow_language.py with mmeval 0.2.1 (the versions and, for each case, the exact
 // mmeval call are recorded in the file), unless a test says otherwise.
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -21,141 +20,32 @@
 namespace tally::test {
 namespace {
 
-const Json& expected_file() {
-  static const Json j = load_json(source_path("tests/reference/expected_flow_language.json"));
-  return j;
-}
+const Json& expected_file() { return expected_json("tests/reference/expected_flow_language.json"); }
 
-std::vector<std::string> case_names() {
-  std::vector<std::string> names;
-  for (const auto& c : expected_file().at("cases"))
-    names.push_back(c.at("name").get<std::string>());
-  return names;
-}
-
-const Json& find_case(const std::string& name) {
-  for (const auto& c : expected_file().at("cases"))
-    if (c.at("name") == name) return c;
-  throw std::runtime_error("no case " + name);
-}
-
-void print_rel_diffs() {
-  for (const auto& [metric, d] : max_rel_diffs())
-    std::printf("[ reference ] %s: largest relative difference to mmeval 0.2.1 %.3g\n",
-                metric.c_str(), d);
-  max_rel_diffs().clear();
-}
-
-Batch load_inputs(const Json& inputs) {
-  Batch b;
-  for (const auto& [field, file] : inputs.items())
-    b.set(field, load_npy(source_path(file.get<std::string>())));
-  return b;
-}
-
-/// expect_matches for a result map whose expected values may be null (NaN).
-void expect_result(const Value& got, const Json& expected, const std::string& where,
-                   const std::string& metric) {
-  ASSERT_TRUE(got.is_map()) << where << ": " << got.to_json();
-  std::vector<std::string> want_keys, got_keys;
-  for (const auto& [k, v] : expected.items()) want_keys.push_back(k);
-  for (const auto& [k, v] : got.as_map()) got_keys.push_back(k);
-  ASSERT_EQ(got_keys, want_keys) << where << ": result keys (in order)";
-  for (const auto& [k, v] : expected.items()) {
-    if (v.is_null()) {
-      EXPECT_TRUE(got.at(k).is_float() && std::isnan(got.at(k).as_double()))
-          << where << "." << k << ": expected NaN, got " << got.at(k).to_json();
-    } else {
-      expect_matches(got.at(k), v, where + "." + k, metric);
-    }
-  }
-}
-
-/// Bit-for-bit equality of two results (NaN equals NaN of the same bits; Value's == would
-/// say NaN != NaN).
-bool same_bits(const Value& a, const Value& b) {
-  if (a.kind() != b.kind()) return false;
-  if (a.is_float())
-    return std::bit_cast<std::uint64_t>(a.as_double()) ==
-           std::bit_cast<std::uint64_t>(b.as_double());
-  if (a.is_array()) {
-    if (a.size() != b.size()) return false;
-    for (std::size_t i = 0; i < a.size(); ++i)
-      if (!same_bits(a.as_array()[i], b.as_array()[i])) return false;
-    return true;
-  }
-  if (a.is_map()) {
-    if (a.size() != b.size()) return false;
-    for (std::size_t i = 0; i < a.size(); ++i)
-      if (a.as_map()[i].first != b.as_map()[i].first ||
-          !same_bits(a.as_map()[i].second, b.as_map()[i].second))
-        return false;
-    return true;
-  }
-  return a == b;
-}
-
-/// Runs on 1, 2, 3, 4 and 7 ranks (and with an empty middle rank) in batches of several sizes;
-/// every result must equal the single-rank one bit for bit.
-Value run_all_rank_counts(const std::string& type, const Value::Map& params, const Batch& data,
-                          const std::string& label = {}) {
-  const auto make = [&] { return make_metric(type, params, label); };
-  const Value one = run_ranks(make, data, contiguous_shards(data.size(), 1));
-  const auto same = same_bits;
-  for (int ranks : {1, 2, 3, 4, 7}) {
-    for (std::int64_t batch : {std::int64_t{1} << 30, std::int64_t{3}, std::int64_t{1}}) {
-      const Value got =
-          run_ranks(make, data, contiguous_shards(data.size(), ranks), {batch, false});
-      EXPECT_TRUE(same(got, one)) << type << ": " << ranks << " ranks, batches of " << batch << ": "
-                                  << got.to_json() << " vs " << one.to_json();
-    }
-    if (ranks == 1) continue;
-    for (bool add_empty : {false, true}) {
-      const Value got =
-          run_ranks(make, data, contiguous_shards(data.size(), ranks, ranks / 2), {2, add_empty});
-      EXPECT_TRUE(same(got, one)) << type << ": " << ranks << " ranks with rank " << ranks / 2
-                                  << " empty (add_empty=" << add_empty << ")";
-    }
-  }
-  return one;
-}
-
-Value run_single(const std::string& type, const Value::Map& params, const Batch& data) {
-  return run_ranks([&] { return make_metric(type, params); }, data,
-                   contiguous_shards(data.size(), 1));
-}
+/// The runs of run_all_rank_counts here: whole shards and batches of 3 and 1; batches of 2
+/// beside an empty rank.
+const RankSweep kSweep{{std::int64_t{1} << 30, 3, 1}, 2};
 
 // ---- values against mmeval, 1..7 ranks --------------------------------------------------------
 
 class FlowLanguageCase : public ::testing::TestWithParam<std::string> {};
 
 // Expected: the case's "expected" map in expected_flow_language.json (mmeval 0.2.1; the call is
-// in the case's "call", deviations from mmeval in its "note").
+// in the case's "call", deviations from mmeval in its "note"; null there is NaN).
 TEST_P(FlowLanguageCase, MatchesMmevalOnAnyNumberOfRanks) {
-  const Json& c = find_case(GetParam());
-  const std::string type = c.at("metric").get<std::string>();
-  const Batch data = load_inputs(c.at("inputs"));
-  const Value got = run_all_rank_counts(type, to_value(c.at("params")).as_map(), data);
-  expect_result(got, c.at("expected"), GetParam(), type);
-  print_rel_diffs();
+  const Json& c = find_case(expected_file(), GetParam());
+  check_case(c, load_inputs(c.at("inputs")), GetParam(), kSweep);
+  print_rel_diffs("mmeval 0.2.1");
 }
 
-INSTANTIATE_TEST_SUITE_P(FlowLanguage, FlowLanguageCase, ::testing::ValuesIn(case_names()),
-                         [](const auto& param_info) { return param_info.param; });
+INSTANTIATE_TEST_SUITE_P(FlowLanguage, FlowLanguageCase,
+                         ::testing::ValuesIn(case_names(expected_file())), param_name);
 
 // Expected: section "example" of expected_flow_language.json (mmeval 0.2.1 on the data of
 // configs/examples/data/language_model, the metric of configs/examples/language_model.yaml).
 TEST(LanguageModelExample, MatchesMmeval) {
-  const Json& ex = expected_file().at("example");
-  const Batch data = load_inputs(ex.at("inputs"));
-  EXPECT_EQ(data.size(), ex.at("samples").get<std::int64_t>());
-  for (const auto& m : ex.at("metrics")) {
-    const std::string label = m.at("label").get<std::string>();
-    const std::string type = m.at("metric").get<std::string>();
-    const Value got = run_all_rank_counts(type, to_value(m.at("params")).as_map(), data, label);
-    expect_result(got, m.at("expected"), "example." + label, type);
-  }
-  print_rel_diffs();
+  check_example(expected_file().at("example"), kSweep);
+  print_rel_diffs("mmeval 0.2.1");
 }
 
 // ---- hand-checked examples -------------------------------------------------------------------
@@ -185,7 +75,7 @@ TEST(Perplexity, UniformLogitsGiveTheVocabularySize) {
 // Expected: the dense result of the same data (ragged samples are the dense rows, cut to their
 // unpadded lengths; the padding is ignored in the dense run).
 TEST(Perplexity, RaggedSamplesEqualDenseOnes) {
-  const Json& c = find_case("ppl_ignore_pad");
+  const Json& c = find_case(expected_file(), "ppl_ignore_pad");
   const Batch dense = load_inputs(c.at("inputs"));
   const Tensor& x = dense.tensor("pred_logits");
   const Tensor& y = dense.tensor("gt_tokens");
@@ -211,22 +101,6 @@ TEST(Perplexity, RaggedSamplesEqualDenseOnes) {
 }
 
 // ---- bad inputs ---------------------------------------------------------------------------------
-
-template <class E = InputError>
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-    return {};
-  }
-  ADD_FAILURE() << "no exception";
-  return {};
-}
-
-#define EXPECT_HAS(msg, part) EXPECT_NE((msg).find(part), std::string::npos) << "message: " << (msg)
 
 Batch flow_batch(std::int64_t n, std::int64_t h = 3, std::int64_t w = 4) {
   std::vector<float> p(static_cast<std::size_t>(n * h * w * 2)), g(p.size());
@@ -292,12 +166,7 @@ TEST(EndPointErrorErrors, AFailedBatchLeavesTheStateUntouched) {
   g.mutable_data_as<float>()[g.numel() - 1] = std::nanf("");
   b.set("gt_flow", g);
   EXPECT_THROW(m->add(b), InputError);
-  msgpack::sbuffer buf;
-  Packer packer(buf);
-  m->pack(packer);
-  const auto h = msgpack::unpack(buf.data(), buf.size());
-  const std::vector<msgpack::object> states = {h.get()};
-  EXPECT_EQ(m->compute_packed(states), run_single("EndPointError", {}, flow_batch(3)));
+  EXPECT_EQ(compute_states(*m, {m}), run_single("EndPointError", {}, flow_batch(3)));
 }
 
 Batch lm_batch(std::int64_t n, std::int64_t l = 4, std::int64_t v = 5) {
@@ -353,12 +222,7 @@ TEST(PerplexityErrors, TargetsLogitsAndShapes) {
   mixed.set("gt_tokens", Tensor::from_vector(std::vector<std::int64_t>(2), {1, 2}));
   EXPECT_HAS(error_of([&] { m->add(mixed); }), "field 'gt_tokens' must be ragged like");
   // Nothing of the failed batches was kept: the state holds the first batch only.
-  msgpack::sbuffer buf;
-  Packer packer(buf);
-  m->pack(packer);
-  const auto h = msgpack::unpack(buf.data(), buf.size());
-  const std::vector<msgpack::object> states = {h.get()};
-  EXPECT_EQ(m->compute_packed(states), run_single("Perplexity", {}, lm_batch(2)));
+  EXPECT_EQ(compute_states(*m, {m}), run_single("Perplexity", {}, lm_batch(2)));
   EXPECT_HAS(error_of([&] { make_metric("Perplexity", {})->compute_packed({}); }),
              "metric 'Perplexity': no samples");
   EXPECT_HAS(error_of<ConfigError>([&] {
@@ -372,13 +236,7 @@ TEST(PerplexityErrors, TargetsLogitsAndShapes) {
 TEST(FlowLanguagePlugins, RegisterDocumentedMetrics) {
   for (const auto& [name, plugin] : std::vector<std::pair<std::string, std::string>>{
            {"EndPointError", "flow"}, {"Perplexity", "language"}}) {
-    const Component* c = registry().find(ComponentKind::Metric, name);
-    ASSERT_NE(c, nullptr) << name;
-    EXPECT_EQ(c->plugin_name, plugin);
-    EXPECT_FALSE(c->info->doc.empty()) << name;
-    EXPECT_FALSE(c->info->results.empty()) << name;
-    for (const auto& p : c->info->params) EXPECT_FALSE(p.doc.empty()) << name << "." << p.name;
-    for (const auto& in : c->info->inputs) EXPECT_FALSE(in.doc.empty()) << name << "." << in.name;
+    ASSERT_NE(expect_documented(name, plugin), nullptr) << name;
   }
 }
 

@@ -4,17 +4,16 @@
 // files with the messages they must give.
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "config.hpp"
+#include "metric_harness.hpp"
 #include "registry.hpp"
+#include "support/process.hpp"
 #include "tally/batch.hpp"
 #include "tally/error.hpp"
 #include "tally/reader.hpp"
@@ -28,50 +27,31 @@ namespace {
 
 class JsonlReaderTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("tally_jsonl_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   fs::path write(const std::string& text, const std::string& name = "d.jsonl") const {
     const fs::path p = dir_ / name;
-    std::ofstream out(p, std::ios::binary);
-    out << text;
+    tally::test::write_text(p, text);
     return p;
   }
 
   static std::shared_ptr<tally::Reader> make_reader(
       const fs::path& path, const std::vector<std::pair<std::string, std::string>>& fields = {},
       std::int64_t batch_size = 4096, ShardInfo shard = {}) {
-    static const tally::Registry registry = tally::Registry::load();
-    const auto& c = registry.get(tally::ComponentKind::Reader, "jsonl");
     Value::Map given{{"path", path.string()}, {"batch_size", Value(static_cast<long>(batch_size))}};
     if (!fields.empty()) {
       Value::Map m;
       for (const auto& [k, v] : fields) m.emplace_back(k, v);
       given.emplace_back("fields", Value(m));
     }
-    return tally::Registry::make_reader(c, tally::make_params(*c.info, given, "data"), shard);
+    return tally::test::make_reader("jsonl", given, shard);
   }
 
   // The message of the InputError that opening or reading gives, "" if none.
   static std::string input_error(const fs::path& path,
                                  const std::vector<std::pair<std::string, std::string>>& f = {}) {
-    try {
-      auto reader = make_reader(path, f);
-      while (reader->next()) {
-      }
-    } catch (const tally::InputError& e) {
-      return e.what();
-    }
-    return "";
+    return tally::test::read_error([&] { return make_reader(path, f); });
   }
 
-  fs::path dir_;
+  tally::test::TempDir dir_;
 };
 
 std::vector<std::string> strings_of(const tally::Text& t, std::int64_t i) {

@@ -4,7 +4,6 @@
 // Expected values come from tests/reference/expected_keypoints.json, written by
 // tests/reference/keypoints.py with mmeval 0.2.1 (the versions and, for each case, the exact
 // mmeval call are recorded in the file), unless a test says otherwise.
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -21,149 +20,28 @@
 namespace tally::test {
 namespace {
 
-const Json& expected_file() {
-  static const Json j = load_json(source_path("tests/reference/expected_keypoints.json"));
-  return j;
-}
-
-std::vector<std::string> case_names() {
-  std::vector<std::string> names;
-  for (const auto& c : expected_file().at("cases")) {
-    std::string n = c.at("name").get<std::string>();
-    for (char& ch : n)
-      if (ch == '.') ch = '_';
-    names.push_back(n);
-  }
-  return names;
-}
-
-const Json& find_case(const std::string& name) {
-  for (const auto& c : expected_file().at("cases")) {
-    std::string n = c.at("name").get<std::string>();
-    for (char& ch : n)
-      if (ch == '.') ch = '_';
-    if (n == name) return c;
-  }
-  throw std::runtime_error("no case " + name);
-}
-
-void print_rel_diffs() {
-  for (const auto& [metric, d] : max_rel_diffs())
-    std::printf("[ reference ] %s: largest relative difference to mmeval 0.2.1 %.3g\n",
-                metric.c_str(), d);
-  max_rel_diffs().clear();
-}
-
-Batch load_inputs(const Json& inputs) {
-  Batch b;
-  for (const auto& [field, file] : inputs.items())
-    b.set(field, load_npy(source_path(file.get<std::string>())));
-  return b;
-}
-
-/// expect_matches for a result map whose expected values may be null (mmeval's masked / NaN).
-void expect_result(const Value& got, const Json& expected, const std::string& where,
-                   const std::string& metric) {
-  ASSERT_TRUE(got.is_map()) << where << ": " << got.to_json();
-  std::vector<std::string> want_keys, got_keys;
-  for (const auto& [k, v] : expected.items()) want_keys.push_back(k);
-  for (const auto& [k, v] : got.as_map()) got_keys.push_back(k);
-  ASSERT_EQ(got_keys, want_keys) << where << ": result keys (in order)";
-  for (const auto& [k, v] : expected.items()) {
-    if (v.is_null()) {
-      EXPECT_TRUE(got.at(k).is_float() && std::isnan(got.at(k).as_double()))
-          << where << "." << k << ": expected NaN, got " << got.at(k).to_json();
-    } else {
-      expect_matches(got.at(k), v, where + "." + k, metric);
-    }
-  }
-}
-
-/// Bit-for-bit equality of two results (NaN equals NaN of the same bits; Value's == would
-/// say NaN != NaN).
-bool same_bits(const Value& a, const Value& b) {
-  if (a.kind() != b.kind()) return false;
-  if (a.is_float())
-    return std::bit_cast<std::uint64_t>(a.as_double()) ==
-           std::bit_cast<std::uint64_t>(b.as_double());
-  if (a.is_array()) {
-    if (a.size() != b.size()) return false;
-    for (std::size_t i = 0; i < a.size(); ++i)
-      if (!same_bits(a.as_array()[i], b.as_array()[i])) return false;
-    return true;
-  }
-  if (a.is_map()) {
-    if (a.size() != b.size()) return false;
-    for (std::size_t i = 0; i < a.size(); ++i)
-      if (a.as_map()[i].first != b.as_map()[i].first ||
-          !same_bits(a.as_map()[i].second, b.as_map()[i].second))
-        return false;
-    return true;
-  }
-  return a == b;
-}
-
-/// Runs on 1, 2, 3, 4 and 7 ranks (and with an empty middle rank) in batches of several sizes;
-/// every result must equal the single-rank one bit for bit.
-Value run_all_rank_counts(const std::string& type, const Value::Map& params, const Batch& data,
-                          const std::string& label = {}) {
-  const auto make = [&] { return make_metric(type, params, label); };
-  const Value one = run_ranks(make, data, contiguous_shards(data.size(), 1));
-  const auto same = same_bits;
-  for (int ranks : {1, 2, 3, 4, 7}) {
-    for (std::int64_t batch : {std::int64_t{1} << 30, std::int64_t{16}, std::int64_t{5}}) {
-      const Value got =
-          run_ranks(make, data, contiguous_shards(data.size(), ranks), {batch, false});
-      EXPECT_TRUE(same(got, one)) << type << ": " << ranks << " ranks, batches of " << batch << ": "
-                                  << got.to_json() << " vs " << one.to_json();
-    }
-    if (ranks == 1) continue;
-    for (bool add_empty : {false, true}) {
-      const Value got =
-          run_ranks(make, data, contiguous_shards(data.size(), ranks, ranks / 2), {16, add_empty});
-      EXPECT_TRUE(same(got, one)) << type << ": " << ranks << " ranks with rank " << ranks / 2
-                                  << " empty (add_empty=" << add_empty << ")";
-    }
-  }
-  return one;
-}
-
-Value run_single(const std::string& type, const Value::Map& params, const Batch& data) {
-  return run_ranks([&] { return make_metric(type, params); }, data,
-                   contiguous_shards(data.size(), 1));
-}
+const Json& expected_file() { return expected_json("tests/reference/expected_keypoints.json"); }
 
 // ---- values against mmeval, 1..7 ranks --------------------------------------------------------
 
 class KeypointCase : public ::testing::TestWithParam<std::string> {};
 
 // Expected: the case's "expected" map in expected_keypoints.json (mmeval 0.2.1; the call is in
-// the case's "call").
+// the case's "call"; null there is mmeval's masked / NaN value, expected as NaN).
 TEST_P(KeypointCase, MatchesMmevalOnAnyNumberOfRanks) {
-  const Json& c = find_case(GetParam());
-  const std::string type = c.at("metric").get<std::string>();
-  const Batch data = load_inputs(c.at("inputs"));
-  const Value got = run_all_rank_counts(type, to_value(c.at("params")).as_map(), data);
-  expect_result(got, c.at("expected"), GetParam(), type);
-  print_rel_diffs();
+  const Json& c = find_case(expected_file(), GetParam());
+  check_case(c, load_inputs(c.at("inputs")), GetParam());
+  print_rel_diffs("mmeval 0.2.1");
 }
 
-INSTANTIATE_TEST_SUITE_P(Keypoints, KeypointCase, ::testing::ValuesIn(case_names()),
-                         [](const auto& param_info) { return param_info.param; });
+INSTANTIATE_TEST_SUITE_P(Keypoints, KeypointCase, ::testing::ValuesIn(case_names(expected_file())),
+                         param_name);
 
 // Expected: section "example" of expected_keypoints.json (mmeval 0.2.1 on the data of
 // configs/examples/data/keypoints, the metrics of configs/examples/keypoints.yaml).
 TEST(KeypointExample, MatchesMmeval) {
-  const Json& ex = expected_file().at("example");
-  const Batch data = load_inputs(ex.at("inputs"));
-  EXPECT_EQ(data.size(), ex.at("samples").get<std::int64_t>());
-  for (const auto& m : ex.at("metrics")) {
-    const std::string label = m.at("label").get<std::string>();
-    const std::string type = m.at("metric").get<std::string>();
-    const Value got = run_all_rank_counts(type, to_value(m.at("params")).as_map(), data, label);
-    expect_result(got, m.at("expected"), "example." + label, type);
-  }
-  print_rel_diffs();
+  check_example(expected_file().at("example"));
+  print_rel_diffs("mmeval 0.2.1");
 }
 
 // ---- mmeval's docstring examples ---------------------------------------------------------------
@@ -275,22 +153,6 @@ TEST(KeypointKeys, NumpyPairwiseSumOrder) {
 }
 
 // ---- bad inputs: InputError naming the metric and the field -----------------------------------
-
-template <class E = InputError>
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-    return {};
-  }
-  ADD_FAILURE() << "no exception";
-  return {};
-}
-
-#define EXPECT_HAS(msg, part) EXPECT_NE((msg).find(part), std::string::npos) << "message: " << (msg)
 
 /// n instances of k keypoints in d dimensions, every field of the PCK family.
 Batch pose_batch(std::int64_t n, std::int64_t k, std::int64_t d = 2) {
@@ -437,21 +299,13 @@ TEST(KeypointErrors, AFailedBatchLeavesTheStateUntouched) {
     g.mutable_data_as<double>()[g.numel() - 1] = std::nan("");
     nan.set("gt_coords", g);
     EXPECT_THROW(m->add(nan), InputError) << type;
-    msgpack::sbuffer buf;
-    Packer packer(buf);
-    m->pack(packer);
-    const auto h = msgpack::unpack(buf.data(), buf.size());
-    const std::vector<msgpack::object> states = {h.get()};
-    EXPECT_EQ(m->compute_packed(states), run_single(type, params, pose_batch(20, 16))) << type;
+    EXPECT_EQ(compute_states(*m, {m}), run_single(type, params, pose_batch(20, 16))) << type;
   }
 }
 
 // ---- parameters: ConfigError naming the metric and the parameter ------------------------------
 
 TEST(KeypointParams, BadParameters) {
-  const auto config_error = [](const std::string& type, const Value::Map& params) {
-    return error_of<ConfigError>([&] { make_metric(type, params); });
-  };
   EXPECT_HAS(config_error("PCKAccuracy", {{"norm_item", "shoulder"}}), "parameter 'norm_item'");
   EXPECT_HAS(config_error("PCKAccuracy", {{"norm_item", Value::Array{}}}),
              "parameter 'norm_item' must name at least one of bbox, head, torso");
@@ -483,13 +337,7 @@ TEST(KeypointParams, BadParameters) {
 TEST(KeypointPlugin, RegistersDocumentedMetrics) {
   for (const char* name : {"PCKAccuracy", "MpiiPCKAccuracy", "JhmdbPCKAccuracy", "KeypointAUC",
                            "KeypointEndPointError", "KeypointNME"}) {
-    const Component* c = registry().find(ComponentKind::Metric, name);
-    ASSERT_NE(c, nullptr) << name;
-    EXPECT_EQ(c->plugin_name, "keypoints");
-    EXPECT_FALSE(c->info->doc.empty()) << name;
-    EXPECT_FALSE(c->info->results.empty()) << name;
-    for (const auto& p : c->info->params) EXPECT_FALSE(p.doc.empty()) << name << "." << p.name;
-    for (const auto& in : c->info->inputs) EXPECT_FALSE(in.doc.empty()) << name << "." << in.name;
+    ASSERT_NE(expect_documented(name, "keypoints"), nullptr) << name;
   }
 }
 

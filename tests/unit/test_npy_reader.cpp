@@ -4,9 +4,10 @@
 // (stored and deflated, from tests/data/classification_extra/npz) and broken archives.
 #include <gtest/gtest.h>
 
+#include "metric_harness.hpp"
 #include "support/npy.hpp"
+#include "support/process.hpp"
 
-#include <unistd.h>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -27,6 +28,7 @@ namespace fs = std::filesystem;
 using tally::DType;
 using tally::ShardInfo;
 using tally::Value;
+using tally::test::write_text;
 
 namespace {
 
@@ -71,15 +73,10 @@ std::string raw_bytes(const std::vector<T>& values) {
   return out;
 }
 
-void write_file(const fs::path& p, const std::string& bytes) {
-  std::ofstream out(p, std::ios::binary);
-  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
 template <class T>
 void write_array(const fs::path& p, const std::vector<T>& values,
                  const std::vector<std::int64_t>& shape, int major = 1) {
-  write_file(p, npy_file(dict_for(tally::test::npy_descr<T>(), shape_text(shape)),
+  write_text(p, npy_file(dict_for(tally::test::npy_descr<T>(), shape_text(shape)),
                          raw_bytes(values), major));
 }
 
@@ -103,42 +100,20 @@ std::vector<T> iota_values(std::size_t n) {
 
 class NpyReaderTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("tally_npy_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   fs::path path(const std::string& name) const { return dir_ / name; }
 
   static std::shared_ptr<tally::Reader> make_reader(
       const std::vector<std::pair<std::string, fs::path>>& fields, std::int64_t batch_size = 4096,
       ShardInfo shard = {}) {
-    static const tally::Registry registry = tally::Registry::load();
-    const auto& c = registry.get(tally::ComponentKind::Reader, "npy");
-    Value::Map files;
-    for (const auto& [name, p] : fields) files.emplace_back(name, p.string());
-    const Value::Map given{{"fields", Value(files)},
-                           {"batch_size", Value(static_cast<long>(batch_size))}};
-    return tally::Registry::make_reader(c, tally::make_params(*c.info, given, "data"), shard);
+    return tally::test::make_fields_reader("npy", fields, batch_size, shard);
   }
 
   // The message of the InputError that opening (or reading) these fields gives, "" if none.
   static std::string input_error(const std::vector<std::pair<std::string, fs::path>>& fields) {
-    try {
-      auto reader = make_reader(fields);
-      while (reader->next()) {
-      }
-    } catch (const tally::InputError& e) {
-      return e.what();
-    }
-    return "";
+    return tally::test::read_error([&] { return make_reader(fields); });
   }
 
-  fs::path dir_;
+  tally::test::TempDir dir_;
 };
 
 // Every sample of `field` from every batch, as raw bytes, and the batch sizes.
@@ -161,10 +136,8 @@ void expect_round_trip(const fs::path& file, DType dtype) {
   SCOPED_TRACE(tally::test::npy_descr<T>());
   const auto values = iota_values<T>(30);
   write_array(file, values, {10, 3});
-  static const tally::Registry registry = tally::Registry::load();
-  const auto& c = registry.get(tally::ComponentKind::Reader, "npy");
-  const Value::Map given{{"fields", Value(Value::Map{{"x", file.string()}})}, {"batch_size", 4}};
-  auto reader = tally::Registry::make_reader(c, tally::make_params(*c.info, given, "data"), {});
+  auto reader = tally::test::make_reader(
+      "npy", {{"fields", Value(Value::Map{{"x", file.string()}})}, {"batch_size", 4}});
   EXPECT_EQ(reader->total_samples(), 10);
   std::vector<T> got;
   while (auto batch = reader->next()) {
@@ -211,7 +184,7 @@ TEST_F(NpyReaderTest, HeaderVariantsNumPyAccepts) {
         std::string("{'shape': (6,), 'fortran_order': False, 'descr': '<i4'}"),
         std::string("{'descr':'<i4','fortran_order':False,'shape':(6L,),}"),
         std::string("{'descr': '=i4', 'fortran_order': False, 'shape': (6,), }")}) {
-    write_file(path("v.npy"), npy_file(dict, data));
+    write_text(path("v.npy"), npy_file(dict, data));
     auto reader = make_reader({{"x", path("v.npy")}});
     EXPECT_EQ(drain(*reader, "x").bytes, data) << dict;
   }
@@ -260,7 +233,7 @@ TEST_F(NpyReaderTest, BatchBoundaries) {
 }
 
 TEST_F(NpyReaderTest, EmptyArrayGivesNoBatches) {
-  write_file(path("e.npy"), npy_file(dict_for("<f4", "(0, 3)"), ""));
+  write_text(path("e.npy"), npy_file(dict_for("<f4", "(0, 3)"), ""));
   auto reader = make_reader({{"x", path("e.npy")}});
   EXPECT_EQ(reader->total_samples(), 0);
   EXPECT_EQ(reader->shard_samples(), 0);
@@ -319,7 +292,7 @@ TEST_F(NpyReaderTest, UnalignedDataIsCopied) {
   const auto values = iota_values<double>(6);
   const std::string file = npy_file(dict_for("<f8", "(6,)"), raw_bytes(values), 1, 4);
   ASSERT_NE((file.size() - 6 * sizeof(double)) % 8, 0u) << "the test file must be unaligned";
-  write_file(path("u.npy"), file);
+  write_text(path("u.npy"), file);
   auto reader = make_reader({{"x", path("u.npy")}});
   auto batch = reader->next();
   ASSERT_TRUE(batch);
@@ -344,11 +317,11 @@ TEST_F(NpyReaderTest, MissingFile) {
 }
 
 TEST_F(NpyReaderTest, NotAnNpyFile) {
-  write_file(path("bad.npy"), "PK\x03\x04 this is a zip file");
+  write_text(path("bad.npy"), "PK\x03\x04 this is a zip file");
   expect_message(
       input_error({{"x", path("bad.npy")}}),
       {path("bad.npy").string(), "not an npy file", "\\x93NUMPY", "found 'PK\\x03\\x04"});
-  write_file(path("empty.npy"), "");
+  write_text(path("empty.npy"), "");
   expect_message(input_error({{"x", path("empty.npy")}}),
                  {"empty.npy", "not an npy file", "empty"});
   fs::create_directory(path("dir.npy"));
@@ -358,22 +331,22 @@ TEST_F(NpyReaderTest, NotAnNpyFile) {
 TEST_F(NpyReaderTest, UnsupportedVersion) {
   std::string bytes = npy_file(dict_for("<f4", "(1,)"), std::string(4, '\0'));
   bytes[6] = 4;
-  write_file(path("v4.npy"), bytes);
+  write_text(path("v4.npy"), bytes);
   expect_message(input_error({{"x", path("v4.npy")}}),
                  {"v4.npy", "unsupported npy format version 4.0", "expected 1.0, 2.0 or 3.0"});
   bytes[6] = 1;
   bytes[7] = 1;
-  write_file(path("v11.npy"), bytes);
+  write_text(path("v11.npy"), bytes);
   expect_message(input_error({{"x", path("v11.npy")}}), {"version 1.1"});
 }
 
 TEST_F(NpyReaderTest, TruncatedPreambleAndHeader) {
-  write_file(path("short.npy"), std::string("\x93NUMPY\x01\x00\x10", 9));
+  write_text(path("short.npy"), std::string("\x93NUMPY\x01\x00\x10", 9));
   expect_message(input_error({{"x", path("short.npy")}}),
                  {"short.npy", "truncated npy preamble", "9 bytes"});
   const std::string full = npy_file(dict_for("<f4", "(1,)"), std::string(4, '\0'));
   const std::size_t header_len = full.size() - 4 - 10;
-  write_file(path("cut.npy"), full.substr(0, 30));
+  write_text(path("cut.npy"), full.substr(0, 30));
   expect_message(
       input_error({{"x", path("cut.npy")}}),
       {"cut.npy", "truncated header", "header of " + std::to_string(header_len) + " bytes",
@@ -405,28 +378,28 @@ TEST_F(NpyReaderTest, MalformedHeaderDict) {
        "integer out of range"},
   };
   for (const auto& c : cases) {
-    write_file(path("h.npy"), npy_file(c.dict, data));
+    write_text(path("h.npy"), npy_file(c.dict, data));
     expect_message(input_error({{"x", path("h.npy")}}),
                    {"h.npy", "malformed header dict", c.fragment});
   }
 }
 
 TEST_F(NpyReaderTest, FortranOrder) {
-  write_file(path("f.npy"), npy_file(dict_for("<f4", "(2, 3)", true), std::string(24, '\0')));
+  write_text(path("f.npy"), npy_file(dict_for("<f4", "(2, 3)", true), std::string(24, '\0')));
   expect_message(input_error({{"x", path("f.npy")}}),
                  {"f.npy", "Fortran", "fortran_order: True", "C order"});
 }
 
 TEST_F(NpyReaderTest, BigEndianAndUnsupportedDTypes) {
-  write_file(path("be.npy"), npy_file(dict_for(">i4", "(2,)"), std::string(8, '\0')));
+  write_text(path("be.npy"), npy_file(dict_for(">i4", "(2,)"), std::string(8, '\0')));
   expect_message(input_error({{"x", path("be.npy")}}),
                  {"be.npy", "big-endian dtype '>i4'", "expected little-endian '<i4'"});
   for (const std::string descr : {"<c16", "<f2", "<u8", "|S5", "<M8[ns]", "|O"}) {
-    write_file(path("dt.npy"), npy_file(dict_for(descr, "(2,)"), std::string(64, '\0')));
+    write_text(path("dt.npy"), npy_file(dict_for(descr, "(2,)"), std::string(64, '\0')));
     expect_message(input_error({{"x", path("dt.npy")}}),
                    {"dt.npy", "unsupported dtype '" + descr + "'", "expected one of", "<f8"});
   }
-  write_file(
+  write_text(
       path("rec.npy"),
       npy_file("{'descr': [('a', '<i4'), ('b', '<f8')], 'fortran_order': False, 'shape': (2,), }",
                std::string(24, '\0')));
@@ -437,7 +410,7 @@ TEST_F(NpyReaderTest, TruncatedData) {
   // (10, 3) float32 needs 120 data bytes after the header; give it 100.
   const std::string dict = dict_for("<f4", "(10, 3)");
   const std::size_t header = npy_file(dict, "").size();
-  write_file(path("t.npy"), npy_file(dict, std::string(100, '\0')));
+  write_text(path("t.npy"), npy_file(dict, std::string(100, '\0')));
   expect_message(input_error({{"x", path("t.npy")}}),
                  {"t.npy", "truncated data", "(10, 3)", "'<f4'", "needs 120 bytes",
                   "header of " + std::to_string(header) + " bytes",
@@ -446,7 +419,7 @@ TEST_F(NpyReaderTest, TruncatedData) {
 }
 
 TEST_F(NpyReaderTest, ZeroDimensionalArray) {
-  write_file(path("z.npy"), npy_file(dict_for("<f8", "()"), std::string(8, '\0')));
+  write_text(path("z.npy"), npy_file(dict_for("<f8", "()"), std::string(8, '\0')));
   expect_message(input_error({{"x", path("z.npy")}}),
                  {"z.npy", "0-d array", "at least one dimension"});
 }
@@ -460,7 +433,7 @@ TEST_F(NpyReaderTest, FieldsOfDifferentLengths) {
 }
 
 TEST_F(NpyReaderTest, BoolBytesOtherThanZeroOrOne) {
-  write_file(path("b.npy"), npy_file(dict_for("|b1", "(4,)"), std::string("\x01\x00\x02\x01", 4)));
+  write_text(path("b.npy"), npy_file(dict_for("|b1", "(4,)"), std::string("\x01\x00\x02\x01", 4)));
   expect_message(input_error({{"mask", path("b.npy")}}),
                  {"field 'mask'", "b.npy", "bool element 2 holds byte 2", "expected 0 or 1"});
 }
@@ -553,7 +526,7 @@ TEST_F(NpyReaderTest, NpzMissingMemberListsTheMembers) {
 
 TEST_F(NpyReaderTest, NpzMissingOrNotAnArchive) {
   expect_message(input_error({{"x", path("none.npz:scores")}}), {"field 'x'", "archive not found"});
-  write_file(path("junk.npz"), std::string(300, 'j'));
+  write_text(path("junk.npz"), std::string(300, 'j'));
   expect_message(input_error({{"x", path("junk.npz:scores")}}),
                  {"field 'x'", "junk.npz", "not an .npz archive", "not a zip archive"});
 }
@@ -561,7 +534,7 @@ TEST_F(NpyReaderTest, NpzMissingOrNotAnArchive) {
 TEST_F(NpyReaderTest, NpzCorruptArchive) {
   // Cut off the end: the central directory is gone.
   const std::string bytes = file_bytes(npz_data("npz/stored.npz"));
-  write_file(path("cut.npz"), bytes.substr(0, bytes.size() - 40));
+  write_text(path("cut.npz"), bytes.substr(0, bytes.size() - 40));
   const std::string e = input_error({{"x", path("cut.npz:scores")}});
   EXPECT_NE(e.find("field 'x'"), std::string::npos) << e;
   EXPECT_TRUE(e.find("not an .npz archive") != std::string::npos ||
@@ -580,7 +553,7 @@ TEST_F(NpyReaderTest, NpzCorruptMemberData) {
     const std::size_t flip = stored ? at + 200  // inside the float data of 'scores'
                                     : bytes.size() / 6;
     bytes[flip] = static_cast<char>(bytes[flip] ^ 0x5a);
-    write_file(path("bad.npz"), bytes);
+    write_text(path("bad.npz"), bytes);
     const std::string e = input_error({{"x", path("bad.npz:scores")}, {"y", path("bad.npz:f64")}});
     EXPECT_NE(e.find("corrupt"), std::string::npos) << archive << ": " << e;
   }
@@ -591,7 +564,7 @@ TEST_F(NpyReaderTest, NpzBadMemberHeader) {
   const std::size_t at = bytes.find("'descr': '<f4'");
   ASSERT_NE(at, std::string::npos);
   bytes.replace(at, 14, "'descr': '<c8'");
-  write_file(path("hdr.npz"), bytes);
+  write_text(path("hdr.npz"), bytes);
   expect_message(input_error({{"x", path("hdr.npz:scores")}}),
                  {"field 'x'", "hdr.npz:scores", "unsupported dtype '<c8'"});
 }

@@ -4,14 +4,11 @@
 // name matching across folders, sorting, sharding over 1 to 4 ranks, lazy decoding, and corrupt,
 // truncated and wrong-kind files with the messages they must give. (Real, zlib-compressed PNGs
 // written by Pillow are read in test_segmentation_metrics: the example's label maps.)
-#include <unistd.h>
-
 #include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,7 +17,9 @@
 #include <gtest/gtest.h>
 
 #include "config.hpp"
+#include "metric_harness.hpp"
 #include "registry.hpp"
+#include "support/process.hpp"
 #include "tally/batch.hpp"
 #include "tally/error.hpp"
 #include "tally/reader.hpp"
@@ -164,34 +163,18 @@ Png colour(std::uint32_t w, std::uint32_t h, int type, int depth = 8) {
 
 class PngReaderTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("tally_png_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
   fs::path folder(const std::string& name) const {
     fs::create_directories(dir_ / name);
     return dir_ / name;
   }
-  void write(const fs::path& p, const std::string& bytes) const {
-    std::ofstream out(p, std::ios::binary);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  static void write(const fs::path& p, const std::string& bytes) {
+    tally::test::write_text(p, bytes);
   }
 
   static std::shared_ptr<tally::Reader> make_reader(
       const std::string& type, const std::vector<std::pair<std::string, fs::path>>& fields,
       std::int64_t batch_size = 16, ShardInfo shard = {}) {
-    static const tally::Registry registry = tally::Registry::load();
-    const auto& c = registry.get(tally::ComponentKind::Reader, type);
-    Value::Map dirs;
-    for (const auto& [name, p] : fields) dirs.emplace_back(name, p.string());
-    const Value::Map given{{"fields", Value(dirs)},
-                           {"batch_size", Value(static_cast<long>(batch_size))}};
-    return tally::Registry::make_reader(c, tally::make_params(*c.info, given, "data"), shard);
+    return tally::test::make_fields_reader(type, fields, batch_size, shard);
   }
 
   /// The one sample of a folder holding one file `name` with `bytes`, through reader `type`.
@@ -208,17 +191,10 @@ class PngReaderTest : public ::testing::Test {
   /// The InputError message of reading every batch, "" if none.
   static std::string input_error(const std::string& type,
                                  const std::vector<std::pair<std::string, fs::path>>& fields) {
-    try {
-      auto reader = make_reader(type, fields);
-      while (reader->next()) {
-      }
-    } catch (const tally::InputError& e) {
-      return e.what();
-    }
-    return "";
+    return tally::test::read_error([&] { return make_reader(type, fields); });
   }
 
-  fs::path dir_;
+  tally::test::TempDir dir_;
   int counter_ = 0;
 };
 

@@ -23,68 +23,7 @@
 namespace tally::test {
 namespace {
 
-const Json& expected_file() {
-  static const Json j = load_json(source_path("tests/reference/expected_regression.json"));
-  return j;
-}
-
-std::vector<std::string> case_names() {
-  std::vector<std::string> names;
-  for (const auto& c : expected_file().at("cases"))
-    names.push_back(c.at("name").get<std::string>());
-  return names;
-}
-
-const Json& find_case(const std::string& name) {
-  for (const auto& c : expected_file().at("cases"))
-    if (c.at("name") == name) return c;
-  throw std::runtime_error("no case " + name);
-}
-
-Value::Map to_map(const Json& j) { return to_value(j).as_map(); }
-
-void print_rel_diffs() {
-  for (const auto& [metric, d] : max_rel_diffs())
-    std::printf("[ reference ] %s: largest relative difference to scikit-learn %.3g\n",
-                metric.c_str(), d);
-  max_rel_diffs().clear();
-}
-
-Batch load_inputs(const Json& inputs) {
-  Batch b;
-  for (const auto& [field, file] : inputs.items())
-    b.set(field, load_npy(source_path(file.get<std::string>())));
-  return b;
-}
-
-/// Runs as 1, 2, 3, 4 and 7 ranks, with an empty rank, in batches of several sizes; expects
-/// every result to equal the single-rank one bit for bit, and returns it.
-Value run_all_rank_counts(const std::string& type, const Value::Map& params, const Batch& data,
-                          const std::string& label = {}) {
-  const auto make = [&] { return make_metric(type, params, label); };
-  const Value one = run_ranks(make, data, contiguous_shards(data.size(), 1));
-  for (int ranks : {1, 2, 3, 4, 7}) {
-    for (std::int64_t batch : {std::int64_t{1} << 30, std::int64_t{16}, std::int64_t{5}}) {
-      const Value got =
-          run_ranks(make, data, contiguous_shards(data.size(), ranks), {batch, false});
-      EXPECT_EQ(got, one) << type << ": " << ranks << " ranks, batches of " << batch << ": "
-                          << got.to_json() << " vs " << one.to_json();
-    }
-    if (ranks == 1) continue;
-    for (bool add_empty : {false, true}) {
-      const Value got =
-          run_ranks(make, data, contiguous_shards(data.size(), ranks, ranks / 2), {16, add_empty});
-      EXPECT_EQ(got, one) << type << ": " << ranks << " ranks with rank " << ranks / 2
-                          << " empty (add_empty=" << add_empty << ")";
-    }
-  }
-  return one;
-}
-
-Value run_single(const std::string& type, const Value::Map& params, const Batch& data) {
-  return run_ranks([&] { return make_metric(type, params); }, data,
-                   contiguous_shards(data.size(), 1));
-}
+const Json& expected_file() { return expected_json("tests/reference/expected_regression.json"); }
 
 // ---- values against scikit-learn, 1..7 ranks --------------------------------------------------
 
@@ -93,30 +32,19 @@ class RegressionReference : public ::testing::TestWithParam<std::string> {};
 // Expected: the case's "expected" map in expected_regression.json (the scikit-learn call for each
 // key is in the case's "calls" map).
 TEST_P(RegressionReference, MatchesScikitLearnOnAnyNumberOfRanks) {
-  const Json& c = find_case(GetParam());
-  const std::string type = c.at("metric").get<std::string>();
-  const Batch data = load_inputs(c.at("inputs"));
-  const Value got = run_all_rank_counts(type, to_map(c.at("params")), data);
-  expect_matches(got, c.at("expected"), GetParam(), type);
-  print_rel_diffs();
+  const Json& c = find_case(expected_file(), GetParam());
+  check_case(c, load_inputs(c.at("inputs")), GetParam());
+  print_rel_diffs("scikit-learn");
 }
 
-INSTANTIATE_TEST_SUITE_P(Regression, RegressionReference, ::testing::ValuesIn(case_names()),
-                         [](const auto& param_info) { return param_info.param; });
+INSTANTIATE_TEST_SUITE_P(Regression, RegressionReference,
+                         ::testing::ValuesIn(case_names(expected_file())), param_name);
 
 // Expected: section "example" of expected_regression.json (scikit-learn on the diabetes split of
 // configs/examples/data/regression, made by tests/reference/regression.py).
 TEST(RegressionExample, MatchesScikitLearn) {
-  const Json& ex = expected_file().at("example");
-  const Batch data = load_inputs(ex.at("inputs"));
-  EXPECT_EQ(data.size(), ex.at("samples").get<std::int64_t>());
-  for (const auto& m : ex.at("metrics")) {
-    const std::string label = m.at("label").get<std::string>();
-    const std::string type = m.at("metric").get<std::string>();
-    const Value got = run_all_rank_counts(type, to_map(m.at("params")), data, label);
-    expect_matches(got, ex.at("results").at(label), "example." + label, type);
-  }
-  print_rel_diffs();
+  check_example(expected_file().at("example"));
+  print_rel_diffs("scikit-learn");
 }
 
 // ---- small hand-checked examples --------------------------------------------------------------
@@ -224,14 +152,12 @@ TEST(ExactSum, IsExactAndOrderFree) {
 
 // The error metrics' state does not grow with the number of samples.
 TEST(RegressionState, ErrorSumsStaySmall) {
-  const Json& c = find_case("RegressionMSE_diabetes_uniform_average");
+  const Json& c = find_case(expected_file(), "RegressionMSE_diabetes_uniform_average");
   const Batch data = load_inputs(c.at("inputs"));
   for (std::int64_t n : {std::int64_t{10}, data.size()}) {
     const auto m = make_metric("RegressionMSE", {});
     m->add(data.slice(0, n));
-    msgpack::sbuffer buf;
-    Packer packer(buf);
-    m->pack(packer);
+    const msgpack::sbuffer buf = pack_state(*m);
     EXPECT_LT(buf.size(), 1200u) << n;
     const auto h = msgpack::unpack(buf.data(), buf.size());
     EXPECT_EQ(h.get().via.array.ptr[0].type, msgpack::type::BIN);
@@ -239,22 +165,6 @@ TEST(RegressionState, ErrorSumsStaySmall) {
 }
 
 // ---- bad inputs -------------------------------------------------------------------------------
-
-template <class E = InputError>
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-    return {};
-  }
-  ADD_FAILURE() << "no exception";
-  return {};
-}
-
-#define EXPECT_HAS(msg, part) EXPECT_NE((msg).find(part), std::string::npos) << "message: " << (msg)
 
 const std::vector<std::string>& all_types() {
   static const std::vector<std::string> t = {"RegressionMAE", "RegressionMSE", "RMSE", "R2"};

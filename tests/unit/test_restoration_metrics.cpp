@@ -22,109 +22,23 @@
 namespace tally::test {
 namespace {
 
-const Json& expected_file() {
-  static const Json j = load_json(source_path("tests/reference/expected_restoration.json"));
-  return j;
-}
+const Json& expected_file() { return expected_json("tests/reference/expected_restoration.json"); }
 
-std::vector<std::string> case_names() {
-  std::vector<std::string> names;
-  for (const auto& c : expected_file().at("cases"))
-    names.push_back(c.at("name").get<std::string>());
-  return names;
-}
-
-const Json& find_case(const std::string& name) {
-  for (const auto& c : expected_file().at("cases"))
-    if (c.at("name") == name) return c;
-  throw std::runtime_error("no case " + name);
-}
-
-Value::Map to_map(const Json& j) { return to_value(j).as_map(); }
-
-void print_rel_diffs(const std::string& reference) {
-  for (const auto& [metric, d] : max_rel_diffs())
-    std::printf("[ reference ] %s: largest relative difference to %s %.3g\n", metric.c_str(),
-                reference.c_str(), d);
-  max_rel_diffs().clear();
-}
-
-/// A file is a dense field; a list of files a ragged one (one sample a file).
-Batch load_inputs(const Json& inputs) {
-  Batch b;
-  for (const auto& [field, files] : inputs.items()) {
-    if (files.is_array()) {
-      Batch::Ragged r;
-      for (const auto& f : files) r.push_back(load_npy(source_path(f.get<std::string>())));
-      b.set_ragged(field, std::move(r));
-    } else {
-      b.set(field, load_npy(source_path(files.get<std::string>())));
-    }
-  }
-  return b;
-}
-
-/// The same samples as ragged fields: one tensor a sample, views of the dense data.
+/// The same samples as ragged fields: one tensor a sample (the batch itself when a field is
+/// ragged already).
 Batch as_ragged(const Batch& dense) {
   Batch b;
   for (const auto& [name, field] : dense.fields()) {
     const auto* t = std::get_if<Tensor>(&field);
     if (t == nullptr) return dense;
-    Batch::Ragged r;
-    for (std::int64_t i = 0; i < t->size(0); ++i) {
-      const Tensor row = t->slice(i, i + 1);
-      std::vector<std::int64_t> shape(t->shape().begin() + 1, t->shape().end());
-      r.push_back(Tensor::view(row.data(), row.dtype(), shape, Device::cpu(),
-                               std::make_shared<Tensor>(row)));
-    }
-    b.set_ragged(name, std::move(r));
+    b.set_ragged(name, per_sample(*t));
   }
   return b;
 }
 
-bool same_bits(const Value& a, const Value& b) {
-  if (a.is_float() && b.is_float()) {
-    const double x = a.as_double(), y = b.as_double();
-    return std::memcmp(&x, &y, sizeof x) == 0;
-  }
-  if (a.is_map() && b.is_map() && a.size() == b.size()) {
-    for (std::size_t i = 0; i < a.as_map().size(); ++i)
-      if (a.as_map()[i].first != b.as_map()[i].first ||
-          !same_bits(a.as_map()[i].second, b.as_map()[i].second))
-        return false;
-    return true;
-  }
-  return a == b;
-}
-
-/// Runs as 1, 2, 3, 4 and 7 ranks (and with an empty rank) in batches of several sizes; expects
-/// every result to have the single-rank one's bits, and returns it.
-Value run_all_rank_counts(const std::string& type, const Value::Map& params, const Batch& data,
-                          const std::string& label = {}) {
-  const auto make = [&] { return make_metric(type, params, label); };
-  const Value one = run_ranks(make, data, contiguous_shards(data.size(), 1));
-  for (int ranks : {1, 2, 3, 4, 7}) {
-    for (std::int64_t batch : {std::int64_t{1} << 30, std::int64_t{2}, std::int64_t{1}}) {
-      const Value got =
-          run_ranks(make, data, contiguous_shards(data.size(), ranks), {batch, false});
-      EXPECT_TRUE(same_bits(got, one)) << type << ": " << ranks << " ranks, batches of " << batch
-                                       << ": " << got.to_json() << " vs " << one.to_json();
-    }
-    if (ranks == 1) continue;
-    for (bool add_empty : {false, true}) {
-      const Value got =
-          run_ranks(make, data, contiguous_shards(data.size(), ranks, ranks / 2), {2, add_empty});
-      EXPECT_TRUE(same_bits(got, one)) << type << ": " << ranks << " ranks with rank " << ranks / 2
-                                       << " empty (add_empty=" << add_empty << ")";
-    }
-  }
-  return one;
-}
-
-Value run_single(const std::string& type, const Value::Map& params, const Batch& data) {
-  return run_ranks([&] { return make_metric(type, params); }, data,
-                   contiguous_shards(data.size(), 1));
-}
+/// The runs of run_all_rank_counts here: whole shards and batches of 2 and 1; batches of 2
+/// beside an empty rank.
+const RankSweep kSweep{{std::int64_t{1} << 30, 2, 1}, 2};
 
 // ---- values against mmeval and scikit-image, 1..7 ranks ---------------------------------------
 
@@ -134,22 +48,21 @@ class RestorationReference : public ::testing::TestWithParam<std::string> {};
 // scikit-image's structural_similarity; the call is in the case's "calls" map). Dense cases are
 // also run as ragged fields and must give the same bits.
 TEST_P(RestorationReference, MatchesReferenceOnAnyNumberOfRanks) {
-  const Json& c = find_case(GetParam());
-  const std::string type = c.at("metric").get<std::string>();
+  const Json& c = find_case(expected_file(), GetParam());
   const Batch data = load_inputs(c.at("inputs"));
-  const Value got = run_all_rank_counts(type, to_map(c.at("params")), data);
-  expect_matches(got, c.at("expected"), GetParam(), type);
-  const Value ragged = run_single(type, to_map(c.at("params")), as_ragged(data));
+  const Value got = check_case(c, data, GetParam(), kSweep);
+  const Value ragged =
+      run_single(c.at("metric").get<std::string>(), to_map(c.at("params")), as_ragged(data));
   EXPECT_TRUE(same_bits(ragged, got)) << ragged.to_json() << " vs " << got.to_json();
   print_rel_diffs(c.at("reference").get<std::string>());
 }
 
-INSTANTIATE_TEST_SUITE_P(Restoration, RestorationReference, ::testing::ValuesIn(case_names()),
-                         [](const auto& param_info) { return param_info.param; });
+INSTANTIATE_TEST_SUITE_P(Restoration, RestorationReference,
+                         ::testing::ValuesIn(case_names(expected_file())), param_name);
 
 // Aliases are the same metric.
 TEST(Restoration, MmevalClassNamesAreAliases) {
-  const Batch data = load_inputs(find_case("PSNR_color").at("inputs"));
+  const Batch data = load_inputs(find_case(expected_file(), "PSNR_color").at("inputs"));
   for (const auto& [alias, type] :
        std::vector<std::pair<std::string, std::string>>{{"PeakSignalNoiseRatio", "PSNR"},
                                                         {"SignalNoiseRatio", "SNR"},
@@ -199,13 +112,11 @@ TEST(Restoration, MmevalDocstringExamples) {
 
 // The state is one float64 per sample, packed as one msgpack bin.
 TEST(RestorationState, OneFloat64PerSampleAsBin) {
-  const Batch data = load_inputs(find_case("SSIM_color").at("inputs"));
+  const Batch data = load_inputs(find_case(expected_file(), "SSIM_color").at("inputs"));
   for (const char* type : {"PSNR", "SNR", "SSIM", "MAE", "MSE"}) {
     const auto m = make_metric(type, {});
     m->add(data);
-    msgpack::sbuffer buf;
-    Packer packer(buf);
-    m->pack(packer);
+    const msgpack::sbuffer buf = pack_state(*m);
     const auto h = msgpack::unpack(buf.data(), buf.size());
     ASSERT_EQ(h.get().via.array.ptr[0].type, msgpack::type::BIN) << type;
     EXPECT_EQ(h.get().via.array.ptr[0].via.bin.size, 8u * static_cast<std::size_t>(data.size()));
@@ -235,22 +146,6 @@ TEST(RestorationPerformance, SsimOfA512x512ColourImage) {
 }
 
 // ---- bad inputs ---------------------------------------------------------------------------------
-
-template <class E = InputError>
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-    return {};
-  }
-  ADD_FAILURE() << "no exception";
-  return {};
-}
-
-#define EXPECT_HAS(msg, part) EXPECT_NE((msg).find(part), std::string::npos) << "message: " << (msg)
 
 const std::vector<std::string>& all_types() {
   static const std::vector<std::string> t = {"PSNR", "SNR", "SSIM", "MAE", "MSE"};

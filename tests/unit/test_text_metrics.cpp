@@ -20,30 +20,7 @@
 namespace tally::test {
 namespace {
 
-const Json& expected_file() {
-  static const Json j = load_json(source_path("tests/reference/expected_text.json"));
-  return j;
-}
-
-std::vector<std::string> case_names() {
-  std::vector<std::string> names;
-  for (const auto& c : expected_file().at("cases"))
-    names.push_back(c.at("name").get<std::string>());
-  return names;
-}
-
-const Json& find_case(const std::string& name) {
-  for (const auto& c : expected_file().at("cases"))
-    if (c.at("name") == name) return c;
-  throw std::runtime_error("no case " + name);
-}
-
-void print_rel_diffs() {
-  for (const auto& [metric, d] : max_rel_diffs())
-    std::printf("[ reference ] %s: largest relative difference to the reference %.3g\n",
-                metric.c_str(), d);
-  max_rel_diffs().clear();
-}
+const Json& expected_file() { return expected_json("tests/reference/expected_text.json"); }
 
 /// A .jsonl file of the test data as a batch: each key maps to a text field (a string: one per
 /// sample; a list: the list). Nested objects are read with dotted names ("ocr.pred").
@@ -80,37 +57,9 @@ Batch load_jsonl(const std::string& relative) {
   return b;
 }
 
-/// 1, 2, 3, 4 and 7 ranks, empty ranks, several batch sizes: every result equals the one-rank
-/// result bit for bit; returns it.
-Value run_all_rank_counts(const std::string& type, const Value::Map& params, const Batch& data,
-                          const std::string& label = {}) {
-  const auto make = [&] { return make_metric(type, params, label); };
-  const Value one = run_ranks(make, data, contiguous_shards(data.size(), 1));
-  for (int ranks : {1, 2, 3, 4, 7}) {
-    for (std::int64_t batch : {std::int64_t{1} << 30, std::int64_t{16}, std::int64_t{5}}) {
-      const Value got =
-          run_ranks(make, data, contiguous_shards(data.size(), ranks), {batch, false});
-      EXPECT_EQ(got, one) << type << ": " << ranks << " ranks, batches of " << batch << ": "
-                          << got.to_json() << " vs " << one.to_json();
-    }
-    if (ranks == 1) continue;
-    for (bool add_empty : {false, true}) {
-      const Value got =
-          run_ranks(make, data, contiguous_shards(data.size(), ranks, ranks / 2), {16, add_empty});
-      EXPECT_EQ(got, one) << type << ": " << ranks << " ranks with rank " << ranks / 2
-                          << " empty (add_empty=" << add_empty << ")";
-    }
-    // The first rank empty: the language of tokenizer auto comes from the next rank.
-    const Value got = run_ranks(make, data, contiguous_shards(data.size(), ranks, 0), {7, true});
-    EXPECT_EQ(got, one) << type << ": " << ranks << " ranks with rank 0 empty";
-  }
-  return one;
-}
-
-Value run_single(const std::string& type, const Value::Map& params, const Batch& data) {
-  return run_ranks([&] { return make_metric(type, params); }, data,
-                   contiguous_shards(data.size(), 1));
-}
+/// The runs of run_all_rank_counts here: the default ones, and the first rank empty (its empty
+/// batch added) in batches of 7: the language of tokenizer auto comes from the next rank.
+const RankSweep kSweep{{std::int64_t{1} << 30, 16, 5}, 16, 7};
 
 // ---- values against the references, 1..7 ranks ------------------------------------------------
 
@@ -119,16 +68,13 @@ class ReferenceCase : public ::testing::TestWithParam<std::string> {};
 // Expected: the case's "expected" map in expected_text.json (mmeval 0.2.1, sacrebleu 2.6.0 or
 // jiwer 4.0.0; the call for each key is in the case's "calls" map).
 TEST_P(ReferenceCase, MatchesReferenceOnAnyNumberOfRanks) {
-  const Json& c = find_case(GetParam());
-  const std::string type = c.at("metric").get<std::string>();
-  const Batch data = load_jsonl(c.at("data").get<std::string>());
-  const Value got = run_all_rank_counts(type, to_value(c.at("params")).as_map(), data);
-  expect_matches(got, c.at("expected"), GetParam(), type);
-  print_rel_diffs();
+  const Json& c = find_case(expected_file(), GetParam());
+  check_case(c, load_jsonl(c.at("data").get<std::string>()), GetParam(), kSweep);
+  print_rel_diffs("the reference");
 }
 
-INSTANTIATE_TEST_SUITE_P(Text, ReferenceCase, ::testing::ValuesIn(case_names()),
-                         [](const auto& param_info) { return param_info.param; });
+INSTANTIATE_TEST_SUITE_P(Text, ReferenceCase, ::testing::ValuesIn(case_names(expected_file())),
+                         param_name);
 
 // Expected: section "example" of expected_text.json (the data of configs/examples/text.yaml).
 TEST(TextExample, MatchesReferences) {
@@ -147,19 +93,25 @@ TEST(TextExample, MatchesReferences) {
   ocr.set_text("pred", raw.text("ocr.pred"));
   ocr.set_text("gt", raw.text("ocr.gt"));
   const Json& res = ex.at("results");
-  expect_matches(run_all_rank_counts("BLEU", {}, b), res.at("BLEU"), "example.BLEU", "BLEU");
-  expect_matches(run_all_rank_counts("BLEU", {{"convention", "sacrebleu"}}, b), res.at("sacreBLEU"),
-                 "example.sacreBLEU", "BLEU");
-  expect_matches(run_all_rank_counts("ROUGE", {}, b), res.at("ROUGE"), "example.ROUGE", "ROUGE");
-  expect_matches(run_all_rank_counts("WER", {}, b), res.at("WER"), "example.WER", "WER");
-  expect_matches(run_all_rank_counts("CER", {}, b), res.at("CER"), "example.CER", "CER");
-  expect_matches(run_all_rank_counts(
-                     "WordAccuracy",
-                     {{"mode", Value::Array{"exact", "ignore_case", "ignore_case_symbol"}}}, ocr),
-                 res.at("WordAccuracy"), "example.WordAccuracy", "WordAccuracy");
-  expect_matches(run_all_rank_counts("CharRecallPrecision", {}, ocr), res.at("CharRecallPrecision"),
-                 "example.CharRecallPrecision", "CharRecallPrecision");
-  print_rel_diffs();
+  expect_matches(run_all_rank_counts("BLEU", {}, b, {}, kSweep), res.at("BLEU"), "example.BLEU",
+                 "BLEU");
+  expect_matches(run_all_rank_counts("BLEU", {{"convention", "sacrebleu"}}, b, {}, kSweep),
+                 res.at("sacreBLEU"), "example.sacreBLEU", "BLEU");
+  expect_matches(run_all_rank_counts("ROUGE", {}, b, {}, kSweep), res.at("ROUGE"), "example.ROUGE",
+                 "ROUGE");
+  expect_matches(run_all_rank_counts("WER", {}, b, {}, kSweep), res.at("WER"), "example.WER",
+                 "WER");
+  expect_matches(run_all_rank_counts("CER", {}, b, {}, kSweep), res.at("CER"), "example.CER",
+                 "CER");
+  expect_matches(
+      run_all_rank_counts("WordAccuracy",
+                          {{"mode", Value::Array{"exact", "ignore_case", "ignore_case_symbol"}}},
+                          ocr, {}, kSweep),
+      res.at("WordAccuracy"), "example.WordAccuracy", "WordAccuracy");
+  expect_matches(run_all_rank_counts("CharRecallPrecision", {}, ocr, {}, kSweep),
+                 res.at("CharRecallPrecision"), "example.CharRecallPrecision",
+                 "CharRecallPrecision");
+  print_rel_diffs("the reference");
 }
 
 // ---- the examples of mmeval's docstrings
@@ -253,24 +205,6 @@ TEST(TextEditDistance, CerEqualsTheTextbookDistance) {
 }
 
 // ---- bad inputs ---------------------------------------------------------------------------------
-
-std::string input_error(const std::string& type, const Value::Map& params, const Batch& b) {
-  try {
-    run_single(type, params, b);
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-std::string config_error(const std::string& type, const Value::Map& params) {
-  try {
-    make_metric(type, params);
-  } catch (const ConfigError& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(TextBadInput, NamesFieldSampleAndProblem) {
   Batch ok;

@@ -81,6 +81,11 @@ class TALLY_API Params {
 
   /// Who these belong to, for messages: "metric 'prf_macro' (SingleLabelMetric)".
   const std::string& owner() const noexcept { return owner_; }
+  /// owner(), or "metric '<type>'" when these params have none (a metric built directly, as unit
+  /// tests do, rather than from a config): the prefix of the metric's error messages.
+  std::string owner_or(std::string_view type) const {
+    return owner_.empty() ? "metric '" + std::string(type) + "'" : owner_;
+  }
   const Value::Map& values() const noexcept { return values_; }
 
   bool has(std::string_view name) const;          // present and not null

@@ -6,6 +6,7 @@
 #include "tally/error.hpp"
 #include "tally/input.hpp"
 #include "tally/metric.hpp"
+#include "tally/numpy_math.hpp"
 #include "tally/params.hpp"
 #include "tally/plugin.hpp"
 #include "tally/reader.hpp"
