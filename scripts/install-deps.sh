@@ -11,6 +11,7 @@ packages=(
   libspng-dev                 # PNG label maps and images (png_masks, images readers)
   libsimdjson-dev             # large JSON: jsonl reader, COCO annotations
   libzip-dev                  # .npz archives (npy reader)
+  zlib1g-dev                  # CRC-32 of checkpoint shards
   libicu-dev                  # text metrics: Unicode case mapping and categories
   libgtest-dev libgmock-dev libbenchmark-dev
   libjs-chart.js              # Chart.js, inlined into the HTML report at run time

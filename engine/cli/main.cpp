@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -168,6 +169,7 @@ struct RunOptions {
   ReportOptions reports;
   bool quiet = false;
   bool update_baseline = false;
+  bool resume = false;
   std::optional<bool> progress;  // --progress / --no-progress; unset: on a terminal only
   std::string color = "auto";
 };
@@ -193,11 +195,18 @@ int run_evaluation(const RunOptions& o, std::optional<tally::Evaluator>& ev) {
                       "write (regression: {{baseline: "
                       "baseline.json}})",
                       o.config));
+    if (o.resume && !cfg.checkpoint)
+      throw tally::ConfigError(fmt::format(
+          "--resume: {} has no 'checkpoint:' section (checkpoint: {{dir: DIR, every_n_batches: "
+          "N}}), so there is no checkpoint to resume from",
+          o.config));
     const bool comparing = cfg.regression && !o.update_baseline;
 
     tally::Tolerances tolerances;
     std::optional<tally::Results> baseline;
     std::string chartjs;
+    std::shared_ptr<tally::Reader> reader;
+    std::optional<tally::Progress> progress;
     // Everything that can be checked before the run is checked on every rank alike, so a bad
     // output path, baseline or tolerance fails before any work, not after it.
     try {
@@ -216,24 +225,27 @@ int run_evaluation(const RunOptions& o, std::optional<tally::Evaluator>& ev) {
                           cfg.regression->where, cfg.regression->baseline.string(), o.config));
         baseline = tally::read_results_json(cfg.regression->baseline);
       }
-      auto reader = ev->make_reader();
+      reader = ev->make_reader();
       const bool tty = ::isatty(STDERR_FILENO) != 0;
       const bool show = rank == 0 && o.progress.value_or(tty);
-      std::optional<tally::Progress> progress;
       if (show)
         progress.emplace(reader->shard_samples(), ev->world_size(), tty,
                          o.progress.value_or(false));
-      while (auto batch = reader->next()) {
-        const auto n = batch->size();
-        ev->add(*batch);
-        if (progress) progress->add(static_cast<std::int64_t>(n));
-      }
-      if (progress) progress->finish();
     } catch (const tally::Error& e) {
       ev->record_error(e.exit_code(), e.what());
     } catch (const std::exception& e) {
       ev->record_error(1, e.what());
     }
+    // Every rank reads (collective with checkpoints, even on a rank that failed above); errors
+    // are kept for compute(). A checkpoint that cannot be resumed throws here on every rank.
+    tally::ReadOptions read;
+    read.resume = o.resume;
+    read.on_batch = [&](std::int64_t n) {
+      if (progress) progress->add(n);
+    };
+    read.on_notice = [](const std::string& message) { fmt::print(stderr, "tally: {}\n", message); };
+    ev->read_all(reader.get(), read);
+    if (progress) progress->finish();
     const tally::Results results =
         ev->compute();  // collective; throws the same error on every rank
 
@@ -515,6 +527,9 @@ int main(int argc, char** argv) {
                       "Write a Markdown summary here (overrides output.markdown)");
   run_cmd->add_option("--html", ro.reports.html,
                       "Write a self-contained HTML report here (overrides output.html)");
+  run_cmd->add_flag("--resume", ro.resume,
+                    "Continue from the last complete checkpoint in checkpoint.dir (start from the "
+                    "beginning when there is none)");
   run_cmd->add_flag("--update-baseline", ro.update_baseline,
                     "Write these results as the new baseline (regression.baseline) and exit 0");
   bool progress_flag = false;

@@ -227,8 +227,8 @@ Batch Batch::renamed(const std::vector<std::pair<std::string, std::string>>& map
   for (const auto& [to, from] : mapping)
     if (const Field* f = find(from)) out.fields_.emplace_back(to, *f);
   for (const auto& [n, f] : fields_) {
-    const bool is_source =
-        std::any_of(mapping.begin(), mapping.end(), [&](const auto& m) { return m.second == n; });
+    const bool is_source = std::any_of(mapping.begin(), mapping.end(),
+                                       [&name = n](const auto& m) { return m.second == name; });
     if (!is_source && out.find(n) == nullptr) out.fields_.emplace_back(n, f);
   }
   return out;

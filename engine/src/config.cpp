@@ -1,9 +1,9 @@
 #include "config.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
-#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -63,15 +63,21 @@ struct Builder {
   // Overridden locations: every node built from a --set value is located at the --set itself.
   std::string fixed_where;
 
-  std::string where(const YAML::Node& n) const { return fixed_where.empty() ? where_of(source, n.Mark()) : fixed_where; }
+  std::string where(const YAML::Node& n) const {
+    return fixed_where.empty() ? where_of(source, n.Mark()) : fixed_where;
+  }
 
   Located build(const YAML::Node& n) const {
     Located out;
     out.where = where(n);
     switch (n.Type()) {
       case YAML::NodeType::Undefined:
-      case YAML::NodeType::Null: out.value = Value(); break;
-      case YAML::NodeType::Scalar: out.value = resolve_scalar(n.Scalar(), n.Tag() == "?"); break;
+      case YAML::NodeType::Null:
+        out.value = Value();
+        break;
+      case YAML::NodeType::Scalar:
+        out.value = resolve_scalar(n.Scalar(), n.Tag() == "?");
+        break;
       case YAML::NodeType::Sequence: {
         out.value = Value::array();
         std::size_t i = 0;
@@ -127,7 +133,8 @@ void rebuild_value(Located& l) {
 void apply_override(Located& root, const std::string& spec) {
   const auto eq = spec.find('=');
   if (eq == std::string::npos || eq == 0)
-    throw ConfigError(fmt::format("--set '{}': expected KEY=VALUE (for example metrics.0.topk=[1,5])", spec));
+    throw ConfigError(
+        fmt::format("--set '{}': expected KEY=VALUE (for example metrics.0.topk=[1,5])", spec));
   const std::string key = spec.substr(0, eq);
   const std::string text = spec.substr(eq + 1);
   const std::string where = fmt::format("--set {}", key);
@@ -142,7 +149,8 @@ void apply_override(Located& root, const std::string& spec) {
   std::vector<std::string> parts;
   std::stringstream ss(key);
   for (std::string part; std::getline(ss, part, '.');) {
-    if (part.empty()) throw ConfigError(fmt::format("{}: empty component in the key '{}'", where, key));
+    if (part.empty())
+      throw ConfigError(fmt::format("{}: empty component in the key '{}'", where, key));
     parts.push_back(part);
   }
   Located* node = &root;
@@ -159,22 +167,26 @@ void apply_override(Located& root, const std::string& spec) {
       std::size_t idx = 0;
       auto [p, ec] = std::from_chars(part.data(), part.data() + part.size(), idx);
       if (ec != std::errc() || p != part.data() + part.size())
-        throw ConfigError(fmt::format("{}: '{}' is a list, so '{}' must be an index", where, path.substr(0, path.size() - part.size() - 1), part));
+        throw ConfigError(fmt::format("{}: '{}' is a list, so '{}' must be an index", where,
+                                      path.substr(0, path.size() - part.size() - 1), part));
       if (idx > node->children.size())
-        throw ConfigError(fmt::format("{}: index {} is past the end of a list of {}", where, idx, node->children.size()));
+        throw ConfigError(fmt::format("{}: index {} is past the end of a list of {}", where, idx,
+                                      node->children.size()));
       if (idx == node->children.size()) {
         node->children.emplace_back(part, Located{Value(), where, {}, {}});
       }
       node = &node->children[idx].second;
     } else if (node->value.is_map()) {
-      auto it = std::find_if(node->children.begin(), node->children.end(), [&](const auto& c) { return c.first == part; });
+      auto it = std::find_if(node->children.begin(), node->children.end(),
+                             [&](const auto& c) { return c.first == part; });
       if (it == node->children.end()) {
         node->children.emplace_back(part, Located{Value(), where, {}, {}});
         it = node->children.end() - 1;
       }
       node = &it->second;
     } else {
-      throw ConfigError(fmt::format("{}: '{}' is {}, it has no key '{}'", where, path.substr(0, path.size() - part.size() - 1),
+      throw ConfigError(fmt::format("{}: '{}' is {}, it has no key '{}'", where,
+                                    path.substr(0, path.size() - part.size() - 1),
                                     Value::kind_name(node->value.kind()), part));
     }
     if (last) *node = value;
@@ -214,10 +226,12 @@ std::string resolve_path(const std::string& p, const fs::path& base) {
   return path.lexically_normal().string();
 }
 
-Value check_param(const ParamSpec& spec, const Located& l, const std::string& owner, const fs::path& base) {
+Value check_param(const ParamSpec& spec, const Located& l, const std::string& owner,
+                  const fs::path& base) {
   const auto bad = [&](const std::string& extra = {}) -> Value {
-    fail_at(l, fmt::format("{}: parameter '{}' expects {}{}, found {}{}", owner, spec.name, param_type_name(spec.type),
-                           spec.nullable ? " or null" : "", found(l), extra));
+    fail_at(l, fmt::format("{}: parameter '{}' expects {}{}, found {}{}", owner, spec.name,
+                           param_type_name(spec.type), spec.nullable ? " or null" : "", found(l),
+                           extra));
   };
   const Value& v = l.value;
   if (v.is_null()) {
@@ -225,9 +239,10 @@ Value check_param(const ParamSpec& spec, const Located& l, const std::string& ow
     bad();
   }
   const auto check_choice = [&](const std::string& s, const Located& where) {
-    if (!spec.choices.empty() && std::find(spec.choices.begin(), spec.choices.end(), s) == spec.choices.end())
-      fail_at(where, fmt::format("{}: parameter '{}' must be one of {}, found '{}'", owner, spec.name,
-                                 fmt::join(spec.choices, ", "), s));
+    if (!spec.choices.empty() &&
+        std::find(spec.choices.begin(), spec.choices.end(), s) == spec.choices.end())
+      fail_at(where, fmt::format("{}: parameter '{}' must be one of {}, found '{}'", owner,
+                                 spec.name, fmt::join(spec.choices, ", "), s));
   };
   // Lists: a single value stands for a list of one.
   const auto each = [&](auto&& one) -> Value {
@@ -237,13 +252,16 @@ Value check_param(const ParamSpec& spec, const Located& l, const std::string& ow
       return out;
     }
     for (const auto& [k, c] : l.children) {
-      if (c.value.is_null() && spec.nullable) out.push_back(Value());
-      else out.push_back(one(c));
+      if (c.value.is_null() && spec.nullable)
+        out.push_back(Value());
+      else
+        out.push_back(one(c));
     }
     return out;
   };
   switch (spec.type) {
-    case ParamType::Any: return v;
+    case ParamType::Any:
+      return v;
     case ParamType::Bool:
       if (!v.is_bool()) bad();
       return v;
@@ -262,18 +280,24 @@ Value check_param(const ParamSpec& spec, const Located& l, const std::string& ow
     }
     case ParamType::IntList:
       return each([&](const Located& c) -> Value {
-        if (!c.value.is_int()) fail_at(c, fmt::format("{}: parameter '{}' expects {}, found {}", owner, spec.name, param_type_name(spec.type), found(c)));
+        if (!c.value.is_int())
+          fail_at(c, fmt::format("{}: parameter '{}' expects {}, found {}", owner, spec.name,
+                                 param_type_name(spec.type), found(c)));
         return c.value;
       });
     case ParamType::FloatList:
       return each([&](const Located& c) -> Value {
-        if (!c.value.is_number()) fail_at(c, fmt::format("{}: parameter '{}' expects {}, found {}", owner, spec.name, param_type_name(spec.type), found(c)));
+        if (!c.value.is_number())
+          fail_at(c, fmt::format("{}: parameter '{}' expects {}, found {}", owner, spec.name,
+                                 param_type_name(spec.type), found(c)));
         return Value(c.value.as_double());
       });
     case ParamType::StringList:
       return each([&](const Located& c) -> Value {
         auto s = as_text(c.value);
-        if (!s) fail_at(c, fmt::format("{}: parameter '{}' expects {}, found {}", owner, spec.name, param_type_name(spec.type), found(c)));
+        if (!s)
+          fail_at(c, fmt::format("{}: parameter '{}' expects {}, found {}", owner, spec.name,
+                                 param_type_name(spec.type), found(c)));
         check_choice(*s, c);
         return Value(*s);
       });
@@ -283,8 +307,10 @@ Value check_param(const ParamSpec& spec, const Located& l, const std::string& ow
       Value out = Value::map();
       for (const auto& [k, c] : l.children) {
         auto s = as_text(c.value);
-        if (!s) fail_at(c, fmt::format("{}: parameter '{}' entry '{}' expects a {}, found {}", owner, spec.name, k,
-                                       spec.type == ParamType::PathMap ? "path" : "string", found(c)));
+        if (!s)
+          fail_at(c, fmt::format("{}: parameter '{}' entry '{}' expects a {}, found {}", owner,
+                                 spec.name, k, spec.type == ParamType::PathMap ? "path" : "string",
+                                 found(c)));
         out.set(k, spec.type == ParamType::PathMap ? Value(resolve_path(*s, base)) : Value(*s));
       }
       return out;
@@ -327,23 +353,28 @@ void require_map(const Located& l, const std::string& what) {
 
 }  // namespace
 
-Params make_params(const ComponentInfo& info, const Located& given, const std::string& owner, const fs::path& base_dir) {
+Params make_params(const ComponentInfo& info, const Located& given, const std::string& owner,
+                   const fs::path& base_dir) {
   Value::Map out;
-  if (!given.value.is_null() && !given.value.is_map()) fail_at(given, fmt::format("{}: parameters must be a map", owner));
+  if (!given.value.is_null() && !given.value.is_map())
+    fail_at(given, fmt::format("{}: parameters must be a map", owner));
   for (const auto& [k, c] : given.children) {
-    const auto spec = std::find_if(info.params.begin(), info.params.end(), [&](const ParamSpec& p) { return p.name == k; });
+    const auto spec = std::find_if(info.params.begin(), info.params.end(),
+                                   [&key = k](const ParamSpec& p) { return p.name == key; });
     if (spec == info.params.end()) {
       std::vector<std::string> known;
       for (const auto& p : info.params) known.push_back(p.name);
       fail_at_key(c, fmt::format("{}: unknown parameter '{}' ({} takes {})", owner, k, info.name,
-                             known.empty() ? "no parameters" : fmt::format("{}", fmt::join(known, ", "))));
+                                 known.empty() ? "no parameters"
+                                               : fmt::format("{}", fmt::join(known, ", "))));
     }
   }
   for (const auto& spec : info.params) {
     const Located* c = given.child(spec.name);
     if (c == nullptr || (c->value.is_null() && !spec.nullable)) {
       if (spec.required())
-        fail_at(c ? *c : given, fmt::format("{}: missing required parameter '{}' ({})", owner, spec.name, spec.doc));
+        fail_at(c ? *c : given, fmt::format("{}: missing required parameter '{}' ({})", owner,
+                                            spec.name, spec.doc));
       Value def = spec.default_value;
       if (!def.is_null()) def = check_param(spec, unlocated(def), owner, base_dir);
       out.emplace_back(spec.name, std::move(def));
@@ -354,12 +385,13 @@ Params make_params(const ComponentInfo& info, const Located& given, const std::s
   return Params(owner, std::move(out));
 }
 
-Params make_params(const ComponentInfo& info, const Value::Map& given, const std::string& owner, const fs::path& base_dir) {
+Params make_params(const ComponentInfo& info, const Value::Map& given, const std::string& owner,
+                   const fs::path& base_dir) {
   return make_params(info, unlocated(Value(given)), owner, base_dir);
 }
 
-Config Config::parse(const std::string& yaml_text, const std::string& source, const fs::path& base_dir,
-                     const std::vector<std::string>& overrides) {
+Config Config::parse(const std::string& yaml_text, const std::string& source,
+                     const fs::path& base_dir, const std::vector<std::string>& overrides) {
   YAML::Node doc;
   try {
     doc = YAML::Load(yaml_text);
@@ -380,12 +412,12 @@ Config Config::parse(const std::string& yaml_text, const std::string& source, co
   cfg.source = source;
   cfg.base_dir = base_dir;
 
-  static const std::set<std::string, std::less<>> top_keys{"backend", "plugins", "data",
-                                                           "metrics", "output",  "regression"};
+  static const std::set<std::string, std::less<>> top_keys{
+      "backend", "plugins", "data", "metrics", "output", "regression", "checkpoint"};
   for (const auto& [k, c] : root.children)
     if (!top_keys.contains(k))
       fail_at_key(c, fmt::format("unknown top-level key '{}' (expected backend, plugins, data, "
-                                 "metrics, output, regression)",
+                                 "metrics, output, regression, checkpoint)",
                                  k));
 
   if (const Located* b = root.child("backend"); b && !b->value.is_null()) {
@@ -406,7 +438,8 @@ Config Config::parse(const std::string& yaml_text, const std::string& source, co
     for (const auto& [k, c] : p->children) {
       if (k != "paths") fail_at_key(c, fmt::format("unknown key 'plugins.{}' (expected paths)", k));
       const auto add = [&](const Located& e) {
-        if (!e.value.is_string()) fail_at(e, fmt::format("plugins.paths expects folder names, found {}", found(e)));
+        if (!e.value.is_string())
+          fail_at(e, fmt::format("plugins.paths expects folder names, found {}", found(e)));
         cfg.plugin_paths.emplace_back(resolve_path(e.value.as_string(), base_dir));
       };
       if (c.value.is_array()) {
@@ -426,7 +459,8 @@ Config Config::parse(const std::string& yaml_text, const std::string& source, co
   }
 
   if (const Located* ms = root.child("metrics"); ms && !ms->value.is_null()) {
-    if (!ms->value.is_array()) fail_at(*ms, fmt::format("metrics expects a list of metrics, found {}", found(*ms)));
+    if (!ms->value.is_array())
+      fail_at(*ms, fmt::format("metrics expects a list of metrics, found {}", found(*ms)));
     std::map<std::string, std::string> labels;  // label -> where
     for (const auto& [idx, m] : ms->children) {
       const std::string what = fmt::format("metrics[{}]", idx);
@@ -434,21 +468,27 @@ Config Config::parse(const std::string& yaml_text, const std::string& source, co
       MetricConfig mc;
       mc.where = m.where;
       const Located* t = m.child("type");
-      if (t == nullptr) fail_at(m, fmt::format("{}: missing 'type' (a metric plugin, for example Accuracy)", what));
+      if (t == nullptr)
+        fail_at(m, fmt::format("{}: missing 'type' (a metric plugin, for example Accuracy)", what));
       mc.type = text_of(*t, what + ".type");
       mc.label = mc.type;
       if (const Located* n = m.child("name")) mc.label = text_of(*n, what + ".name");
       if (const Located* in = m.child("inputs"); in && !in->value.is_null()) {
         require_map(*in, what + ".inputs");
         for (const auto& [k, c] : in->children) {
-          if (!c.value.is_string()) fail_at(c, fmt::format("{}.inputs.{} expects a data field name, found {}", what, k, found(c)));
+          if (!c.value.is_string())
+            fail_at(c, fmt::format("{}.inputs.{} expects a data field name, found {}", what, k,
+                                   found(c)));
           mc.inputs.emplace_back(k, c.value.as_string());
         }
       }
       auto [it, inserted] = labels.emplace(mc.label, m.where);
       if (!inserted)
-        fail_at(m, fmt::format("{}: two metrics are labelled '{}' (the other is at {}); give one a unique 'name:'", what,
-                               mc.label, it->second));
+        fail_at(
+            m,
+            fmt::format(
+                "{}: two metrics are labelled '{}' (the other is at {}); give one a unique 'name:'",
+                what, mc.label, it->second));
       mc.params = without(m, {"type", "name", "inputs"});
       cfg.metrics.push_back(std::move(mc));
     }
@@ -514,6 +554,36 @@ Config Config::parse(const std::string& yaml_text, const std::string& source, co
               "file)");
     cfg.regression = std::move(rc);
   }
+
+  if (const Located* ck = root.child("checkpoint"); ck && !ck->value.is_null()) {
+    require_map(*ck, "checkpoint");
+    CheckpointConfig cc;
+    cc.where = ck->where;
+    bool has_dir = false;
+    bool has_every = false;
+    for (const auto& [k, c] : ck->children) {
+      if (k == "dir") {
+        if (!c.value.is_string() || c.value.as_string().empty())
+          fail_at(c, fmt::format("checkpoint.dir expects a folder name, found {}", found(c)));
+        cc.dir = resolve_path(c.value.as_string(), base_dir);
+        has_dir = true;
+      } else if (k == "every_n_batches") {
+        if (!c.value.is_int() || c.value.as_int() < 1)
+          fail_at(c, fmt::format("checkpoint.every_n_batches expects an integer >= 1, found {}",
+                                 found(c)));
+        cc.every_n_batches = c.value.as_int();
+        has_every = true;
+      } else {
+        fail_at_key(c,
+                    fmt::format("unknown key 'checkpoint.{}' (expected dir, every_n_batches)", k));
+      }
+    }
+    if (!has_dir)
+      fail_at(*ck, "checkpoint: missing 'dir' (the folder for checkpoints, relative to this file)");
+    if (!has_every)
+      fail_at(*ck, "checkpoint: missing 'every_n_batches' (write a checkpoint every N batches)");
+    cfg.checkpoint = std::move(cc);
+  }
   return cfg;
 }
 
@@ -539,7 +609,9 @@ Located load_yaml_file(const fs::path& file) {
 
 Config Config::load(const fs::path& file, const std::vector<std::string>& overrides) {
   std::ifstream in(file, std::ios::binary);
-  if (!in) throw ConfigError(fmt::format("cannot read config '{}': {}", file.string(), std::strerror(errno)));
+  if (!in)
+    throw ConfigError(
+        fmt::format("cannot read config '{}': {}", file.string(), std::strerror(errno)));
   std::ostringstream text;
   text << in.rdbuf();
   auto base = file.parent_path();

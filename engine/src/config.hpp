@@ -2,9 +2,11 @@
 // every key checked; errors name file:line:column (or the --set that introduced the value).
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tally/params.hpp"
@@ -22,8 +24,18 @@ struct Located {
   /// For an entry of a map: where its key was written (unknown-key errors point there).
   std::string key_where;
   /// Locations of the entries of a map or array value, by key or index (parallel structure).
-  std::vector<std::pair<std::string, Located>> children;
+  struct Child;
+  std::vector<Child> children;
   const Located* child(std::string_view key) const;
+};
+
+/// A (key, value) pair, as std::pair: clang 14 rejects std::pair<std::string, Located> inside
+/// Located (its default constructor's explicit() needs Located complete).
+struct Located::Child {
+  std::string first;
+  Located second;
+  Child() = default;
+  Child(std::string key, Located value) : first(std::move(key)), second(std::move(value)) {}
 };
 
 struct MetricConfig {
@@ -48,14 +60,25 @@ struct RegressionConfig {
   std::string where;          // where the section was written
 };
 
+/// The `checkpoint:` section: save every rank's metric states and reader position every N batches,
+/// so that `tally run --resume` continues an interrupted run (docs/checkpoint.md).
+///   checkpoint:
+///     dir: ckpt               # relative to the config file; shared by every rank
+///     every_n_batches: 50     # >= 1
+struct CheckpointConfig {
+  std::filesystem::path dir;
+  std::int64_t every_n_batches = 1;
+  std::string where;  // where the section was written
+};
+
 struct Config {
-  std::string source;                 // the file name for messages ("<yaml>" for text)
-  std::filesystem::path base_dir;     // relative data paths resolve against this
+  std::string source;              // the file name for messages ("<yaml>" for text)
+  std::filesystem::path base_dir;  // relative data paths resolve against this
   std::string backend_type = "nondist";
-  Located backend_params;             // keys of `backend:` other than type
+  Located backend_params;  // keys of `backend:` other than type
   std::vector<std::filesystem::path> plugin_paths;
   std::optional<std::string> data_type;
-  Located data_params;                // keys of `data:` other than type
+  Located data_params;  // keys of `data:` other than type
   std::vector<MetricConfig> metrics;
   /// output: json, junit, markdown, html (relative to the working directory).
   std::optional<std::filesystem::path> output_json;
@@ -63,13 +86,15 @@ struct Config {
   std::optional<std::filesystem::path> output_markdown;
   std::optional<std::filesystem::path> output_html;
   std::optional<RegressionConfig> regression;
+  std::optional<CheckpointConfig> checkpoint;
 
   /// Parses YAML text; `source` names it in messages, `base_dir` anchors relative data paths.
   /// `overrides` are "KEY=VALUE" strings (KEY dotted, list indices as numbers; VALUE is YAML).
   static Config parse(const std::string& yaml_text, const std::string& source,
                       const std::filesystem::path& base_dir,
                       const std::vector<std::string>& overrides = {});
-  static Config load(const std::filesystem::path& file, const std::vector<std::string>& overrides = {});
+  static Config load(const std::filesystem::path& file,
+                     const std::vector<std::string>& overrides = {});
 };
 
 /// A YAML file as Located values (file:line:column kept); ConfigError when it cannot be read or

@@ -5,6 +5,7 @@ namespace tally {
 
 // Key functions: the vtables and type_info of the plugin interfaces live in libtally.
 Metric::~Metric() = default;
+RestorableMetric::~RestorableMetric() = default;
 Reader::~Reader() = default;
 
 }  // namespace tally

@@ -232,42 +232,4 @@ void check_writable(const fs::path& path) {
                                   dir.string(), std::strerror(errno)));
 }
 
-void write_file_atomic(const fs::path& path, const std::string& text) {
-  const fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
-  std::string tmpl = (dir / fmt::format(".{}.tmp.XXXXXX", path.filename().string())).string();
-  const int fd = ::mkstemp(tmpl.data());
-  if (fd < 0)
-    throw RuntimeError(fmt::format("cannot write '{}': {}", path.string(), std::strerror(errno)));
-  const auto fail = [&](const char* what) {
-    const int err = errno;
-    ::close(fd);
-    ::unlink(tmpl.c_str());
-    throw RuntimeError(
-        fmt::format("cannot write '{}' ({}): {}", path.string(), what, std::strerror(err)));
-  };
-  std::size_t done = 0;
-  while (done < text.size()) {
-    const auto n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      fail("write");
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  if (::fchmod(fd, 0644) != 0) fail("chmod");
-  if (::fsync(fd) != 0) fail("fsync");
-  if (::close(fd) != 0) {
-    const int err = errno;
-    ::unlink(tmpl.c_str());
-    throw RuntimeError(
-        fmt::format("cannot write '{}' (close): {}", path.string(), std::strerror(err)));
-  }
-  if (::rename(tmpl.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    ::unlink(tmpl.c_str());
-    throw RuntimeError(
-        fmt::format("cannot write '{}' (rename): {}", path.string(), std::strerror(err)));
-  }
-}
-
 }  // namespace tally

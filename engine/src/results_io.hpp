@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "durable_file.hpp"  // write_file_atomic
 #include "tally/evaluator.hpp"
 
 namespace tally {
@@ -20,10 +21,6 @@ Results read_results_json(const std::filesystem::path& path);
 
 /// JSON -> Value: integers stay integers, null stays null (a NaN result was written as null).
 Value value_from_json(const nlohmann::ordered_json& j);
-
-/// Writes `text` to `path` atomically: a temporary file in the same folder, fsync, rename. A
-/// failure leaves no partial file behind. RuntimeError naming the path on failure.
-void write_file_atomic(const std::filesystem::path& path, const std::string& text);
 
 /// ConfigError when `path` cannot be written (its folder is missing, say), checked before a run
 /// so that a long evaluation does not end with nowhere to put its results.

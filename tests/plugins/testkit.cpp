@@ -6,10 +6,15 @@
 // was lost, duplicated or reordered. With `fail_on: V`, a sample equal to V is an InputError, so
 // tests can make exactly one rank fail; `kill_on: V` makes the rank kill itself with SIGKILL,
 // `exit_on: V` makes it exit at once with code 7 (a crash that skips every cleanup), and
-// `hang_on: V` makes it sleep for an hour (a hung rank).
+// `hang_on: V` makes it sleep for an hour (a hung rank). With `once_file: PATH`, kill_on and
+// exit_on fire only while PATH does not exist, and create it first: a run resumed from a
+// checkpoint with the same config (the same fingerprint) goes past the sample that stopped it.
 #include <chrono>
 #include <csignal>
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -43,7 +48,8 @@ class SequenceProbe : public tally::TypedMetric<ProbeState> {
       : fail_on_(opt(p, "fail_on")),
         kill_on_(opt(p, "kill_on")),
         exit_on_(opt(p, "exit_on")),
-        hang_on_(opt(p, "hang_on")) {}
+        hang_on_(opt(p, "hang_on")),
+        once_file_(p.has("once_file") ? p.get_string("once_file") : std::string()) {}
 
  protected:
   void update(ProbeState& s, const tally::Batch& b) override {
@@ -52,8 +58,8 @@ class SequenceProbe : public tally::TypedMetric<ProbeState> {
       throw tally::InputError("field 'x' must be i64[N], found " + x.describe());
     const auto* v = x.data_as<std::int64_t>();
     for (std::int64_t i = 0; i < x.size(0); ++i) {
-      if (v[i] == kill_on_) ::kill(::getpid(), SIGKILL);
-      if (v[i] == exit_on_) ::_exit(7);
+      if (v[i] == kill_on_ && fire()) ::kill(::getpid(), SIGKILL);
+      if (v[i] == exit_on_ && fire()) ::_exit(7);
       if (v[i] == hang_on_) std::this_thread::sleep_for(std::chrono::hours(1));
       if (v[i] == fail_on_)
         throw tally::InputError("field 'x' holds the value " + std::to_string(v[i]) +
@@ -92,7 +98,16 @@ class SequenceProbe : public tally::TypedMetric<ProbeState> {
   static std::int64_t opt(const tally::Params& p, const char* name) {
     return p.has(name) ? p.get_int(name) : INT64_MIN;
   }
+  // Whether a kill_on / exit_on fault fires: always, or with once_file only the first time.
+  bool fire() const {
+    if (once_file_.empty()) return true;
+    std::error_code ec;
+    if (std::filesystem::exists(once_file_, ec)) return false;
+    std::ofstream(once_file_) << "fired\n";
+    return true;
+  }
   std::int64_t fail_on_, kill_on_, exit_on_, hang_on_;
+  std::string once_file_;
 };
 
 // HostileState packs a state that lies about its size, as a corrupt or malicious rank would: an
@@ -141,6 +156,10 @@ TALLY_PLUGIN("testkit", "0.0.1", [] {
                .optional(),
            tally::param("hang_on", tally::ParamType::Int,
                         "a value that makes the rank sleep for an hour")
+               .optional(),
+           tally::param("once_file", tally::ParamType::Path,
+                        "kill_on and exit_on fire only while this file does not exist, and "
+                        "create it")
                .optional()},
           {{"x", "i64[N] values", true}})};
 })

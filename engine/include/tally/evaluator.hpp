@@ -14,7 +14,9 @@
 // leaving the other ranks waiting.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -59,6 +61,17 @@ struct EvaluatorOptions {
   bool validate_only = false;
 };
 
+/// How read_all() reads a shard.
+struct ReadOptions {
+  /// Continue from the last complete checkpoint of the config's `checkpoint:` section (tally run
+  /// --resume); with none there, start from the beginning (and say so through on_notice).
+  bool resume = false;
+  /// Called after each batch read, with its number of samples (a progress bar).
+  std::function<void(std::int64_t)> on_batch;
+  /// Called on rank 0 with one-line notices about checkpoints ("resuming from ...").
+  std::function<void(const std::string&)> on_notice;
+};
+
 class TALLY_API Evaluator {
  public:
   /// YAML text; relative data paths resolve against `base_dir`, `source` names it in messages.
@@ -83,6 +96,18 @@ class TALLY_API Evaluator {
 
   /// Accumulates one batch of this rank's samples into every metric.
   void add(const Batch& batch);
+  /// Reads `reader` (from make_reader(), not read from yet) to its end through add(). Errors
+  /// reading or in a metric are remembered, as add() does, for compute() to report on every rank.
+  /// A null `reader` means this rank could not open its shard and has recorded why.
+  ///
+  /// With a `checkpoint:` section it is collective (every rank calls it): every
+  /// `every_n_batches` batches each rank writes its metric states and position, and rank 0 then
+  /// writes the metadata that completes the checkpoint (docs/checkpoint.md). With
+  /// `options.resume` it first restores the last complete checkpoint and skips the samples
+  /// already read. A checkpoint that cannot be resumed (corrupt, written by another number of
+  /// ranks, another config or other plugin versions) throws ConfigError or InputError on every
+  /// rank alike, before anything is read.
+  void read_all(Reader* reader, const ReadOptions& options = {});
   /// Remembers a failure that happened outside add() (reading data, say): compute() will fail on
   /// every rank with it. `exit_code` 2 for input errors, 1 otherwise.
   void record_error(int exit_code, const std::string& message);

@@ -10,11 +10,18 @@
 //     void update(State& s, const tally::Batch& b) override { ... }
 //     tally::Value compute(const std::vector<State>& per_rank) const override { ... }
 //   };
+//
+// Checkpoints (docs/checkpoint.md) save each rank's packed state and load it back into a fresh
+// metric through RestorableMetric, which TypedMetric implements: a TypedMetric keeps everything it
+// accumulates in its State, so unpacking the State it packed restores it exactly. A metric that
+// derives from Metric directly may also derive from RestorableMetric; one that does not cannot be
+// checkpointed (the engine says so before a checkpointed run starts).
 #pragma once
 
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <msgpack.hpp>
@@ -50,8 +57,21 @@ class TALLY_API Metric {
   virtual void reset() = 0;
 };
 
+/// Optional interface of a metric whose local state can be loaded back from what its pack()
+/// wrote (checkpoint and resume). The engine finds it with dynamic_cast, so Metric's layout, and
+/// the plugin ABI, stay as they were: a plugin built before this interface existed still loads,
+/// and only checkpointing refuses its metrics.
+class TALLY_API RestorableMetric {
+ public:
+  virtual ~RestorableMetric();
+  /// Replaces the local state with `packed`, an object this metric's own pack() wrote (on this
+  /// rank, in an earlier process). Throws msgpack::type_error when it cannot read it. Bins in
+  /// `packed` may point into a buffer freed after the call: copy what you keep.
+  virtual void restore(const msgpack::object& packed) = 0;
+};
+
 template <class State>
-class TypedMetric : public Metric {
+class TypedMetric : public Metric, public RestorableMetric {
  public:
   void add(const Batch& batch) final { update(state(), batch); }
   void pack(Packer& out) const final { out.pack(state()); }
@@ -66,6 +86,11 @@ class TypedMetric : public Metric {
     return compute(states);
   }
   void reset() final { state_ = initial_state(); }
+  void restore(const msgpack::object& packed) final {
+    State s = initial_state();
+    packed.convert(s);
+    state_ = std::move(s);
+  }
 
  protected:
   /// The empty state (called lazily, so it may depend on parameters set in the constructor).

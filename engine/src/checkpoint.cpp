@@ -1,0 +1,338 @@
+#include "checkpoint.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <msgpack.hpp>
+#include <nlohmann/json.hpp>
+
+#include "durable_file.hpp"
+#include "msgpack_bounds.hpp"
+#include "tally/error.hpp"
+#include "tally/version.hpp"
+
+namespace tally::checkpoint {
+
+namespace fs = std::filesystem;
+
+std::string step_name(std::int64_t step) { return fmt::format("step-{:010}", step); }
+
+std::string shard_name(int rank) { return fmt::format("shard-{:05}.bin", rank); }
+
+std::uint32_t crc32_of(std::string_view bytes) {
+  uLong crc = ::crc32(0L, Z_NULL, 0);
+  const auto* p = reinterpret_cast<const Bytef*>(bytes.data());
+  std::size_t left = bytes.size();
+  while (left > 0) {  // zlib takes lengths as uInt: feed it at most 1 GiB at a time
+    const auto n = static_cast<uInt>(std::min<std::size_t>(left, std::size_t{1} << 30));
+    crc = ::crc32(crc, p, n);
+    p += n;
+    left -= n;
+  }
+  return static_cast<std::uint32_t>(crc);
+}
+
+namespace {
+
+fs::path folder_of(const fs::path& p) {
+  return p.parent_path().empty() ? fs::path(".") : p.parent_path();
+}
+
+[[noreturn]] void corrupt(const fs::path& file, const std::string& what) {
+  throw InputError(fmt::format("checkpoint file {} is corrupt: {}", file.string(), what));
+}
+
+}  // namespace
+
+void make_dir(const fs::path& dir) {
+  if (::mkdir(dir.c_str(), 0755) != 0) {
+    const int err = errno;
+    std::error_code ec;
+    if (err != EEXIST || !fs::is_directory(dir, ec))
+      throw RuntimeError(
+          fmt::format("cannot create the folder '{}': {}", dir.string(), std::strerror(err)));
+    return;
+  }
+  fsync_dir(folder_of(dir.lexically_normal()));
+}
+
+std::string read_bytes(const fs::path& path, std::string_view what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw InputError(
+        fmt::format("cannot read the {} {}: {}", what, path.string(), std::strerror(errno)));
+  std::ostringstream s;
+  s << in.rdbuf();
+  if (in.bad()) throw InputError(fmt::format("cannot read the {} {}", what, path.string()));
+  return std::move(s).str();
+}
+
+// ---- shard
+// ---------------------------------------------------------------------------------------
+
+std::string Shard::serialize() const {
+  msgpack::sbuffer out;
+  msgpack::packer<msgpack::sbuffer> p(out);
+  p.pack_array(7);
+  p.pack(std::string_view(kShardMagic));
+  p.pack(kFormatVersion);
+  p.pack(rank);
+  p.pack(step);
+  p.pack(samples);
+  p.pack(batches);
+  p.pack_bin(static_cast<std::uint32_t>(payload.size()));
+  p.pack_bin_body(payload.data(), static_cast<std::uint32_t>(payload.size()));
+  return std::string(out.data(), out.size());
+}
+
+Shard Shard::parse(std::string_view bytes, const fs::path& file) {
+  msgpack::object_handle h;
+  try {
+    h = unpack_bounded(std::as_bytes(std::span(bytes.data(), bytes.size())),
+                       /*reference_bins=*/false);
+  } catch (const std::exception& e) {
+    corrupt(file, fmt::format("not a msgpack shard ({})", e.what()));
+  }
+  const auto& o = h.get();
+  if (o.type != msgpack::type::ARRAY || o.via.array.size != 7)
+    corrupt(file, "expected a shard (a msgpack array of 7 entries)");
+  const auto* a = o.via.array.ptr;
+  const auto str_is = [](const msgpack::object& x, std::string_view s) {
+    return x.type == msgpack::type::STR && std::string_view(x.via.str.ptr, x.via.str.size) == s;
+  };
+  if (!str_is(a[0], kShardMagic)) corrupt(file, fmt::format("expected the tag '{}'", kShardMagic));
+  const auto integer = [&](const msgpack::object& x, const char* what) -> std::int64_t {
+    if (x.type != msgpack::type::POSITIVE_INTEGER || x.via.u64 > INT64_MAX)
+      corrupt(file, fmt::format("{} is not a count", what));
+    return static_cast<std::int64_t>(x.via.u64);
+  };
+  if (const auto f = integer(a[1], "the format version"); f != kFormatVersion)
+    throw InputError(fmt::format(
+        "checkpoint file {}: format version expected {}, found {} (written by another tally)",
+        file.string(), kFormatVersion, f));
+  Shard s;
+  const auto rank = integer(a[2], "the rank");
+  if (rank > INT32_MAX) corrupt(file, "the rank is out of range");
+  s.rank = static_cast<int>(rank);
+  s.step = integer(a[3], "the step");
+  s.samples = integer(a[4], "the sample count");
+  s.batches = integer(a[5], "the batch count");
+  if (a[6].type != msgpack::type::BIN) corrupt(file, "the metric states are not a msgpack bin");
+  s.payload.assign(a[6].via.bin.ptr, a[6].via.bin.size);
+  return s;
+}
+
+// ---- metadata
+// ------------------------------------------------------------------------------------
+
+std::string Metadata::to_json() const {
+  nlohmann::ordered_json j;
+  j["format"] = "tally-checkpoint";
+  j["format_version"] = format;
+  j["tally_version"] = tally_version;
+  j["protocol"] = protocol;
+  j["step"] = step;
+  j["every_n_batches"] = every_n_batches;
+  j["world_size"] = world_size;
+  j["config_fingerprint"] = config_fingerprint;
+  auto ps = nlohmann::ordered_json::object();
+  for (const auto& [name, version] : plugins) ps[name] = version;
+  j["plugins"] = ps;
+  j["dataset_samples"] = dataset_samples;
+  j["samples"] = samples;
+  j["batches"] = batches;
+  auto shs = nlohmann::ordered_json::array();
+  for (const auto& s : shards)
+    shs.push_back({{"file", s.file}, {"crc32", fmt::format("{:08x}", s.crc32)}, {"size", s.size}});
+  j["shards"] = shs;
+  const std::string body = j.dump();
+  j["metadata_crc32"] = fmt::format("{:08x}", crc32_of(body));
+  return j.dump(2) + "\n";
+}
+
+Metadata Metadata::parse(std::string_view text, const fs::path& file) {
+  nlohmann::ordered_json j;
+  try {
+    j = nlohmann::ordered_json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    corrupt(file, fmt::format("not valid JSON ({})", e.what()));
+  }
+  if (!j.is_object()) corrupt(file, "expected a JSON object");
+  if (!j.contains("metadata_crc32") || !j["metadata_crc32"].is_string())
+    corrupt(file, "no metadata_crc32");
+  const std::string stored = j["metadata_crc32"].get<std::string>();
+  j.erase("metadata_crc32");
+  const std::string computed = fmt::format("{:08x}", crc32_of(j.dump()));
+  if (stored != computed)
+    corrupt(file, fmt::format("metadata_crc32 expected {}, found {}", stored, computed));
+
+  const auto get = [&](const char* key) -> const nlohmann::ordered_json& {
+    if (!j.contains(key)) corrupt(file, fmt::format("no '{}'", key));
+    return j[key];
+  };
+  const auto count = [&](const nlohmann::ordered_json& v, const std::string& what) {
+    if (!v.is_number_integer() || v.get<std::int64_t>() < 0)
+      corrupt(file, fmt::format("'{}' expects a count, found {}", what, v.dump()));
+    return v.get<std::int64_t>();
+  };
+  const auto text_of = [&](const char* key) {
+    const auto& v = get(key);
+    if (!v.is_string()) corrupt(file, fmt::format("'{}' expects a string", key));
+    return v.get<std::string>();
+  };
+  if (text_of("format") != "tally-checkpoint") corrupt(file, "not a tally checkpoint");
+  Metadata m;
+  m.format = count(get("format_version"), "format_version");
+  if (m.format != kFormatVersion)
+    throw InputError(fmt::format(
+        "checkpoint file {}: format version expected {}, found {} (written by another tally)",
+        file.string(), kFormatVersion, m.format));
+  m.tally_version = text_of("tally_version");
+  m.protocol = count(get("protocol"), "protocol");
+  m.step = count(get("step"), "step");
+  m.every_n_batches = count(get("every_n_batches"), "every_n_batches");
+  const auto world = count(get("world_size"), "world_size");
+  if (world < 1 || world > INT32_MAX) corrupt(file, "'world_size' is out of range");
+  m.world_size = static_cast<int>(world);
+  m.config_fingerprint = text_of("config_fingerprint");
+  const auto& ps = get("plugins");
+  if (!ps.is_object()) corrupt(file, "'plugins' expects an object");
+  for (const auto& [name, version] : ps.items()) {
+    if (!version.is_string()) corrupt(file, fmt::format("plugins.{} expects a version", name));
+    m.plugins.emplace_back(name, version.get<std::string>());
+  }
+  m.dataset_samples = count(get("dataset_samples"), "dataset_samples");
+  const auto per_rank = [&](const char* key) {
+    const auto& v = get(key);
+    if (!v.is_array() || v.size() != static_cast<std::size_t>(m.world_size))
+      corrupt(file, fmt::format("'{}' expects {} entries, one per rank", key, m.world_size));
+    return v;
+  };
+  for (const auto& v : per_rank("samples")) m.samples.push_back(count(v, "samples"));
+  for (const auto& v : per_rank("batches")) m.batches.push_back(count(v, "batches"));
+  int r = 0;
+  for (const auto& v : per_rank("shards")) {
+    if (!v.is_object() || !v.contains("file") || !v["file"].is_string() || !v.contains("crc32") ||
+        !v["crc32"].is_string() || !v.contains("size"))
+      corrupt(file, fmt::format("shards[{}] expects {{file, crc32, size}}", r));
+    ShardRecord s;
+    s.file = v["file"].get<std::string>();
+    if (s.file != shard_name(r))
+      corrupt(file,
+              fmt::format("shards[{}].file expected '{}', found '{}'", r, shard_name(r), s.file));
+    const auto crc = v["crc32"].get<std::string>();
+    char* end = nullptr;
+    const auto parsed = std::strtoul(crc.c_str(), &end, 16);
+    if (crc.size() != 8 || end != crc.c_str() + crc.size())
+      corrupt(file, fmt::format("shards[{}].crc32 expects 8 hex digits", r));
+    s.crc32 = static_cast<std::uint32_t>(parsed);
+    s.size = static_cast<std::uint64_t>(count(v["size"], fmt::format("shards[{}].size", r)));
+    m.shards.push_back(std::move(s));
+    ++r;
+  }
+  return m;
+}
+
+void check(const Metadata& m, const Expected& e, const fs::path& file) {
+  const auto refuse = [&](const std::string& what) {
+    throw ConfigError(fmt::format("checkpoint {}: {}", file.string(), what));
+  };
+  if (m.tally_version != kVersion)
+    refuse(fmt::format(
+        "tally version expected {}, found {}: resume with the tally that wrote it, or start over "
+        "without --resume",
+        kVersion, m.tally_version));
+  if (m.protocol != kProtocolVersion)
+    refuse(
+        fmt::format("sync protocol version expected {}, found {}", kProtocolVersion, m.protocol));
+  if (m.world_size != e.world_size)
+    refuse(fmt::format(
+        "world size expected {} (this run), found {}: resume on as many ranks as wrote it",
+        e.world_size, m.world_size));
+  for (const auto& plugin : e.plugins) {
+    const auto it = std::find_if(m.plugins.begin(), m.plugins.end(),
+                                 [&](const auto& p) { return p.first == plugin.first; });
+    if (it == m.plugins.end())
+      refuse(fmt::format("plugin '{}' expected (this run loads version {}), found none",
+                         plugin.first, plugin.second));
+    if (it->second != plugin.second)
+      refuse(fmt::format("plugin '{}' version expected {} (this run), found {}", plugin.first,
+                         plugin.second, it->second));
+  }
+  if (m.config_fingerprint != e.config_fingerprint)
+    refuse(fmt::format(
+        "config fingerprint expected {} (this run), found {}: the data, metrics or backend type "
+        "changed since it was written",
+        e.config_fingerprint, m.config_fingerprint));
+}
+
+void verify(std::string_view bytes, const ShardRecord& record, const fs::path& file,
+            const fs::path& metadata_file) {
+  if (bytes.size() != record.size)
+    throw InputError(fmt::format(
+        "checkpoint shard {}: size expected {} bytes ({}), found {}: the shard is truncated or "
+        "corrupt",
+        file.string(), record.size, metadata_file.filename().string(), bytes.size()));
+  if (const auto crc = crc32_of(bytes); crc != record.crc32)
+    throw InputError(fmt::format(
+        "checkpoint shard {}: crc32 expected {:08x} ({}), found {:08x}: the shard is corrupt",
+        file.string(), record.crc32, metadata_file.filename().string(), crc));
+}
+
+std::vector<StepDir> list_steps(const fs::path& dir) {
+  std::vector<StepDir> out;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return out;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.size() != 15 || !name.starts_with("step-") ||
+        !std::all_of(name.begin() + 5, name.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      continue;
+    std::error_code ec2;
+    if (!e.is_directory(ec2)) continue;
+    StepDir s;
+    s.step = std::stoll(name.substr(5));
+    s.path = e.path();
+    s.complete = fs::exists(e.path() / kMetadataName, ec2);
+    out.push_back(std::move(s));
+  }
+  if (ec)
+    throw RuntimeError(
+        fmt::format("cannot list the checkpoint folder '{}': {}", dir.string(), ec.message()));
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.step < b.step; });
+  return out;
+}
+
+std::vector<std::string> prune(const fs::path& dir, std::int64_t step) {
+  std::vector<std::string> problems;
+  const auto steps = list_steps(dir);
+  std::size_t kept = 0;
+  for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
+    if (it->step > step) continue;
+    bool remove = false;
+    if (it->complete)
+      remove = ++kept > kKeep;
+    else
+      remove = it->step < step;
+    if (!remove) continue;
+    std::error_code ec;
+    // The metadata first: a folder half removed is an incomplete checkpoint, never a corrupt one.
+    fs::remove(it->path / kMetadataName, ec);
+    if (!ec) fs::remove_all(it->path, ec);
+    if (ec)
+      problems.push_back(
+          fmt::format("cannot remove the old checkpoint {}: {}", it->path.string(), ec.message()));
+  }
+  return problems;
+}
+
+}  // namespace tally::checkpoint
