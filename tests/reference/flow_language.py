@@ -13,7 +13,10 @@ plugins.
     (log-probabilities) for held-out sequences of the remaining 20 %, the targets being the next
     characters; padding targets are -100.
 (c) tests/reference/expected_flow_language.json: for every case the metric, its parameters, its
-    input files, the values mmeval 0.2.1 returns and the exact call.
+    input files, the values mmeval 0.2.1 returns and the exact call; "example", the expected
+    results of configs/examples/language_model.yaml, and "examples", a list holding those of
+    configs/examples/flow.yaml (mmeval on configs/examples/data/flow/, which
+    tests/reference/make_example_data.py writes: run it first).
 
     .venv-ref/bin/python tests/reference/flow_language.py
 """
@@ -35,6 +38,7 @@ from skimage.transform import resize, warp
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "flow_language"
 EXAMPLE = ROOT / "configs" / "examples" / "data" / "language_model"
+FLOW_EXAMPLE = ROOT / "configs" / "examples" / "data" / "flow"
 OUT = ROOT / "tests" / "reference" / "expected_flow_language.json"
 
 
@@ -280,6 +284,29 @@ def main():
     example["config"] = "configs/examples/language_model.yaml"
     example["results"] = {m["label"]: m["expected"] for m in example["metrics"]}
 
+    # The example of configs/examples/flow.yaml: mmeval on the files tally reads (written by
+    # make_example_data.py), every sample having valid pixels (so no deviation from mmeval).
+    flow_files = {"pred_flow": FLOW_EXAMPLE / "pred_flow.npy",
+                  "gt_flow": FLOW_EXAMPLE / "gt_flow.npy",
+                  "valid_mask": FLOW_EXAMPLE / "valid.npy"}
+    missing = [rel(p) for p in flow_files.values() if not p.exists()]
+    if missing:
+        raise SystemExit(f"missing {', '.join(missing)}: run tests/reference/make_example_data.py")
+    fx = {k: np.load(p, allow_pickle=False) for k, p in flow_files.items()}
+    assert all(m.any() for m in fx["valid_mask"]), "every flow field must keep valid pixels"
+    epe = EndPointError()
+    epe.add(list(fx["pred_flow"]), list(fx["gt_flow"]), list(fx["valid_mask"]))
+    flow_example = {
+        "inputs": {k: rel(p) for k, p in flow_files.items()},
+        "samples": int(fx["pred_flow"].shape[0]),
+        "metrics": [{"label": "EndPointError", "metric": "EndPointError", "params": {},
+                     "expected": {"EPE": as_float(epe.compute()["EPE"])},
+                     "call": "mmeval.EndPointError().add(list(pred_flow), list(gt_flow), "
+                             "list(valid_mask)); .compute()['EPE'] (the float32 flows and the "
+                             "bool mask as loaded from the .npy files)"}],
+        "config": "configs/examples/flow.yaml"}
+    flow_example["results"] = {m["label"]: m["expected"] for m in flow_example["metrics"]}
+
     doc = {
         "generator": "tests/reference/flow_language.py",
         "versions": {"python": platform.python_version(), "numpy": np.__version__,
@@ -293,6 +320,7 @@ def main():
         ],
         "cases": cases,
         "example": example,
+        "examples": [flow_example],
     }
     OUT.write_text(json.dumps(doc, indent=1) + "\n")
     print(f"wrote {rel(OUT)}: {len(cases)} cases")

@@ -166,6 +166,10 @@ def example_dataset():
             "head_size": head.astype(np.float32), "torso_size": torso.astype(np.float32)}
 
 
+MPII_KEYPOINTS = ["right_ankle", "right_knee", "right_hip", "left_hip", "left_knee", "left_ankle",
+                  "pelvis", "thorax", "upper_neck", "head_top", "right_wrist", "right_elbow",
+                  "right_shoulder", "left_shoulder", "left_elbow", "left_wrist"]
+
 EXAMPLE_METRICS = [
     # label, tally type, tally params, mmeval metric, size fields
     ("PCKAccuracy", "PCKAccuracy", {"thr": 0.2, "norm_item": ["bbox", "torso"]},
@@ -174,6 +178,18 @@ EXAMPLE_METRICS = [
     ("KeypointAUC", "KeypointAUC", {"norm_factor": 30.0, "num_thrs": 20},
      lambda: KeypointAUC(norm_factor=30, num_thrs=20), []),
     ("KeypointEndPointError", "KeypointEndPointError", {}, lambda: KeypointEndPointError(), []),
+    # JHMDB's summary indexes keypoints 2..14 in JHMDB's order; on these MPII-ordered keypoints
+    # the group names (Head = keypoint 2, ...) do not name the joints, PCK@0.2 / Mean do.
+    ("JhmdbPCKAccuracy", "JhmdbPCKAccuracy", {"thr": 0.2, "norm_item": ["bbox", "torso"]},
+     lambda: JhmdbPCKAccuracy(thr=0.2, norm_item=["bbox", "torso"]),
+     ["bbox_size", "torso_size"]),
+    # NME normalised by the right-shoulder-to-left-hip distance (keypoints 12 and 3: the torso
+    # diagonal, torso_size's definition); mmeval needs dataset_meta to accept the indices.
+    ("KeypointNME", "KeypointNME", {"norm_mode": "keypoint_distance", "keypoint_indices": [12, 3]},
+     lambda: KeypointNME(norm_mode="keypoint_distance", keypoint_indices=[12, 3],
+                         dataset_meta={"dataset_name": "mpii",
+                                       "keypoint_id2name": dict(enumerate(MPII_KEYPOINTS))}),
+     []),
 ]
 
 

@@ -5,6 +5,12 @@ Writes tests/data/detection/voc_data.json (40 images: float32 xyxy boxes, float3
 ties, labels in [0, 5) with class 4 never in the ground truth, ignored boxes) and
 tests/reference/expected_voc.json (each case: the mmeval call and its result).
 
+Also writes configs/examples/data/detection/boxes_val2014_40.jsonl, the data of
+configs/examples/detection_voc.yaml: the 40 COCO val2014 images of configs/examples/detection.yaml
+as VOCMeanAP and ProposalRecall take them (the coco_json reader cannot feed them: its boxes are
+COCO's x, y, w, h and its labels COCO category ids), and its expected values, section "example"
+of expected_voc.json (mmeval fed the numbers of the .jsonl file, one image per line).
+
 Run: .venv-ref/bin/python tests/reference/voc.py
 """
 import importlib.metadata
@@ -17,6 +23,8 @@ from mmeval import ProposalRecall, VOCMeanAP
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DATA = os.path.join(ROOT, "tests", "data", "detection")
+EXAMPLE = os.path.join(ROOT, "configs", "examples", "data", "detection")
+EXAMPLE_JSONL = os.path.join(EXAMPLE, "boxes_val2014_40.jsonl")
 
 
 def boxes(rng, n, w, h, small=False):
@@ -68,6 +76,84 @@ def mm_inputs(images):
     return preds, gts
 
 
+def write_example_jsonl():
+    """One JSON line per image of instances_val2014_40.json, in ascending image id (the
+    coco_json reader's order): COCO's boxes [x, y, w, h] as [x, y, x + w, y + h] (float64, as
+    pycocotools' loadRes computes x2, y2), labels = the index of the category in the categories
+    sorted by id (0..79), the detections in the results file's order with their scores. Crowd
+    regions are left out (a line cannot hold an empty [0, 4] list of ignored boxes, and only 4 of
+    the 40 images have one): every image has ground truth and detections."""
+    with open(os.path.join(EXAMPLE, "instances_val2014_40.json")) as f:
+        gt = json.load(f)
+    with open(os.path.join(EXAMPLE, "results_val2014_40.json")) as f:
+        res = json.load(f)
+    cat_index = {c["id"]: i for i, c in enumerate(sorted(gt["categories"], key=lambda c: c["id"]))}
+
+    def xyxy(b):
+        x, y, w, h = (float(v) for v in b)
+        return [x, y, x + w, y + h]
+
+    lines, crowd = [], 0
+    for img in sorted(gt["images"], key=lambda im: im["id"]):
+        anns = [a for a in gt["annotations"] if a["image_id"] == img["id"]]
+        crowd += sum(1 for a in anns if a.get("iscrowd", 0))
+        anns = [a for a in anns if not a.get("iscrowd", 0)]
+        dets = [r for r in res if r["image_id"] == img["id"]]
+        assert anns and dets, img["id"]
+        lines.append({"image_id": img["id"],
+                      "gt_bboxes": [xyxy(a["bbox"]) for a in anns],
+                      "gt_labels": [cat_index[a["category_id"]] for a in anns],
+                      "pred_bboxes": [xyxy(r["bbox"]) for r in dets],
+                      "pred_scores": [float(r["score"]) for r in dets],
+                      "pred_labels": [cat_index[r["category_id"]] for r in dets]})
+    with open(EXAMPLE_JSONL, "w") as f:
+        for line in lines:
+            f.write(json.dumps(line, separators=(",", ":")) + "\n")
+    return len(gt["categories"]), crowd
+
+
+def example_section():
+    """mmeval on configs/examples/detection_voc.yaml's data, read back from the .jsonl file."""
+    num_classes, crowd = write_example_jsonl()
+    with open(EXAMPLE_JSONL) as f:
+        lines = [json.loads(line) for line in f]
+    preds = [{"bboxes": np.array(x["pred_bboxes"], dtype=np.float64).reshape(-1, 4),
+              "scores": np.array(x["pred_scores"], dtype=np.float64),
+              "labels": np.array(x["pred_labels"], dtype=np.int64)} for x in lines]
+    gts = [{"bboxes": np.array(x["gt_bboxes"], dtype=np.float64).reshape(-1, 4),
+            "labels": np.array(x["gt_labels"], dtype=np.int64),
+            "bboxes_ignore": np.zeros((0, 4)), "labels_ignore": np.zeros(0, dtype=np.int64)}
+           for x in lines]
+    voc_kw = {"num_classes": num_classes, "iou_thrs": [0.5, 0.75],
+              "scale_ranges": [(0, 32), (32, 96), (96, None)]}
+    voc_call = f"mmeval.VOCMeanAP(nproc=1, **{voc_kw!r})(predictions, groundtruths)"
+    # A copy: mmeval appends the full range (None, None) to the list it is given.
+    voc = VOCMeanAP(nproc=1, dist_backend="non_dist",
+                    **dict(voc_kw, scale_ranges=list(voc_kw["scale_ranges"])))
+    rec_kw = {"proposal_nums": (1, 10, 100)}
+    rec = ProposalRecall(nproc=1, print_results=False, dist_backend="non_dist", **rec_kw)
+    metrics = [
+        {"label": "VOCMeanAP", "metric": "VOCMeanAP",
+         "params": {"num_classes": num_classes, "iou_thrs": [0.5, 0.75],
+                    "scale_ranges": [[0, 32], [32, 96], [96, None]]},
+         "call": voc_call,
+         "expected": {k: float(v) for k, v in voc(preds, gts).items()}},
+        {"label": "ProposalRecall", "metric": "ProposalRecall",
+         "params": {"proposal_nums": [1, 10, 100]},
+         "call": f"mmeval.ProposalRecall(nproc=1, **{rec_kw!r})(predictions, groundtruths)",
+         "expected": {k: float(v) for k, v in rec(preds, gts).items()}},
+    ]
+    return {"config": "configs/examples/detection_voc.yaml",
+            "data": os.path.relpath(EXAMPLE_JSONL, ROOT),
+            "inputs": "predictions[i] = {bboxes: pred_bboxes, scores: pred_scores, labels: "
+                      "pred_labels}, groundtruths[i] = {bboxes: gt_bboxes, labels: gt_labels, "
+                      "bboxes_ignore: zeros((0, 4)), labels_ignore: zeros(0)} of line i "
+                      "(float64 boxes and scores, int64 labels, as the jsonl reader reads them)",
+            "note": f"{crowd} crowd regions of the COCO ground truth are left out",
+            "samples": len(lines), "metrics": metrics,
+            "results": {m["label"]: m["expected"] for m in metrics}}
+
+
 def main():
     os.makedirs(DATA, exist_ok=True)
     images = make_data()
@@ -117,12 +203,14 @@ def main():
            "inputs": "predictions[i] = {bboxes, scores, labels}, groundtruths[i] = {bboxes, "
                      "labels, bboxes_ignore, labels_ignore} of image i (float32 boxes, int64 "
                      "labels)",
-           "cases": cases}
+           "cases": cases,
+           "example": example_section()}
     with open(os.path.join(ROOT, "tests", "reference", "expected_voc.json"), "w") as f:
         json.dump(out, f, indent=1)
         f.write("\n")
     for c in cases:
         print(c["name"], c["expected"])
+    print("example", out["example"]["results"])
 
 
 if __name__ == "__main__":
