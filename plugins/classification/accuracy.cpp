@@ -105,10 +105,11 @@ class Accuracy final : public TypedMetric<AccuracyState> {
         throw RuntimeError(check_.owner() + ": the state of rank " + std::to_string(r) + " has " +
                            std::to_string(states[r].hits.size()) + " counters, expected " +
                            std::to_string(hits.size()));
-      for (std::size_t i = 0; i < hits.size(); ++i) hits[i] += states[r].hits[i];
-      n += states[r].n;
+      add_counts(hits, states[r].hits, check_.owner(), r);
+      add_count(n, states[r].n, check_.owner(), r);
     }
     if (n == 0) check_.fail("no samples");
+    check_counts({hits}, check_.owner(), states.size() - 1);
     Value out = Value::map();
     for (std::size_t i = 0; i < topk_.size(); ++i) {
       for (std::size_t j = 0; j < thrs_.size(); ++j) {

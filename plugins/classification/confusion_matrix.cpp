@@ -105,10 +105,11 @@ class ConfusionMatrix final : public TypedMetric<ConfusionState> {
         throw RuntimeError(check_.owner() + ": the state of rank " + std::to_string(r) + " has " +
                            std::to_string(states[r].counts.size()) + " cells, expected " +
                            std::to_string(cells));
-      for (std::size_t i = 0; i < cells; ++i) total[i] += states[r].counts[i];
-      n += states[r].n;
+      add_counts(total, states[r].counts, check_.owner(), r);
+      add_count(n, states[r].n, check_.owner(), r);
     }
     if (n == 0) check_.fail("no samples");
+    check_counts({total}, check_.owner(), states.size() - 1);
     Value::Array rows;
     rows.reserve(static_cast<std::size_t>(k_));
     const auto k = static_cast<std::size_t>(k_);

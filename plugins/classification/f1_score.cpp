@@ -124,14 +124,13 @@ class F1Score final : public TypedMetric<F1State> {
       if (s.tp.size() != c || s.fp.size() != c || s.fn.size() != c)
         throw RuntimeError(check_.owner() + ": the state of rank " + std::to_string(r) +
                            " is inconsistent");
-      for (std::size_t k = 0; k < c; ++k) {
-        tp[k] += s.tp[k];
-        fp[k] += s.fp[k];
-        fn[k] += s.fn[k];
-      }
-      n += s.n;
+      add_counts(tp, s.tp, check_.owner(), r);
+      add_counts(fp, s.fp, check_.owner(), r);
+      add_counts(fn, s.fn, check_.owner(), r);
+      add_count(n, s.n, check_.owner(), r);
     }
     if (n == 0) check_.fail("no samples");
+    check_counts({tp, fp, fn}, check_.owner(), states.size() - 1);
     Value out = Value::map();
     if (macro_) {
       std::vector<double> f1;

@@ -191,14 +191,13 @@ class MultiLabelMetric final : public TypedMetric<MultiLabelState> {
         check_.fail("has " + std::to_string(s.num_classes) + " classes on rank " +
                     std::to_string(r) + " but " + std::to_string(total.num_classes) +
                     " on an earlier rank");
-      for (std::size_t k = 0; k < c; ++k) {
-        total.tp[k] += s.tp[k];
-        total.fp[k] += s.fp[k];
-        total.fn[k] += s.fn[k];
-      }
-      total.n += s.n;
+      add_counts(total.tp, s.tp, check_.owner(), r);
+      add_counts(total.fp, s.fp, check_.owner(), r);
+      add_counts(total.fn, s.fn, check_.owner(), r);
+      add_count(total.n, s.n, check_.owner(), r);
     }
     if (total.n == 0) check_.fail("no samples");
+    check_counts({total.tp, total.fp, total.fn}, check_.owner(), states.size() - 1);
 
     const auto c = static_cast<std::size_t>(total.num_classes);
     std::vector<double> prf[3];

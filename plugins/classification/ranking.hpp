@@ -184,13 +184,13 @@ inline RankingData ranking_gather(const std::vector<RankingState>& states,
     const RankingState& s = states[r];
     const auto kind = static_cast<RankKind>(s.kind);
     if (kind == RankKind::None || s.n == 0) continue;
-    const auto cells = static_cast<std::size_t>(s.n * s.cols);
+    const auto cells = state_cells(s.n, s.cols, check.owner(), r);
     const bool ok =
         (s.s32.size() == cells && s.s64.empty()) || (s.s64.size() == cells && s.s32.empty());
     const bool labels_ok = kind == RankKind::Indicator
                                ? s.hot.size() == cells && s.ids.empty()
                                : s.ids.size() == static_cast<std::size_t>(s.n) && s.hot.empty();
-    if (!ok || !labels_ok || kind > RankKind::Indicator)
+    if (!ok || !labels_ok || kind < RankKind::Binary || kind > RankKind::Indicator)
       throw RuntimeError(check.owner() + ": the state of rank " + std::to_string(r) +
                          " is inconsistent");
     if (d.kind == RankKind::None) {
@@ -206,7 +206,17 @@ inline RankingData ranking_gather(const std::vector<RankingState>& states,
     d.scores.insert(d.scores.end(), s.s64.begin(), s.s64.end());
     d.ids.insert(d.ids.end(), s.ids.begin(), s.ids.end());
     d.hot.insert(d.hot.end(), s.hot.begin(), s.hot.end());
-    d.n += s.n;
+    // Labels index score columns (ROC-AUC counts per class): each must be in range.
+    const std::int32_t id_end =
+        kind == RankKind::Binary
+            ? 2
+            : static_cast<std::int32_t>(std::min<std::int64_t>(s.cols, INT32_MAX));
+    for (const std::int32_t y : s.ids)
+      if (y < 0 || y >= id_end)
+        corrupt_state(
+            check.owner(), r,
+            "label " + std::to_string(y) + " outside [0, " + std::to_string(id_end) + ")");
+    add_count(d.n, s.n, check.owner(), r);
   }
   if (d.n == 0) check.fail("no samples");
   return d;

@@ -139,14 +139,13 @@ class SingleLabelMetric final : public TypedMetric<SingleLabelState> {
                                  std::to_string(r) + " but " + std::to_string(total.num_classes) +
                                  " on an earlier rank");
       }
-      for (std::size_t i = 0; i < total.support.size(); ++i) total.support[i] += s.support[i];
-      for (std::size_t i = 0; i < total.tp.size(); ++i) {
-        total.tp[i] += s.tp[i];
-        total.predicted[i] += s.predicted[i];
-      }
-      total.n += s.n;
+      add_counts(total.support, s.support, check_.owner(), r);
+      add_counts(total.tp, s.tp, check_.owner(), r);
+      add_counts(total.predicted, s.predicted, check_.owner(), r);
+      add_count(total.n, s.n, check_.owner(), r);
     }
     if (total.n == 0) check_.fail("no samples");
+    check_counts({total.support, total.tp, total.predicted}, check_.owner(), states.size() - 1);
 
     const auto c = static_cast<std::size_t>(total.num_classes);
     Value out = Value::map();

@@ -151,9 +151,11 @@ class ProposalRecall final : public TypedMetric<RecallState> {
         throw RuntimeError(check_.owner() + ": the state of rank " + std::to_string(r) + " has " +
                            std::to_string(states[r].hits.size()) + " counters, expected " +
                            std::to_string(hits.size()));
-      for (std::size_t i = 0; i < hits.size(); ++i) hits[i] += states[r].hits[i];
-      num_gts += states[r].num_gts;
+      add_counts(hits, states[r].hits, check_.owner(), r);
+      add_count(num_gts, states[r].num_gts, check_.owner(), r);
     }
+    check_counts({hits, std::span<const std::int64_t>(&num_gts, 1)}, check_.owner(),
+                 states.empty() ? 0 : states.size() - 1);
     Value out = Value::map();
     std::vector<double> recalls(thrs_.size());
     for (std::size_t p = 0; p < nums_.size(); ++p) {

@@ -187,8 +187,13 @@ class VOCMeanAP final : public TypedMetric<VocState> {
           st.bits.size() != st.score.size() * W)
         throw RuntimeError(check_.owner() + ": the state of rank " + std::to_string(r) +
                            " is inconsistent");
-      for (std::size_t i = 0; i < num_gts.size(); ++i) num_gts[i] += st.num_gts[i];
+      add_counts(num_gts, st.num_gts, check_.owner(), r);
+      for (const auto c : st.cls)
+        if (c < 0 || static_cast<std::size_t>(c) >= C)
+          corrupt_state(check_.owner(), r,
+                        "class " + std::to_string(c) + " outside [0, " + std::to_string(C) + ")");
     }
+    check_counts({num_gts}, check_.owner(), states.size() - 1);
     struct Det {
       double score;
       const std::uint64_t* bits;

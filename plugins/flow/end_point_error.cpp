@@ -145,7 +145,7 @@ class EndPointError final : public TypedMetric<FlowState> {
         check_.fail(kPred, fmt::format("holds float{} flow on rank {} but float{} on an earlier "
                                        "rank",
                                        8 * s.dtype_bytes, r, 8 * bytes));
-      n += s.n;
+      add_count(n, s.n, check_.owner(), r);
     }
     if (n == 0) check_.fail("no samples");
     const double epe = bytes == 4 ? reduce<float>(states) : reduce<double>(states);

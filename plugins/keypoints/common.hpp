@@ -367,7 +367,7 @@ class CountMetric : public TypedMetric<CountState> {
     std::vector<std::int64_t> total;
     for (std::size_t r = 0; r < states.size(); ++r) {
       const CountState& s = states[r];
-      if (s.counts.size() != static_cast<std::size_t>(groups_ * s.k))
+      if (s.counts.size() != state_cells(groups_, s.k, check_.owner(), r))
         throw RuntimeError(
             fmt::format("{}: the state of rank {} is inconsistent", check_.owner(), r));
       if (s.k == 0) continue;
@@ -378,10 +378,11 @@ class CountMetric : public TypedMetric<CountState> {
         check_.fail(
             kPred, fmt::format("has {} keypoints on rank {} but {} on an earlier rank", s.k, r, k));
       }
-      for (std::size_t i = 0; i < total.size(); ++i) total[i] += s.counts[i];
-      n += s.n;
+      add_counts(total, s.counts, check_.owner(), r);
+      add_count(n, s.n, check_.owner(), r);
     }
     if (n == 0) check_.fail("no samples");
+    check_counts({total}, check_.owner(), states.size() - 1);
     return results(total, k, n);
   }
 
@@ -429,7 +430,7 @@ class DistanceMetric : public TypedMetric<DistanceState> {
     std::int64_t k = 0, n = 0;
     for (std::size_t r = 0; r < states.size(); ++r) {
       const DistanceState& s = states[r];
-      if (s.dist.size() != static_cast<std::size_t>(s.n * s.k))
+      if (s.dist.size() != state_cells(s.n, s.k, check_.owner(), r))
         throw RuntimeError(
             fmt::format("{}: the state of rank {} is inconsistent", check_.owner(), r));
       if (s.n == 0) continue;
@@ -438,9 +439,10 @@ class DistanceMetric : public TypedMetric<DistanceState> {
       else if (s.k != k)
         check_.fail(
             kPred, fmt::format("has {} keypoints on rank {} but {} on an earlier rank", s.k, r, k));
-      n += s.n;
+      add_count(n, s.n, check_.owner(), r);
     }
     if (n == 0) check_.fail("no samples");
+    state_cells(n, k, check_.owner(), states.size() - 1);
     std::vector<float> valid;
     valid.reserve(static_cast<std::size_t>(n * k));
     for (std::int64_t kk = 0; kk < k; ++kk)

@@ -111,9 +111,9 @@ class Perplexity final : public TypedMetric<PerplexityState> {
             fmt::format("{}: the state of rank {} is inconsistent", check_.owner(), r));
       for (std::int64_t i = 0; i < s.n; ++i) {
         total += s.nll[static_cast<std::size_t>(i)];
-        count += s.tokens[static_cast<std::size_t>(i)];
+        add_count(count, s.tokens[static_cast<std::size_t>(i)], check_.owner(), r);
       }
-      n += s.n;
+      add_count(n, s.n, check_.owner(), r);
     }
     if (n == 0) check_.fail("no samples");
     Value out = Value::map();

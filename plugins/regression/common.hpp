@@ -199,11 +199,12 @@ class ErrorMetric : public TypedMetric<ErrorSumState> {
     for (std::size_t r = 0; r < states.size(); ++r) {
       const auto& s = states[r];
       if (s.outputs < 0) continue;
-      if (s.words.size() != static_cast<std::size_t>(s.outputs + 1) * ExactSum::kWords)
+      if (s.outputs >= (std::int64_t{1} << 40) ||
+          s.words.size() != static_cast<std::size_t>(s.outputs + 1) * ExactSum::kWords)
         throw RuntimeError(check_.owner() + ": the state of rank " + std::to_string(r) +
                            " is corrupt");
       check_rank_consistent(check_, outputs, weighted, s.outputs, s.weighted, r);
-      n += s.n;
+      add_count(n, s.n, check_.owner(), r);
     }
     if (n == 0) check_.fail("no samples");
     const auto d = static_cast<std::size_t>(outputs);

@@ -214,10 +214,11 @@ class MeanIoU final : public TypedMetric<MeanIoUState> {
         throw RuntimeError(check_.owner() + ": the state of rank " + std::to_string(r) + " has " +
                            std::to_string(states[r].counts.size()) + " cells, expected " +
                            std::to_string(k * k));
-      for (std::size_t i = 0; i < k * k; ++i) m[i] += states[r].counts[i];
-      n += states[r].n;
+      add_counts(m, states[r].counts, check_.owner(), r);
+      add_count(n, states[r].n, check_.owner(), r);
     }
     if (n == 0) check_.fail("no samples");
+    check_counts({m}, check_.owner(), states.size() - 1);
 
     std::vector<std::int64_t> tp(k), gts(k, 0), preds(k, 0);
     for (std::size_t g = 0; g < k; ++g) {

@@ -147,11 +147,12 @@ class Bleu final : public TypedMetric<BleuState> {
         throw RuntimeError(check_.owner() + ": the state of rank " + std::to_string(r) + " has " +
                            std::to_string(states[r].counts.size()) + " counters, expected " +
                            std::to_string(c.size()));
-      for (std::size_t i = 0; i < c.size(); ++i) c[i] += states[r].counts[i];
+      add_counts(c, states[r].counts, check_.owner(), r);
       if (lang < 0 && states[r].n > 0) lang = states[r].first_lang;
-      n += states[r].n;
+      add_count(n, states[r].n, check_.owner(), r);
     }
     if (n == 0) check_.fail("no samples");
+    check_counts({c}, check_.owner(), states.size() - 1);
     const std::int64_t* s = c.data() + (tok_ == Tok::Auto && lang == 1 ? width_ : 0);
     const auto N = static_cast<std::size_t>(n_gram_);
     const std::int64_t sys_len = s[0], ref_len = s[1];

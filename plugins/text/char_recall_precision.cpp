@@ -66,11 +66,12 @@ class CharRecallPrecision final : public TypedMetric<CharState> {
 
   Value compute(const std::vector<CharState>& states) const override {
     CharState t;
-    for (const auto& s : states) {
-      t.gt += s.gt;
-      t.pred += s.pred;
-      t.tp += s.tp;
-      t.n += s.n;
+    for (std::size_t r = 0; r < states.size(); ++r) {
+      const auto& s = states[r];
+      add_count(t.gt, s.gt, check_.owner(), r);
+      add_count(t.pred, s.pred, check_.owner(), r);
+      add_count(t.tp, s.tp, check_.owner(), r);
+      add_count(t.n, s.n, check_.owner(), r);
     }
     if (t.n == 0) check_.fail("no samples");
     const auto tp = static_cast<double>(t.tp);

@@ -58,10 +58,11 @@ class EditRate : public TypedMetric<EditRateState> {
 
   Value compute(const std::vector<EditRateState>& states) const override {
     EditRateState t;
-    for (const auto& s : states) {
-      t.edits += s.edits;
-      t.ref_tokens += s.ref_tokens;
-      t.n += s.n;
+    for (std::size_t r = 0; r < states.size(); ++r) {
+      const auto& s = states[r];
+      add_count(t.edits, s.edits, check_.owner(), r);
+      add_count(t.ref_tokens, s.ref_tokens, check_.owner(), r);
+      add_count(t.n, s.n, check_.owner(), r);
     }
     if (t.n == 0) check_.fail("no samples");
     Value out = Value::map();

@@ -125,7 +125,7 @@ class Rouge final : public TypedMetric<RougeState> {
                            std::to_string(states[r].scores.size()) + " scores for " +
                            std::to_string(states[r].n) + " samples");
       if (lang < 0 && states[r].n > 0) lang = states[r].first_lang;
-      n += states[r].n;
+      add_count(n, states[r].n, check_.owner(), r);
     }
     if (n == 0) check_.fail("no samples");
     const std::size_t offset = lang_ == Lang::Auto && lang == 1 ? per_set : 0;

@@ -73,11 +73,12 @@ class WordAccuracy final : public TypedMetric<WordAccuracyState> {
 
   Value compute(const std::vector<WordAccuracyState>& states) const override {
     WordAccuracyState t;
-    for (const auto& s : states) {
-      t.exact += s.exact;
-      t.ignore_case += s.ignore_case;
-      t.ignore_case_symbol += s.ignore_case_symbol;
-      t.n += s.n;
+    for (std::size_t r = 0; r < states.size(); ++r) {
+      const auto& s = states[r];
+      add_count(t.exact, s.exact, check_.owner(), r);
+      add_count(t.ignore_case, s.ignore_case, check_.owner(), r);
+      add_count(t.ignore_case_symbol, s.ignore_case_symbol, check_.owner(), r);
+      add_count(t.n, s.n, check_.owner(), r);
     }
     if (t.n == 0) check_.fail("no samples");
     const auto n = static_cast<double>(t.n);

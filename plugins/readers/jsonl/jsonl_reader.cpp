@@ -214,7 +214,14 @@ class JsonlReader final : public tally::Reader {
       for (auto& [name, key] : mapping) fields_.push_back(make_field(name, key));
     } else {
       const dom::element first = parse_line(0);
-      if (mapping.empty()) flatten_keys(as_object(first), "", mapping);
+      if (mapping.empty()) {
+        flatten_keys(as_object(first), "", mapping);
+        if (mapping.empty())
+          throw InputError(fmt::format(
+              "jsonl reader: {}: the first line has no keys to take the field names from (give "
+              "'fields')",
+              where(0)));
+      }
       for (auto& [name, key] : mapping) {
         Field f = make_field(name, key);
         const dom::element v = lookup(first, f, 0);

@@ -77,6 +77,7 @@ class Decoder {
     check(spng_set_chunk_limits(ctx_.get(), kMaxChunkBytes, kMaxChunkBytes), "set limits");
     check(spng_set_png_buffer(ctx_.get(), bytes_.data(), bytes_.size()), "not a PNG file");
     check(spng_get_ihdr(ctx_.get(), &ihdr_), "not a valid PNG file");
+    check_size_against_file();
   }
 
   const spng_ihdr& ihdr() const { return ihdr_; }
@@ -115,6 +116,35 @@ class Decoder {
   [[noreturn]] void fail_here(const std::string& reason) const { fail(what_, path_, reason); }
 
  private:
+  // The pixels a header declares must fit in the file: deflate compresses at most 1032:1, so a
+  // file of N bytes holds at most about 1032 N bytes of pixels. A header that declares more is a
+  // corrupt or truncated file, refused here, before the decoded image is allocated (a 40-byte
+  // file must not make tally allocate gigabytes).
+  void check_size_against_file() const {
+    std::uint64_t channels = 1;
+    switch (ihdr_.color_type) {
+      case SPNG_COLOR_TYPE_TRUECOLOR:
+        channels = 3;
+        break;
+      case SPNG_COLOR_TYPE_GRAYSCALE_ALPHA:
+        channels = 2;
+        break;
+      case SPNG_COLOR_TYPE_TRUECOLOR_ALPHA:
+        channels = 4;
+        break;
+      default:
+        break;
+    }
+    const std::uint64_t pixel_bytes = std::uint64_t{ihdr_.height} * ihdr_.width * channels *
+                                      ihdr_.bit_depth / 8;  // H, W <= 2^20: no overflow
+    const std::uint64_t can_hold = std::uint64_t{bytes_.size()} * 1032 + (std::uint64_t{1} << 16);
+    if (pixel_bytes > can_hold)
+      fail(what_, path_,
+           fmt::format("its header declares {}x{} {} pixels ({} bytes), more than a file of {} "
+                       "bytes can hold: the file is truncated or corrupt",
+                       ihdr_.width, ihdr_.height, describe(), pixel_bytes, bytes_.size()));
+  }
+
   void check(int rc, const char* doing) const {
     if (rc != 0) fail(what_, path_, fmt::format("{} (libspng: {})", doing, spng_strerror(rc)));
   }
