@@ -62,7 +62,7 @@ for t in "${targets[@]}"; do
     now=$(date +%s)
     left=$((end - now))
     ((left > 0)) || break
-    run_log=$tmp/run.log
+    run_log=$out/logs/$t.last-run.log
     rc=0
     TMPDIR=$tmp "$bin" -max_total_time="$left" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
       -use_value_profile=1 -artifact_prefix="$art/" "${dict[@]}" "$work" "$root/fuzz/corpus/$t" \
