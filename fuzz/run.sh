@@ -68,7 +68,7 @@ for t in "${targets[@]}"; do
       -use_value_profile=1 -artifact_prefix="$art/" "${dict[@]}" "$work" "$root/fuzz/corpus/$t" \
       >"$run_log" 2>&1 || rc=$?
     cat "$run_log" >>"$log"
-    n=$(awk -F': *' '/^stat::number_of_executed_units/ {n = $2} END {print n + 0}' "$run_log")
+    n=$(awk '/^stat::number_of_executed_units/ {n = $NF} END {print n + 0}' "$run_log")
     runs=$((runs + n))
     ((rc == 0)) && break
     restarts=$((restarts + 1))
