@@ -8,14 +8,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <msgpack.hpp>
 #include <nlohmann/json.hpp>
 
-#include "durable_file.hpp"
+#include "file_io.hpp"
 #include "msgpack_bounds.hpp"
 #include "tally/error.hpp"
 #include "tally/version.hpp"
@@ -66,14 +64,11 @@ void make_dir(const fs::path& dir) {
 }
 
 std::string read_bytes(const fs::path& path, std::string_view what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
+  auto bytes = read_whole_file(path);
+  if (!bytes)
     throw InputError(
         fmt::format("cannot read the {} {}: {}", what, path.string(), std::strerror(errno)));
-  std::ostringstream s;
-  s << in.rdbuf();
-  if (in.bad()) throw InputError(fmt::format("cannot read the {} {}", what, path.string()));
-  return std::move(s).str();
+  return std::move(*bytes);
 }
 
 // ---- shard

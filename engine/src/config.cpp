@@ -15,6 +15,7 @@
 #include <fmt/ranges.h>
 #include <yaml-cpp/yaml.h>
 
+#include "file_io.hpp"
 #include "tally/error.hpp"
 
 namespace tally {
@@ -588,14 +589,12 @@ Config Config::parse(const std::string& yaml_text, const std::string& source,
 }
 
 Located load_yaml_file(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in)
+  const auto text = read_whole_file(file);
+  if (!text)
     throw ConfigError(fmt::format("cannot read '{}': {}", file.string(), std::strerror(errno)));
-  std::ostringstream text;
-  text << in.rdbuf();
   YAML::Node doc;
   try {
-    doc = YAML::Load(text.str());
+    doc = YAML::Load(*text);
   } catch (const YAML::ParserException& e) {
     throw ConfigError(
         fmt::format("{}: YAML syntax error: {}", where_of(file.string(), e.mark), e.msg));
@@ -608,17 +607,15 @@ Located load_yaml_file(const fs::path& file) {
 }
 
 Config Config::load(const fs::path& file, const std::vector<std::string>& overrides) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in)
+  const auto text = read_whole_file(file);
+  if (!text)
     throw ConfigError(
         fmt::format("cannot read config '{}': {}", file.string(), std::strerror(errno)));
-  std::ostringstream text;
-  text << in.rdbuf();
   auto base = file.parent_path();
   if (base.empty()) base = ".";
   std::error_code ec;
   auto abs = fs::absolute(base, ec);
-  return parse(text.str(), file.string(), ec ? base : abs.lexically_normal(), overrides);
+  return parse(*text, file.string(), ec ? base : abs.lexically_normal(), overrides);
 }
 
 }  // namespace tally

@@ -4,8 +4,6 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -13,7 +11,7 @@
 
 #include "checkpoint.hpp"
 #include "config.hpp"
-#include "durable_file.hpp"
+#include "file_io.hpp"
 #include "msgpack_bounds.hpp"
 #include "registry.hpp"
 #include "sync.hpp"
@@ -93,18 +91,26 @@ struct Evaluator::Impl {
     if (!error) error.emplace(exit_code == 0 ? 1 : exit_code, message);
   }
 
+  // Runs `fn`; an exception it throws is recorded (its message after `prefix`), for compute() to
+  // report on every rank. Returns whether `fn` completed.
+  template <class Fn>
+  bool recording(std::string_view prefix, Fn&& fn) {
+    try {
+      fn();
+      return true;
+    } catch (const Error& e) {
+      record(e.exit_code(), fmt::format("{}{}", prefix, e.what()));
+    } catch (const std::exception& e) {
+      record(1, fmt::format("{}{}", prefix, e.what()));
+    }
+    return false;
+  }
+
   // The next batch of `reader`; nullopt at the end of the shard or after a failure (recorded).
   std::optional<Batch> next_batch(Reader& reader, bool& failed) {
-    try {
-      auto b = reader.next();
-      return b;
-    } catch (const Error& e) {
-      record(e.exit_code(), e.what());
-    } catch (const std::exception& e) {
-      record(1, e.what());
-    }
-    failed = true;
-    return std::nullopt;
+    std::optional<Batch> b;
+    failed = !recording("", [&] { b = reader.next(); });
+    return b;
   }
 
   void add(const Batch& batch);
@@ -136,15 +142,13 @@ Evaluator& Evaluator::operator=(Evaluator&&) noexcept = default;
 Evaluator::~Evaluator() = default;
 
 Evaluator Evaluator::from_file(const fs::path& config, EvaluatorOptions options) {
-  std::ifstream in(config, std::ios::binary);
-  if (!in)
+  const auto text = read_whole_file(config);
+  if (!text)
     throw ConfigError(
         fmt::format("cannot read config '{}': {}", config.string(), std::strerror(errno)));
-  std::ostringstream text;
-  text << in.rdbuf();
   fs::path base = config.parent_path();
   if (base.empty()) base = ".";
-  return from_yaml(text.str(), std::move(options), config.string(),
+  return from_yaml(*text, std::move(options), config.string(),
                    fs::absolute(base).lexically_normal());
 }
 
@@ -831,7 +835,7 @@ void Evaluator::Impl::read_checkpointed(Reader* reader, const ReadOptions& optio
     const fs::path step_dir = cc.dir / ck::step_name(step);
     Value rec = Value::map();
     if (!error) {
-      try {
+      recording("checkpoint: ", [&] {
         ck::Shard shard;
         shard.rank = me;
         shard.step = step;
@@ -845,11 +849,7 @@ void Evaluator::Impl::read_checkpointed(Reader* reader, const ReadOptions& optio
         write_file_atomic(step_dir / ck::shard_name(me), bytes);
         rec.set("crc32", static_cast<std::int64_t>(ck::crc32_of(bytes)));
         rec.set("size", as_count(bytes.size()));
-      } catch (const Error& e) {
-        record(e.exit_code(), fmt::format("checkpoint: {}", e.what()));
-      } catch (const std::exception& e) {
-        record(1, fmt::format("checkpoint: {}", e.what()));
-      }
+      });
     }
     rec.set("failed", error.has_value());
     rec.set("done", done);
@@ -870,7 +870,7 @@ void Evaluator::Impl::read_checkpointed(Reader* reader, const ReadOptions& optio
                     [](const Value& v) { return v.at("failed").as_bool(); }))
       return;
     if (me == 0) {
-      try {
+      recording("checkpoint: ", [&] {
         ck::Metadata m;
         m.tally_version = kVersion;
         m.protocol = kProtocolVersion;
@@ -890,11 +890,7 @@ void Evaluator::Impl::read_checkpointed(Reader* reader, const ReadOptions& optio
         write_file_atomic(step_dir / ck::kMetadataName, m.to_json());
         for (const auto& problem : ck::prune(cc.dir, step))
           if (options.on_notice) options.on_notice(fmt::format("checkpoint: {}", problem));
-      } catch (const Error& e) {
-        record(e.exit_code(), fmt::format("checkpoint: {}", e.what()));
-      } catch (const std::exception& e) {
-        record(1, fmt::format("checkpoint: {}", e.what()));
-      }
+      });
     }
     if (std::all_of(recs.begin(), recs.end(),
                     [](const Value& v) { return v.at("done").as_bool(); }))

@@ -14,11 +14,10 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 
+#include "file_io.hpp"
 #include "report_common.hpp"
 #include "report_writers.hpp"
 #include "tally/error.hpp"
@@ -604,13 +603,11 @@ std::optional<fs::path> find_chartjs() {
 }
 
 std::string read_chartjs(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in)
+  auto text = read_whole_file(file);
+  if (!text)
     throw RuntimeError(
         fmt::format("cannot read Chart.js '{}': {}", file.string(), std::strerror(errno)));
-  std::ostringstream text;
-  text << in.rdbuf();
-  std::string js = text.str();
+  std::string js = std::move(*text);
   // A classic <script> cannot load an ES module, and must not contain its own end tag.
   if (js.find("Chart") == std::string::npos || js.find("export {") != std::string::npos ||
       js.find("export default") != std::string::npos)

@@ -9,8 +9,6 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -112,15 +110,13 @@ Value value_from_json(const nlohmann::ordered_json& j) {
 }
 
 Results read_results_json(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
+  const auto text = read_whole_file(path);
+  if (!text)
     throw InputError(
         fmt::format("cannot read results '{}': {}", path.string(), std::strerror(errno)));
-  std::ostringstream text;
-  text << in.rdbuf();
   nlohmann::ordered_json doc;
   try {
-    doc = nlohmann::ordered_json::parse(text.str());
+    doc = nlohmann::ordered_json::parse(*text);
   } catch (const nlohmann::json::parse_error& e) {
     // nlohmann's message: "[json.exception.parse_error.101] parse error at line 3, column 5: ..."
     std::string why = e.what();

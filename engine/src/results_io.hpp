@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "durable_file.hpp"  // write_file_atomic
+#include "file_io.hpp"  // write_file_atomic
 #include "tally/evaluator.hpp"
 
 namespace tally {

@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 
 #include "checkpoint.hpp"
-#include "durable_file.hpp"
+#include "file_io.hpp"
 #include "support/npy.hpp"
 #include "support/process.hpp"
 #include "tally/error.hpp"

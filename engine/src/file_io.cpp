@@ -1,12 +1,14 @@
-#include "durable_file.hpp"
+#include "file_io.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 
 #include <fmt/format.h>
@@ -16,6 +18,20 @@
 namespace tally {
 
 namespace fs = std::filesystem;
+
+std::optional<std::string> read_whole_file(const fs::path& path) {
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!f) return std::nullopt;
+  std::string bytes;
+  char buf[1 << 16];
+  std::size_t n = 0;
+  while ((n = std::fread(buf, 1, sizeof buf, f.get())) > 0) bytes.append(buf, n);
+  if (std::ferror(f.get()) != 0) {
+    if (errno == 0) errno = EIO;
+    return std::nullopt;
+  }
+  return bytes;
+}
 
 void fsync_dir(const fs::path& dir) {
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);

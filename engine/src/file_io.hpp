@@ -1,10 +1,17 @@
-// Durable, atomic file writes: the results JSON, the reports, and checkpoint shards and metadata.
+// Whole-file reads (configs, results, checkpoints, Chart.js) and durable, atomic writes (the
+// results JSON, the reports, checkpoint shards and metadata).
 #pragma once
 
 #include <filesystem>
+#include <optional>
+#include <string>
 #include <string_view>
 
 namespace tally {
+
+/// The whole file; nullopt when it cannot be opened or read, with errno saying why (callers name
+/// the file and what it is in their own error).
+std::optional<std::string> read_whole_file(const std::filesystem::path& path);
 
 /// Writes `bytes` to `path` so that a crash leaves either the old file or the new one, whole: a
 /// temporary file in the same folder, fsync, rename over `path`, fsync of the folder. A failure
