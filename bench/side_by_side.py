@@ -2,16 +2,19 @@
 """Side-by-side accumulation benchmarks: tally against the tools users would otherwise run.
 
 Writes each workload once as .npy files, times the reference tools on those arrays in this
-process (NumPy, mmeval 0.2.1, scikit-learn, scikit-image), runs build/bin/tally_bench_metrics
+process (NumPy, mmeval 0.2.1, scikit-learn, scikit-image, torchmetrics on CPU), runs
+build/bin/tally_bench_metrics
 (Google Benchmark, the real plugins through the registry) on the same files, checks that the
 values agree, and prints a Markdown table of throughputs and ratios (tally / reference).
 
-    bash tests/reference/setup_venv.sh                      # the reference tools
+    python3 -m venv .venv-bench && .venv-bench/bin/pip install -r bench/requirements.txt
     cmake --preset default -DTALLY_BUILD_BENCH=ON && cmake --build build
-    .venv-ref/bin/python bench/side_by_side.py [--scale 1.0] [--only NAME,...] [--out DIR]
+    .venv-bench/bin/python bench/side_by_side.py [--scale 1.0] [--only NAME,...] [--out DIR]
 
 Timings are single-threaded (tally is single-threaded per rank here; OMP/BLAS threads of the
-references are pinned to 1 with the environment below) and the median of --repeat runs.
+references and torch's intra-op threads are pinned to 1) and the median of --repeat runs.
+torchmetrics runs on CPU tensors made from the same arrays (torch.from_numpy, no copy), one
+update() with the whole data and compute(): its best case.
 """
 
 import argparse
@@ -29,6 +32,19 @@ for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def torch1():
+    """torch with one intra-op thread, imported on first use (torchmetrics rows only)."""
+    import torch
+    torch.set_num_threads(1)
+    return torch
+
+
+def tm(metric, *args):
+    """torchmetrics: one update() with the whole data, then compute(), as a float."""
+    metric.update(*args)
+    return float(metric.compute())
 
 
 def timed(fn, repeat):
@@ -73,14 +89,23 @@ def case_accuracy(out, scale, rng):
     def numpy_top1():
         return float((scores.argmax(axis=1) == labels).mean())
 
+    def tm_topk(k):
+        def run():
+            torch = torch1()
+            from torchmetrics.classification import MulticlassAccuracy
+            return tm(MulticlassAccuracy(num_classes=c, top_k=k, average="micro"),
+                      torch.from_numpy(scores), torch.from_numpy(labels))
+        return run
+
     fields = {"pred_scores": "acc_scores.npy", "gt_labels": "acc_labels.npy"}
     return [
         dict(name="accuracy_top1", metric="Accuracy", params={"topk": [1]}, fields=fields,
              units=n, unit="samples", value=["top1"],
-             refs={"NumPy argmax": numpy_top1}),
+             refs={"NumPy argmax": numpy_top1, "torchmetrics MulticlassAccuracy": tm_topk(1)}),
         dict(name="accuracy_top5", metric="Accuracy", params={"topk": [5]}, fields=fields,
              units=n, unit="samples", value=["top5"],
-             refs={"NumPy argpartition": numpy_top5, "mmeval Accuracy": mmeval_top5}),
+             refs={"NumPy argpartition": numpy_top5, "mmeval Accuracy": mmeval_top5,
+                   "torchmetrics MulticlassAccuracy": tm_topk(5)}),
     ]
 
 
@@ -97,11 +122,18 @@ def case_single_label(out, scale, rng):
                                                      zero_division=0)
         return float(p)
 
+    def tm_precision():
+        torch = torch1()
+        from torchmetrics.classification import MulticlassPrecision
+        return tm(MulticlassPrecision(num_classes=c, average="macro"),
+                  torch.from_numpy(np.asarray(scores)), torch.from_numpy(labels))
+
     fields = {"pred_scores": "acc_scores.npy", "gt_labels": "acc_labels.npy"}
     return [dict(name="single_label_macro", metric="SingleLabelMetric",
                  params={"average": "macro", "num_classes": c}, fields=fields, units=n,
                  unit="samples", value=["precision"],
-                 refs={"scikit-learn argmax + precision_recall_fscore_support": sklearn_prf})]
+                 refs={"scikit-learn argmax + precision_recall_fscore_support": sklearn_prf,
+                       "torchmetrics MulticlassPrecision": tm_precision})]
 
 
 def case_mean_iou(out, scale, rng):
@@ -124,11 +156,18 @@ def case_mean_iou(out, scale, rng):
             return MeanIoU(num_classes=k)(list(pred.astype(np.int64)),
                                           list(gt.astype(np.int64)))["mIoU"]
 
+        def tm_jaccard(pred=pred, gt=gt, k=classes):
+            torch = torch1()
+            from torchmetrics.classification import MulticlassJaccardIndex
+            return tm(MulticlassJaccardIndex(num_classes=k, average="macro"),
+                      torch.from_numpy(pred), torch.from_numpy(gt))
+
         cases.append(dict(
             name=f"mean_iou_{classes}", metric="MeanIoU", params={"num_classes": classes},
             fields={"pred_sem_seg": f"seg{classes}_pred.npy", "gt_sem_seg": f"seg{classes}_gt.npy"},
             batch_size=1, units=n * 1024 * 2048, unit="pixels", value=["mIoU"],
-            refs={"NumPy bincount": numpy_hist, "mmeval MeanIoU": mmeval_miou}))
+            refs={"NumPy bincount": numpy_hist, "mmeval MeanIoU": mmeval_miou,
+                  "torchmetrics MulticlassJaccardIndex": tm_jaccard}))
     return cases
 
 
@@ -148,13 +187,23 @@ def case_ranking(out, scale, rng):
         from sklearn.metrics import average_precision_score
         return float(average_precision_score(labels, scores))
 
+    def tm_binary(name):
+        def run():
+            torch = torch1()
+            import torchmetrics.classification as tmc
+            return tm(getattr(tmc, name)(), torch.from_numpy(scores),
+                      torch.from_numpy(labels.astype(np.int64)))
+        return run
+
     fields = {"pred_scores": "rank_scores.npy", "gt_labels": "rank_labels.npy"}
     return [
         dict(name="roc_auc", metric="ROCAUC", params={}, fields=fields, units=n, unit="samples",
-             value=["roc_auc"], refs={"scikit-learn roc_auc_score": sk_auc}),
+             value=["roc_auc"], refs={"scikit-learn roc_auc_score": sk_auc,
+                                      "torchmetrics BinaryAUROC": tm_binary("BinaryAUROC")}),
         dict(name="average_precision", metric="AveragePrecision", params={}, fields=fields,
              units=n, unit="samples", value=["mAP"],
-             refs={"scikit-learn average_precision_score": sk_ap}),
+             refs={"scikit-learn average_precision_score": sk_ap,
+                   "torchmetrics BinaryAveragePrecision": tm_binary("BinaryAveragePrecision")}),
     ]
 
 
@@ -182,13 +231,29 @@ def case_restoration(out, scale, rng):
                                                     use_sample_covariance=False, data_range=255,
                                                     channel_axis=-1) for p, g in zip(pred, gt)]))
 
+    def tm_psnr():
+        torch = torch1()
+        from torchmetrics.image import PeakSignalNoiseRatio
+        # dim: one PSNR per image, then their mean (mmeval's and tally's definition).
+        return tm(PeakSignalNoiseRatio(data_range=255.0, dim=(1, 2, 3)),
+                  torch.from_numpy(pred).double(), torch.from_numpy(gt).double())
+
+    def tm_ssim():
+        torch = torch1()
+        from torchmetrics.image import StructuralSimilarityIndexMeasure
+        return tm(StructuralSimilarityIndexMeasure(data_range=255.0),
+                  torch.from_numpy(pred).permute(0, 3, 1, 2).double(),
+                  torch.from_numpy(gt).permute(0, 3, 1, 2).double())
+
     fields = {"pred_img": "img_pred.npy", "gt_img": "img_gt.npy"}
     return [
         dict(name="psnr_4k", metric="PSNR", params={}, fields=fields, batch_size=1,
-             units=n * h * w, unit="pixels", value=["PSNR"], refs={"mmeval PSNR": mmeval_psnr}),
+             units=n * h * w, unit="pixels", value=["PSNR"],
+             refs={"mmeval PSNR": mmeval_psnr, "torchmetrics PeakSignalNoiseRatio": tm_psnr}),
         dict(name="ssim_4k", metric="SSIM", params={}, fields=fields, batch_size=1,
              units=n * h * w, unit="pixels", value=["SSIM"],
-             refs={"mmeval SSIM": mmeval_ssim, "scikit-image structural_similarity": skimage_ssim}),
+             refs={"mmeval SSIM": mmeval_ssim, "scikit-image structural_similarity": skimage_ssim,
+                   "torchmetrics StructuralSimilarityIndexMeasure": tm_ssim}),
     ]
 
 

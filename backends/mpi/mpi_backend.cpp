@@ -93,20 +93,20 @@ class MpiBackend final : public tally::DistBackend {
 
   void all_gather_varying(const std::byte* send, std::span<const std::size_t> counts,
                           std::byte* recv) override {
-    counts_.resize(counts.size());
-    displs_.resize(counts.size());
-    std::size_t at = 0;
-    for (std::size_t r = 0; r < counts.size(); ++r) {
-      counts_[r] = to_int(counts[r], "MPI_Allgatherv");
-      displs_[r] = to_int(at, "MPI_Allgatherv");
-      at += counts[r];
-    }
-    to_int(at, "MPI_Allgatherv");
-    const int mine = counts_[static_cast<std::size_t>(rank_)];
+    const int mine = set_counts(counts, "MPI_Allgatherv");
     tally::Watchdog::Scope w(*watchdog_, "MPI_Allgatherv");
     check(
         MPI_Allgatherv(send, mine, MPI_BYTE, recv, counts_.data(), displs_.data(), MPI_BYTE, comm_),
         "MPI_Allgatherv");
+  }
+
+  void gather_varying(const std::byte* send, std::span<const std::size_t> counts, std::byte* recv,
+                      int root) override {
+    const int mine = set_counts(counts, "MPI_Gatherv");
+    tally::Watchdog::Scope w(*watchdog_, "MPI_Gatherv");
+    check(MPI_Gatherv(send, mine, MPI_BYTE, recv, counts_.data(), displs_.data(), MPI_BYTE, root,
+                      comm_),
+          "MPI_Gatherv");
   }
 
   void broadcast(std::byte* buf, std::size_t n, int src) override {
@@ -121,6 +121,21 @@ class MpiBackend final : public tally::DistBackend {
     throw tally::RuntimeError("mpi backend: rank " + std::to_string(rank_) + " of " +
                               std::to_string(world_) + ": " + call +
                               " failed: " + tally::mpi_session::error_string(code));
+  }
+
+  /// MPI's int counts and displacements of a varying collective into counts_ and displs_;
+  /// returns this rank's count.
+  int set_counts(std::span<const std::size_t> counts, const char* call) {
+    counts_.resize(counts.size());
+    displs_.resize(counts.size());
+    std::size_t at = 0;
+    for (std::size_t r = 0; r < counts.size(); ++r) {
+      counts_[r] = to_int(counts[r], call);
+      displs_[r] = to_int(at, call);
+      at += counts[r];
+    }
+    to_int(at, call);
+    return counts_[static_cast<std::size_t>(rank_)];
   }
 
   // The base class keeps every call within chunk_bytes() <= INT_MAX; this guards that contract.

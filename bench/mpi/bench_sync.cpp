@@ -12,10 +12,13 @@
 //             first touch of every page);
 //   tally     DistBackend::all_gather_object(S bytes): size exchange, Allgatherv, views into the
 //             backend's pooled receive buffer;
+//   raw gather MPI_Allgather of the sizes + MPI_Gatherv of S bytes a rank to rank 0 (reused
+//             buffer); tally gather: DistBackend::gather_object(S bytes, 0), what a sync uses;
 // each the minimum over those calls of the slowest rank's time (every rank times the call between
 // two barriers; the maximum over ranks is taken with an MPI_Allreduce), as GB/s of data received
-// per rank (world * S / t), and tally / raw. Sizes where world^2 * S exceeds --memory-cap-gib (the
-// receive buffers of all ranks on this one machine) are skipped. Peak RSS per rank at the end.
+// per rank (world * S / t; for the gathers, received by rank 0), and tally / raw. Sizes where
+// world^2 * S exceeds --memory-cap-gib (the receive buffers of all ranks on this one machine) are
+// skipped. Peak RSS per rank at the end.
 //
 // The host initialises MPI (MPI_Init_thread) before the backend is made; the backend then leaves
 // MPI to the host (as it does inside a user's MPI program), and both use MPI_COMM_WORLD's ranks.
@@ -104,20 +107,37 @@ std::array<double, sizeof...(Fns)> best_of(int reps, Fns&&... fns) {
   return best;
 }
 
-/// MPI_Allgatherv of `send` into `recv` (resized as needed), after an MPI_Allgather of the sizes:
-/// what any varying all-gather of objects must do.
-void raw_allgatherv(const std::vector<std::byte>& send, std::vector<std::byte>& recv,
-                    std::vector<int>& counts, std::vector<int>& displs, int world) {
-  const int n = static_cast<int>(send.size());
+/// Every rank's count (an MPI_Allgather of the sizes) and the displacements; returns the total.
+std::size_t exchange_counts(int n, std::vector<int>& counts, std::vector<int>& displs, int world) {
   MPI_Allgather(&n, 1, MPI_INT, counts.data(), 1, MPI_INT, MPI_COMM_WORLD);
   std::size_t total = 0;
   for (int r = 0; r < world; ++r) {
     displs[static_cast<std::size_t>(r)] = static_cast<int>(total);
     total += static_cast<std::size_t>(counts[static_cast<std::size_t>(r)]);
   }
+  return total;
+}
+
+/// MPI_Allgatherv of `send` into `recv` (resized as needed), after an MPI_Allgather of the sizes:
+/// what any varying all-gather of objects must do.
+void raw_allgatherv(const std::vector<std::byte>& send, std::vector<std::byte>& recv,
+                    std::vector<int>& counts, std::vector<int>& displs, int world) {
+  const int n = static_cast<int>(send.size());
+  const std::size_t total = exchange_counts(n, counts, displs, world);
   if (recv.size() < total) recv.resize(total);
   MPI_Allgatherv(send.data(), n, MPI_BYTE, recv.data(), counts.data(), displs.data(), MPI_BYTE,
                  MPI_COMM_WORLD);
+}
+
+/// MPI_Gatherv of `send` to rank 0 into `recv` (reused), after an MPI_Allgather of the sizes:
+/// the rooted gather a sync needs when one rank computes.
+void raw_gatherv(const std::vector<std::byte>& send, std::vector<std::byte>& recv,
+                 std::vector<int>& counts, std::vector<int>& displs, int world, int rank) {
+  const int n = static_cast<int>(send.size());
+  const std::size_t total = exchange_counts(n, counts, displs, world);
+  if (rank == 0 && recv.size() < total) recv.resize(total);
+  MPI_Gatherv(send.data(), n, MPI_BYTE, rank == 0 ? recv.data() : nullptr, counts.data(),
+              displs.data(), MPI_BYTE, 0, MPI_COMM_WORLD);
 }
 
 double peak_rss_mib() {
@@ -148,10 +168,12 @@ int main(int argc, char** argv) {
                world, opt.reps);
     fmt::print(
         "| bytes per rank | raw Allgatherv (reused) GB/s | raw (fresh buffer) GB/s | "
-        "tally all_gather_object GB/s | tally / raw time |\n|---|---|---|---|---|\n");
+        "tally all_gather_object GB/s | tally / raw time | raw Gatherv to rank 0 GB/s | "
+        "tally gather_object GB/s | tally / raw time (gather) |\n"
+        "|---|---|---|---|---|---|---|---|\n");
   }
   std::vector<int> counts(static_cast<std::size_t>(world)), displs(counts.size());
-  std::vector<std::byte> recv;
+  std::vector<std::byte> recv, grecv;
   std::vector<std::string> json_rows;
   const double cap = opt.memory_cap_gib * double(1 << 30);
   for (std::size_t s = opt.min_bytes; s <= opt.max_bytes; s *= 4) {
@@ -166,7 +188,7 @@ int main(int argc, char** argv) {
     const int reps =
         std::max(opt.reps, static_cast<int>(std::min<std::size_t>(100, (16u << 20) / s)));
     std::size_t check = 0;
-    const auto [t_raw, t_fresh, t_tally] = best_of(
+    const auto [t_raw, t_fresh, t_tally, t_graw, t_gtally] = best_of(
         reps, [&] { raw_allgatherv(send, recv, counts, displs, world); },
         [&] {
           std::vector<std::byte> fresh;
@@ -175,16 +197,24 @@ int main(int argc, char** argv) {
         [&] {
           const auto got = backend->all_gather_object(send);
           check += got.size();
+        },
+        [&] { raw_gatherv(send, grecv, counts, displs, world, rank); },
+        [&] {
+          const auto got = backend->gather_object(send, 0);
+          check += got.size();
         });
     if (check == 0) std::abort();
     const double bytes = double(world) * double(s);
     if (rank == 0)
-      fmt::print("| {} | {:.2f} | {:.2f} | {:.2f} | {:.2f} |\n", s, bytes / t_raw / 1e9,
-                 bytes / t_fresh / 1e9, bytes / t_tally / 1e9, t_tally / t_raw);
+      fmt::print("| {} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} |\n", s,
+                 bytes / t_raw / 1e9, bytes / t_fresh / 1e9, bytes / t_tally / 1e9, t_tally / t_raw,
+                 bytes / t_graw / 1e9, bytes / t_gtally / 1e9, t_gtally / t_graw);
     json_rows.push_back(fmt::format(
-        R"({{"bytes": {}, "world": {}, "raw_s": {:.9g}, "raw_fresh_s": {:.9g}, "tally_s": {:.9g}}})",
-        s, world, t_raw, t_fresh, t_tally));
+        R"({{"bytes": {}, "world": {}, "raw_s": {:.9g}, "raw_fresh_s": {:.9g}, "tally_s": {:.9g}, )"
+        R"("raw_gather_s": {:.9g}, "tally_gather_s": {:.9g}}})",
+        s, world, t_raw, t_fresh, t_tally, t_graw, t_gtally));
     std::vector<std::byte>().swap(recv);
+    std::vector<std::byte>().swap(grecv);
   }
   double rss = peak_rss_mib();
   MPI_Allreduce(MPI_IN_PLACE, &rss, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);

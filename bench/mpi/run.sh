@@ -43,8 +43,9 @@ for np_ in nps:
     print(f"\n#### {np_} ranks (peak RSS per rank: tally {t['peak_rss_mib']:.0f} MiB, "
           f"mmeval {m['peak_rss_mib']:.0f} MiB)\n")
     print("| bytes per rank | raw Allgatherv GB/s | tally GB/s | tally / raw (time) | "
-          "raw, fresh buffer / raw | mmeval bytes / tally | mmeval per-sample / tally |")
-    print("|---|---|---|---|---|---|---|")
+          "raw, fresh buffer / raw | raw Gatherv GB/s | tally gather GB/s | gather: tally / raw | "
+          "mmeval bytes / tally | mmeval per-sample / tally |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in t["rows"]:
         b, w = r["bytes"], r["world"]
         gbs = lambda s: w * b / s / 1e9
@@ -52,5 +53,7 @@ for np_ in nps:
         mb = f"{e['mmeval_bytes_s'] / r['tally_s']:.1f}x" if e.get("mmeval_bytes_s") else "-"
         ms = f"{e['mmeval_per_sample_s'] / r['tally_s']:.0f}x" if e.get("mmeval_per_sample_s") else "-"
         print(f"| {size(b)} | {gbs(r['raw_s']):.2f} | {gbs(r['tally_s']):.2f} | "
-              f"{r['tally_s'] / r['raw_s']:.2f} | {r['raw_fresh_s'] / r['raw_s']:.2f} | {mb} | {ms} |")
+              f"{r['tally_s'] / r['raw_s']:.2f} | {r['raw_fresh_s'] / r['raw_s']:.2f} | "
+              f"{gbs(r['raw_gather_s']):.2f} | {gbs(r['tally_gather_s']):.2f} | "
+              f"{r['tally_gather_s'] / r['raw_gather_s']:.2f} | {mb} | {ms} |")
 PY

@@ -29,6 +29,46 @@ void copy_bytes(std::byte* dst, const std::byte* src, std::size_t n) {
   if (n != 0) std::memcpy(dst, src, n);
 }
 
+/// Views of the objects packed in rank order at `out`, counts[r] bytes each.
+GatheredObjects packed_views(const std::byte* out, std::span<const std::size_t> counts) {
+  GatheredObjects gathered;
+  gathered.objects.reserve(counts.size());
+  std::size_t at = 0;
+  for (const std::size_t n : counts) {
+    gathered.objects.emplace_back(out + at, n);
+    at += n;
+  }
+  return gathered;
+}
+
+/// Moves every rank's object (counts[r] bytes) in rounds of at most `per_rank` bytes a rank:
+/// round k moves bytes [k*c, (k+1)*c) of every object (fewer or none for objects that end
+/// sooner), so no call moves more than world * c <= chunk_bytes() in all. `move(send,
+/// round_counts, stage)` is the transport call of one round; where `out` is not null the round's
+/// bytes are then copied from `stage` to their places in `out`.
+template <class Move>
+void move_in_rounds(std::span<const std::byte> object, std::span<const std::size_t> counts,
+                    std::size_t largest, std::size_t per_rank,
+                    std::vector<std::size_t>& round_counts, std::byte* stage, std::byte* out,
+                    Move move) {
+  const std::size_t world = counts.size();
+  round_counts.resize(world);
+  for (std::size_t begin = 0; begin < largest; begin += per_rank) {
+    for (std::size_t r = 0; r < world; ++r)
+      round_counts[r] = counts[r] > begin ? std::min(per_rank, counts[r] - begin) : 0;
+    const std::byte* send = object.size() > begin ? object.data() + begin : nullptr;
+    move(send, std::span<const std::size_t>(round_counts), stage);
+    if (out == nullptr) continue;
+    std::size_t from = 0;
+    std::size_t to = 0;
+    for (std::size_t r = 0; r < world; ++r) {
+      copy_bytes(out + to + begin, stage + from, round_counts[r]);
+      from += round_counts[r];
+      to += counts[r];
+    }
+  }
+}
+
 [[noreturn]] void fail(const DistBackend& b, const std::string& what) {
   throw RuntimeError(b.name() + " backend: rank " + std::to_string(b.rank()) + ": " + what);
 }
@@ -83,12 +123,10 @@ void DistBackend::all_gather_fixed(std::span<const std::byte> record, std::span<
   }
 }
 
-GatheredObjects DistBackend::all_gather_object(std::span<const std::byte> object) {
+std::pair<std::size_t, std::size_t> DistBackend::exchange_sizes(std::size_t mine_size,
+                                                                const char* who) {
   const auto world = static_cast<std::size_t>(world_size());
-  object = detach_from_recv(object);
-
-  // 1. Every rank's size.
-  const auto mine = static_cast<std::int64_t>(object.size());
+  const auto mine = static_cast<std::int64_t>(mine_size);
   sizes_.resize(world);
   all_gather_fixed(std::as_bytes(std::span(&mine, 1)), std::as_writable_bytes(std::span(sizes_)));
   counts_.resize(world);
@@ -96,14 +134,23 @@ GatheredObjects DistBackend::all_gather_object(std::span<const std::byte> object
   std::size_t largest = 0;
   for (std::size_t r = 0; r < world; ++r) {
     if (sizes_[r] < 0) {
-      fail(*this, "all_gather_object: rank " + std::to_string(r) + " announced a negative size (" +
-                      std::to_string(sizes_[r]) +
+      fail(*this, std::string(who) + ": rank " + std::to_string(r) +
+                      " announced a negative size (" + std::to_string(sizes_[r]) +
                       "): the ranks are not running the same collective");
     }
     counts_[r] = static_cast<std::size_t>(sizes_[r]);
     total += counts_[r];
     largest = std::max(largest, counts_[r]);
   }
+  return {total, largest};
+}
+
+GatheredObjects DistBackend::all_gather_object(std::span<const std::byte> object) {
+  const auto world = static_cast<std::size_t>(world_size());
+  object = detach_from_recv(object);
+
+  // 1. Every rank's size.
+  const auto [total, largest] = exchange_sizes(object.size(), "all_gather_object");
 
   // 2. The bytes, packed in rank order in recv_.
   std::byte* out = grow(recv_, total);
@@ -112,34 +159,52 @@ GatheredObjects DistBackend::all_gather_object(std::span<const std::byte> object
   } else if (total <= chunk_bytes_) {
     all_gather_varying(object.data(), counts_, out);
   } else {
-    // Round k moves bytes [k*c, (k+1)*c) of every rank's object (fewer or none for objects that
-    // end sooner), so no call moves more than world * c <= chunk_bytes() bytes in all.
     const std::size_t per_rank = chunk_bytes_ / world;
     std::byte* stage = grow(staging_, std::min(total, per_rank * world));
-    round_counts_.resize(world);
-    for (std::size_t begin = 0; begin < largest; begin += per_rank) {
-      for (std::size_t r = 0; r < world; ++r)
-        round_counts_[r] = counts_[r] > begin ? std::min(per_rank, counts_[r] - begin) : 0;
-      const std::byte* send = object.size() > begin ? object.data() + begin : nullptr;
-      all_gather_varying(send, round_counts_, stage);
-      std::size_t from = 0;
-      std::size_t to = 0;
-      for (std::size_t r = 0; r < world; ++r) {
-        copy_bytes(out + to + begin, stage + from, round_counts_[r]);
-        from += round_counts_[r];
-        to += counts_[r];
-      }
-    }
+    move_in_rounds(object, counts_, largest, per_rank, round_counts_, stage, out,
+                   [this](const std::byte* send, std::span<const std::size_t> c, std::byte* to) {
+                     all_gather_varying(send, c, to);
+                   });
   }
+  return packed_views(out, counts_);
+}
 
-  GatheredObjects gathered;
-  gathered.objects.reserve(world);
-  std::size_t at = 0;
-  for (std::size_t r = 0; r < world; ++r) {
-    gathered.objects.emplace_back(out + at, counts_[r]);
-    at += counts_[r];
+GatheredObjects DistBackend::gather_object(std::span<const std::byte> object, int root) {
+  if (root < 0 || root >= world_size()) {
+    fail(*this, "gather_object: root rank " + std::to_string(root) + " is outside [0, " +
+                    std::to_string(world_size()) + ")");
   }
-  return gathered;
+  const auto world = static_cast<std::size_t>(world_size());
+  const bool is_root = rank() == root;
+  object = detach_from_recv(object);
+  // Every rank learns every size (a few bytes each): the rounds below then depend only on values
+  // all ranks hold, as in all_gather_object.
+  const auto [total, largest] = exchange_sizes(object.size(), "gather_object");
+
+  std::byte* out = is_root ? grow(recv_, total) : nullptr;
+  if (total == 0) {
+    // Nothing to move.
+  } else if (total <= chunk_bytes_) {
+    gather_varying(object.data(), counts_, out, root);
+  } else {
+    const std::size_t per_rank = chunk_bytes_ / world;
+    std::byte* stage = is_root ? grow(staging_, std::min(total, per_rank * world)) : nullptr;
+    move_in_rounds(object, counts_, largest, per_rank, round_counts_, stage, out,
+                   [this, root](const std::byte* send, std::span<const std::size_t> c,
+                                std::byte* to) { gather_varying(send, c, to, root); });
+  }
+  return is_root ? packed_views(out, counts_) : GatheredObjects{};
+}
+
+void DistBackend::gather_varying(const std::byte* send, std::span<const std::size_t> counts,
+                                 std::byte* recv, int root) {
+  if (rank() == root) {
+    all_gather_varying(send, counts, recv);
+    return;
+  }
+  std::size_t total = 0;
+  for (const std::size_t c : counts) total += c;
+  all_gather_varying(send, counts, grow(scratch_, total));
 }
 
 void DistBackend::broadcast_chunked(std::byte* buf, std::size_t n, int src) {

@@ -373,8 +373,9 @@ Results Evaluator::compute(std::optional<std::int64_t> dataset_size) {
     payload.clear();
     msgpack::pack(payload, std::make_tuple(te ? te->exit_code() : 1, std::string(e.what())));
   }
+  // To rank 0 only: the other ranks never hold everyone's state.
   const auto gathered =
-      backend.all_gather_object(std::as_bytes(std::span(payload.data(), payload.size())));
+      backend.gather_object(std::as_bytes(std::span(payload.data(), payload.size())), 0);
 
   // Rank 0 computes; every rank gets what it computed, or its error.
   msgpack::sbuffer reply;

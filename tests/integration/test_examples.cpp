@@ -2,7 +2,8 @@
 // table and exits 0; its results equal the reference values recorded for it (the "example"
 // section, or one entry of the "examples" list, of a tests/reference/expected_*.json whose
 // "config" names the example); and under real `mpirun` ranks (1, 2, 3 and 4) with the mpi backend
-// the results equal the single-process ones bit for bit.
+// the results equal the single-process ones bit for bit; and so do they with any batch size and,
+// where a metric or reader is threaded, any thread count.
 //
 // Reference values: each expected_*.json names the library, version and call that produced them
 // (tests/reference/*.py). Compared to 1e-9 relative (1e-12 absolute near zero).
@@ -11,6 +12,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -131,6 +133,35 @@ TEST_P(ExampleTest, AnyWorldSizeGivesTheSingleProcessResults) {
     EXPECT_EQ(j["run"]["samples"], single["run"]["samples"]);
   }
 #endif
+}
+
+// Reproducible floats: the results do not depend on how the data is cut into batches (one
+// sample a batch, an odd size that leaves a short last batch, everything in one batch) nor, where
+// a metric or reader takes `threads`, on the thread count. Bit for bit, not to a tolerance: every
+// sum is exact or runs in a fixed order over the data (see the metrics' header comments).
+TEST_P(ExampleTest, AnyBatchSizeOrThreadCountGivesTheSameResultsBitForBit) {
+  const auto base_out = dir / "base.json";
+  const auto b = tally("run -q " + example().string() + " -o " + base_out.string());
+  ASSERT_EQ(b.exit_code, 0) << b.err;
+  const auto base = read_json(base_out);
+  std::vector<std::string> variants = {"--set data.batch_size=1", "--set data.batch_size=3",
+                                       "--set data.batch_size=1000000"};
+  // The threaded accumulations: COCODetection's matching and the coco_json reader's parsing.
+  std::ifstream config(example());
+  const std::string text((std::istreambuf_iterator<char>(config)), {});
+  if (text.find("type: COCODetection") != std::string::npos)
+    for (const char* t : {"2", "3"})
+      variants.push_back(std::string("--set data.threads=") + t + " --set metrics.0.threads=" + t +
+                         " --set data.batch_size=7");
+  for (const auto& v : variants) {
+    SCOPED_TRACE(v);
+    const auto out = dir / "variant.json";
+    const auto r = tally("run -q " + example().string() + " " + v + " -o " + out.string());
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = read_json(out);
+    EXPECT_EQ(j["results"], base["results"]);  // exact: every double bit for bit
+    EXPECT_EQ(j["run"]["samples"], base["run"]["samples"]);
+  }
 }
 
 std::string example_test_name(const ::testing::TestParamInfo<std::string>& param) {

@@ -119,6 +119,24 @@ TEST_P(MpiBackendTest, LargeObjectOnOneRankGoesInRounds) {
   }
 }
 
+// MPI_Gatherv to each root in turn, one object larger than the small chunk (rounds).
+TEST_P(MpiBackendTest, GatherObjectReachesOnlyTheRoot) {
+  DistBackend& b = backend();
+  const auto n_of = [](int r) { return r == 1 ? 20 * 1000 + 3 : size_of_rank(r, 100); };
+  for (int root = b.world_size() - 1; root >= 0; --root) {
+    const Bytes mine = pattern(b.rank() + 7, n_of(b.rank()));
+    const auto got = b.gather_object(view(mine), root);
+    if (b.rank() != root) {
+      EXPECT_EQ(got.size(), 0u);
+      continue;
+    }
+    ASSERT_EQ(got.size(), static_cast<std::size_t>(b.world_size()));
+    for (int r = 0; r < b.world_size(); ++r)
+      EXPECT_EQ(to_bytes(got[static_cast<std::size_t>(r)]), pattern(r + 7, n_of(r)))
+          << "root " << root << " sees rank " << r << "'s object wrong";
+  }
+}
+
 TEST_P(MpiBackendTest, BroadcastObjectFromEverySource) {
   DistBackend& b = backend();
   for (int src = b.world_size() - 1; src >= 0; --src) {

@@ -209,6 +209,31 @@ class ThreadBackend final : public DistBackend {
     world_.sync.arrive_and_wait();
   }
 
+  void gather_varying(const std::byte* send, std::span<const std::size_t> counts, std::byte* recv,
+                      int root) override {
+    if (!native_varying_) {
+      DistBackend::gather_varying(send, counts, recv, root);  // the all-gather default
+      return;
+    }
+    std::size_t total = 0;
+    for (auto c : counts) total += c;
+    check_within_chunk("gather_varying", total);
+    if ((recv != nullptr) != (rank_ == root))
+      world_.violation(
+          "gather_varying: a receive buffer on a rank other than the root, or none "
+          "on the root");
+    publish(send, counts[static_cast<std::size_t>(rank_)]);
+    std::size_t at = 0;
+    for (std::size_t r = 0; r < counts.size(); ++r) {
+      if (world_.slots[r].n != counts[r])
+        world_.violation("gather_varying: counts disagree");
+      else if (counts[r] != 0 && rank_ == root)
+        std::memcpy(recv + at, world_.slots[r].data, counts[r]);
+      at += counts[r];
+    }
+    world_.sync.arrive_and_wait();
+  }
+
   void broadcast(std::byte* buf, std::size_t n, int src) override {
     check_within_chunk("broadcast", n);
     publish(buf, n);
@@ -289,6 +314,38 @@ TEST_P(ThreadWorldTest, AllGatherObjectInRankOrder) {
     const auto empty = b.all_gather_object({});
     EXPECT_EQ(empty.size(), static_cast<std::size_t>(w));
     for (const auto& o : empty.objects) EXPECT_TRUE(o.empty());
+  });
+  EXPECT_TRUE(world.violations.empty()) << world.violations.front();
+  EXPECT_LE(world.max_call_bytes, chunk);
+}
+
+TEST_P(ThreadWorldTest, GatherObjectReachesOnlyTheRootInRankOrder) {
+  const auto [w, native, chunk] = GetParam();
+  ThreadWorld world(w);
+  run_world(world, native, chunk, [&](ThreadBackend& b) {
+    for (int root = 0; root < w; ++root) {
+      for (int round = 0; round < 2; ++round) {
+        const Bytes mine = pattern(b.rank() + 10 * round, object_size(b.rank(), round));
+        const auto got = b.gather_object(view(mine), root);
+        if (b.rank() != root) {
+          EXPECT_EQ(got.size(), 0u) << "rank " << b.rank() << " is not the root " << root;
+          continue;
+        }
+        EXPECT_EQ(got.size(), static_cast<std::size_t>(w));
+        for (int r = 0; r < w && r < static_cast<int>(got.size()); ++r) {
+          EXPECT_EQ(to_bytes(got[static_cast<std::size_t>(r)]),
+                    pattern(r + 10 * round, object_size(r, round)))
+              << "root " << root << " sees rank " << r << "'s object wrong, round " << round;
+        }
+      }
+      const auto empty = b.gather_object({}, root);
+      EXPECT_EQ(empty.size(), b.rank() == root ? static_cast<std::size_t>(w) : 0u);
+      for (const auto& o : empty.objects) EXPECT_TRUE(o.empty());
+    }
+    if (b.rank() == 0) {
+      EXPECT_THROW(b.gather_object({}, w), tally::RuntimeError);
+      EXPECT_THROW(b.gather_object({}, -1), tally::RuntimeError);
+    }
   });
   EXPECT_TRUE(world.violations.empty()) << world.violations.front();
   EXPECT_LE(world.max_call_bytes, chunk);

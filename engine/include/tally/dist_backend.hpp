@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tally/export.hpp"
@@ -38,6 +39,11 @@ class TALLY_API DistBackend {
 
   /// Every rank's object, in rank order, on every rank. Objects may differ in size (0 included).
   GatheredObjects all_gather_object(std::span<const std::byte> object);
+  /// Every rank's object, in rank order, on rank `root` only (other ranks get an empty list): what
+  /// a sync needs when one rank computes. Memory and traffic on the other ranks stay their own
+  /// object's; backends whose transport has a rooted gather (MPI_Gatherv) use it, the others
+  /// fall back to an all-gather. Objects may differ in size (0 included).
+  GatheredObjects gather_object(std::span<const std::byte> object, int root);
   /// The object of rank `src`, on every rank (the argument is ignored on other ranks). The view
   /// stays valid until the next collective.
   std::span<const std::byte> broadcast_object(std::span<const std::byte> object, int src);
@@ -60,10 +66,19 @@ class TALLY_API DistBackend {
   /// calls all_gather_equal and unpads (for transports without a varying all-gather, e.g. NCCL).
   virtual void all_gather_varying(const std::byte* send, std::span<const std::size_t> counts,
                                   std::byte* recv);
+  /// Rank r contributes counts[r] bytes; on rank `root`, `recv` receives them packed in rank
+  /// order (elsewhere `recv` is null). sum(counts) <= chunk_bytes(). The default calls
+  /// all_gather_varying (into a scratch buffer on the other ranks); MPI overrides it with
+  /// MPI_Gatherv.
+  virtual void gather_varying(const std::byte* send, std::span<const std::size_t> counts,
+                              std::byte* recv, int root);
   /// `n` bytes from rank `src` into `buf` on every rank. n <= chunk_bytes().
   virtual void broadcast(std::byte* buf, std::size_t n, int src) = 0;
 
  private:
+  /// Every rank's object size into sizes_ and counts_ (all_gather_fixed); returns the total and
+  /// the largest. `who` names the collective in errors.
+  std::pair<std::size_t, std::size_t> exchange_sizes(std::size_t mine, const char* who);
   /// `object` itself, or a copy of it in send_copy_ when it is a view into recv_ (a result of the
   /// previous collective passed back in), which this collective is about to overwrite.
   std::span<const std::byte> detach_from_recv(std::span<const std::byte> object);
@@ -77,6 +92,7 @@ class TALLY_API DistBackend {
   std::vector<std::byte> pad_send_;
   std::vector<std::byte> pad_recv_;   // the default all_gather_varying: padded contributions
   std::vector<std::byte> send_copy_;  // see detach_from_recv
+  std::vector<std::byte> scratch_;    // the default gather_varying, on ranks other than the root
   std::vector<std::int64_t> sizes_;   // all_gather_object: every rank's object size
   std::vector<std::size_t> counts_;   // ... as counts, and the counts of one round
   std::vector<std::size_t> round_counts_;
