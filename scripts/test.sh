@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Sets up everything on a fresh Debian 12 machine and runs the whole test suite: installs the
-# dependencies (apt), configures and builds tally with warnings as errors, and runs ctest (unit,
-# integration, MPI on 1-7 ranks, and the out-of-tree SDK plugin). GPU tests skip without a GPU.
+# dependencies (apt), configures and builds tally with warnings as errors under AddressSanitizer
+# and UBSan (the ci preset), and runs ctest (unit, integration, MPI on 1-7 ranks, emulated GPU
+# kernels, the out-of-tree SDK plugin); any sanitizer report fails its test. GPU tests skip
+# without a GPU. The optimised build: the release preset; ThreadSanitizer: scripts/tsan.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
