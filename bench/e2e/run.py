@@ -79,14 +79,13 @@ metrics:
 
 def timed(cmd, log):
     """Runs cmd under /usr/bin/time; returns (wall s, peak RSS MB of the largest process, stdout)."""
-    tfile = Path(tempfile.mktemp(suffix=".time"))
-    full = ["/usr/bin/time", "-f", "%e %M", "-o", str(tfile)] + cmd
-    r = subprocess.run(full, capture_output=True, text=True, env=ENV)
-    if r.returncode != 0:
-        sys.exit(f"failed ({r.returncode}): {' '.join(cmd)}\n{r.stderr[-3000:]}")
-    log.write(f"$ {' '.join(cmd)}\n{r.stderr[-2000:]}\n")
-    wall, rss = tfile.read_text().split()[-2:]
-    tfile.unlink()
+    with tempfile.NamedTemporaryFile(suffix=".time") as tfile:
+        full = ["/usr/bin/time", "-f", "%e %M", "-o", tfile.name] + cmd
+        r = subprocess.run(full, capture_output=True, text=True, env=ENV)
+        if r.returncode != 0:
+            sys.exit(f"failed ({r.returncode}): {' '.join(cmd)}\n{r.stderr[-3000:]}")
+        log.write(f"$ {' '.join(cmd)}\n{r.stderr[-2000:]}\n")
+        wall, rss = Path(tfile.name).read_text().split()[-2:]
     return float(wall), int(rss) / 1024, r.stdout
 
 
