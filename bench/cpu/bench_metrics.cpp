@@ -98,12 +98,13 @@ std::shared_ptr<Case> load_case(const Json& c, const fs::path& dir) {
 
   // The npy reader, as a config would use it: paths relative to the data folder.
   Json fields = Json::object();
-  for (const auto& [k, v] : c.at("fields").items()) fields[k] = (dir / v.get<std::string>()).string();
+  for (const auto& [k, v] : c.at("fields").items())
+    fields[k] = (dir / v.get<std::string>()).string();
   tally::Value::Map reader_params{{"fields", to_value(fields)},
                                   {"batch_size", tally::Value(c.value("batch_size", 8192LL))}};
   const tally::Component& r = registry().get(tally::ComponentKind::Reader, "npy");
-  auto reader = tally::Registry::make_reader(
-      r, tally::make_params(*r.info, reader_params, "data"), tally::ShardInfo{});
+  auto reader = tally::Registry::make_reader(r, tally::make_params(*r.info, reader_params, "data"),
+                                             tally::ShardInfo{});
   while (auto b = reader->next()) {
     for (const auto& [name, f] : b->fields())
       if (const auto* t = std::get_if<tally::Tensor>(&f)) out->input_bytes += t->nbytes();
@@ -130,13 +131,19 @@ void run_metric(benchmark::State& st, const std::shared_ptr<Case>& c) {
   for (auto _ : st) {
     auto metric = tally::Registry::make_metric(m, c->params);
     for (const auto& b : c->batches) metric->add(b);
-    // As the engine does on one rank: pack the state, unpack it, compute.
-    msgpack::sbuffer buffer;
-    tally::Packer packer(buffer);
-    metric->pack(packer);
-    const auto handle = msgpack::unpack(buffer.data(), buffer.size());
-    const msgpack::object state = handle.get();
-    const tally::Value result = metric->compute_packed(std::span<const msgpack::object>(&state, 1));
+    // As the engine does in a world of one: compute from the local state (every built-in metric
+    // is a LocalComputeMetric), or pack the state, unpack it and compute.
+    tally::Value result;
+    if (auto* local = dynamic_cast<tally::LocalComputeMetric*>(metric.get())) {
+      result = local->compute_local();
+    } else {
+      msgpack::sbuffer buffer;
+      tally::Packer packer(buffer);
+      metric->pack(packer);
+      const auto handle = msgpack::unpack(buffer.data(), buffer.size());
+      const msgpack::object state = handle.get();
+      result = metric->compute_packed(std::span<const msgpack::object>(&state, 1));
+    }
     value = value_at(result, c->value_path);
     benchmark::DoNotOptimize(value);
   }
@@ -181,8 +188,9 @@ int main(int argc, char** argv) {
       args.push_back(argv[i]);
   }
   if (dir.empty()) {
-    std::fprintf(stderr, "usage: tally_bench_metrics --data DIR [benchmark flags]\n"
-                         "  (bench/side_by_side.py writes DIR and runs this)\n");
+    std::fprintf(stderr,
+                 "usage: tally_bench_metrics --data DIR [benchmark flags]\n"
+                 "  (bench/side_by_side.py writes DIR and runs this)\n");
     return 2;
   }
   try {

@@ -8,7 +8,8 @@ Data (generated once into --out, numpy seed 2026): classification: --samples row
 float32 scores and int64 labels (metrics: Accuracy top-1/top-5 and macro SingleLabelMetric);
 segmentation: --images uint8 label maps of 1024 x 2048 with 19 classes, runs of equal pixels as
 real maps have, 5% of the prediction's pixels changed (metric: MeanIoU). Each process is timed
-with /usr/bin/time (wall, peak RSS of the largest rank); the values of both tools are compared
+with /usr/bin/time (wall, peak RSS of the largest rank), after a read of the data files that puts
+them in the page cache, the fastest of --repeat runs; the values of both tools are compared
 (Accuracy and MeanIoU keys; mmeval rounds its precision/recall/F1 percentages to 4 decimals).
 """
 
@@ -89,6 +90,21 @@ def timed(cmd, log):
     return float(wall), int(rss) / 1024, r.stdout
 
 
+def warm(paths):
+    """Reads the files once, so that every timed run finds them in the page cache (the first tool
+    timed would otherwise pay for the disk alone)."""
+    for p in paths:
+        with open(p, "rb", buffering=0) as f:
+            while f.read(64 << 20):
+                pass
+
+
+def best_of(n, cmd, log):
+    """timed(cmd) n times: the fastest run's wall time and peak RSS, and its output."""
+    runs = [timed(cmd, log) for _ in range(n)]
+    return min(runs, key=lambda r: r[0])
+
+
 def flat(d, prefix=""):
     out = {}
     for k, v in d.items():
@@ -107,6 +123,8 @@ def main():
     ap.add_argument("--images", type=int, default=100)
     ap.add_argument("--tally", default=str(ROOT / "build/bin/tally"))
     ap.add_argument("--nps", default="1,2")
+    ap.add_argument("--tasks", default="cls,seg", help="cls (classification), seg or both")
+    ap.add_argument("--repeat", type=int, default=1, help="runs per command; the fastest counts")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -116,7 +134,10 @@ def main():
     rows = []
     for task, units, what in (("cls", args.samples, "samples"),
                               ("seg", args.images * 1024 * 2048, "pixels")):
+        if task not in args.tasks.split(","):
+            continue
         classes = args.classes if task == "cls" else 19
+        warm(sorted(out.glob(f"{task}_*.npy")))
         for np_ in [int(x) for x in args.nps.split(",")]:
             res = out / f"tally_{task}_np{np_}.json"
             t_cmd = [args.tally, "run", "-q", str(out / f"{task}.yaml"), "-o", str(res)]
@@ -125,8 +146,8 @@ def main():
             if np_ > 1:
                 t_cmd = MPIRUN + ["-np", str(np_)] + t_cmd + ["--set", "backend.type=mpi"]
                 m_cmd = MPIRUN + ["-np", str(np_)] + m_cmd
-            t_wall, t_rss, _ = timed(t_cmd, log)
-            m_wall, m_rss, m_out = timed(m_cmd, log)
+            t_wall, t_rss, _ = best_of(args.repeat, t_cmd, log)
+            m_wall, m_rss, m_out = best_of(args.repeat, m_cmd, log)
             tally_vals = flat(json.loads(res.read_text())["results"])
             mm_vals = flat(json.loads(m_out.strip().splitlines()[-1]))
             diffs = []

@@ -113,7 +113,8 @@ struct Evaluator::Impl {
     return b;
   }
 
-  void add(const Batch& batch);
+  /// `stable`: the batch comes from a StableBatchReader.
+  void add(const Batch& batch, bool stable = false);
   void read_checkpointed(Reader* reader, const ReadOptions& options);
   Value decide(Reader& reader, const ReadOptions& options, const checkpoint::Expected& expected);
   std::int64_t restore(Reader& reader, const checkpoint::Metadata& m, const ReadOptions& options);
@@ -257,7 +258,7 @@ std::shared_ptr<Reader> Evaluator::make_reader() const {
 
 void Evaluator::add(const Batch& batch) { impl_->add(batch); }
 
-void Evaluator::Impl::add(const Batch& batch) {
+void Evaluator::Impl::add(const Batch& batch, bool stable) {
   auto& s = *this;
   const auto n = batch.size();
   if (n == 0) return;
@@ -268,8 +269,9 @@ void Evaluator::Impl::add(const Batch& batch) {
       s.apply(last);
     }
     if (n > 1) s.apply(batch.slice(0, n - 1));
-    // Hold back a copy: the caller may reuse its buffers for the next batch.
-    s.held = batch.slice(n - 1, n).clone();
+    // Hold back a copy: the caller may reuse its buffers for the next batch (unless they are
+    // views of memory nothing rewrites, from a StableBatchReader).
+    s.held = stable ? batch.slice(n - 1, n) : batch.slice(n - 1, n).clone();
     s.samples += n;
   } catch (const Error& e) {
     if (!s.error) s.error.emplace(e.exit_code(), e.what());
@@ -295,6 +297,31 @@ void Evaluator::reset() {
   impl_->error.reset();
   impl_->start = std::chrono::steady_clock::now();
 }
+
+namespace {
+
+/// A metric's results from its local state alone (a world of one): compute_local() where the
+/// metric has it, else its state packed and unpacked as the sync would.
+Value compute_alone(Metric& m) {
+  if (auto* local = dynamic_cast<LocalComputeMetric*>(&m)) return local->compute_local();
+  msgpack::sbuffer buffer;
+  Packer packer(buffer);
+  m.pack(packer);
+  msgpack::object_handle handle;
+  try {
+    handle = unpack_bounded(std::as_bytes(std::span(buffer.data(), buffer.size())),
+                            /*reference_bins=*/true);
+  } catch (const std::exception& e) {
+    // The words of the gathered path (the same failure on any world size).
+    throw RuntimeError(
+        fmt::format("sync failed: the payload of rank 0 ({} bytes) is not valid msgpack: {}",
+                    buffer.size(), e.what()));
+  }
+  const msgpack::object state = handle.get();
+  return m.compute_packed(std::span<const msgpack::object>(&state, 1));
+}
+
+}  // namespace
 
 Results Evaluator::compute(std::optional<std::int64_t> dataset_size) {
   auto& s = *impl_;
@@ -363,19 +390,26 @@ Results Evaluator::compute(std::optional<std::int64_t> dataset_size) {
   // Each rank packs every metric's state into one fused payload: [0, [state...]], or
   // [exit code, message] when this rank failed while finishing (its held sample was bad, say):
   // it still takes part in the gather, and rank 0 reports the failure to every rank.
+  // In a world of one nothing is packed or gathered: the metrics compute from their local state
+  // (compute_alone), and a failure here is reported as the payload's would be.
+  const bool alone = world == 1;
   msgpack::sbuffer payload;
+  std::optional<std::pair<int, std::string>> failed_alone;
   try {
     if (s.held && !drop_held) s.apply(*s.held);
     s.held.reset();
-    s.pack_states(payload);
+    if (!alone) s.pack_states(payload);
   } catch (const std::exception& e) {
     const auto* te = dynamic_cast<const Error*>(&e);
+    const int code = te ? te->exit_code() : 1;
+    if (alone) failed_alone.emplace(code, e.what());
     payload.clear();
-    msgpack::pack(payload, std::make_tuple(te ? te->exit_code() : 1, std::string(e.what())));
+    msgpack::pack(payload, std::make_tuple(code, std::string(e.what())));
   }
   // To rank 0 only: the other ranks never hold everyone's state.
-  const auto gathered =
-      backend.gather_object(std::as_bytes(std::span(payload.data(), payload.size())), 0);
+  GatheredObjects gathered;
+  if (!alone)
+    gathered = backend.gather_object(std::as_bytes(std::span(payload.data(), payload.size())), 0);
 
   // Rank 0 computes; every rank gets what it computed, or its error.
   msgpack::sbuffer reply;
@@ -383,8 +417,9 @@ Results Evaluator::compute(std::optional<std::int64_t> dataset_size) {
     Value out = Value::map();
     out.set("status", 0);
     try {
-      std::vector<msgpack::object_handle> handles(static_cast<std::size_t>(world));
-      for (int r = 0; r < world; ++r) {
+      if (failed_alone) throw_error(failed_alone->first, failed_alone->second);
+      std::vector<msgpack::object_handle> handles(static_cast<std::size_t>(alone ? 0 : world));
+      for (int r = 0; r < world && !alone; ++r) {
         const auto bytes = gathered[static_cast<std::size_t>(r)];
         auto& h = handles[static_cast<std::size_t>(r)];
         try {
@@ -416,11 +451,12 @@ Results Evaluator::compute(std::optional<std::int64_t> dataset_size) {
       Value results = Value::map();
       std::vector<msgpack::object> states(static_cast<std::size_t>(world));
       for (std::size_t i = 0; i < s.metrics.size(); ++i) {
-        for (int r = 0; r < world; ++r)
+        for (int r = 0; r < world && !alone; ++r)
           states[static_cast<std::size_t>(r)] =
               handles[static_cast<std::size_t>(r)].get().via.array.ptr[1].via.array.ptr[i];
         try {
-          results.set(s.metrics[i].label, s.metrics[i].metric->compute_packed(states));
+          results.set(s.metrics[i].label, alone ? compute_alone(*s.metrics[i].metric)
+                                                : s.metrics[i].metric->compute_packed(states));
         } catch (const msgpack::type_error&) {
           throw RuntimeError(fmt::format("metric '{}': a rank sent a state this metric cannot read",
                                          s.metrics[i].label));
@@ -507,10 +543,11 @@ void Evaluator::read_all(Reader* reader, const ReadOptions& options) {
         s.config.source));
   if (reader == nullptr || s.error) return;
   bool failed = false;
+  const bool stable = dynamic_cast<StableBatchReader*>(reader) != nullptr;
   while (auto batch = s.next_batch(*reader, failed)) {
     const auto n = batch->size();
     try {
-      s.add(*batch);
+      s.add(*batch, stable);
     } catch (const std::exception&) {  // add() recorded it
       return;
     }
@@ -699,7 +736,8 @@ std::int64_t Evaluator::Impl::restore(Reader& reader, const checkpoint::Metadata
           file.string(), shard.samples, shard.batches, me, samples, k));
     const auto n = b->size();
     if (n > 0) {
-      held = b->slice(n - 1, n).clone();
+      held = dynamic_cast<StableBatchReader*>(&reader) != nullptr ? b->slice(n - 1, n)
+                                                                  : b->slice(n - 1, n).clone();
       samples += n;
     }
     if (options.on_batch) options.on_batch(n);
@@ -824,7 +862,7 @@ void Evaluator::Impl::read_checkpointed(Reader* reader, const ReadOptions& optio
       }
       const auto n = batch->size();
       try {
-        add(*batch);
+        add(*batch, dynamic_cast<StableBatchReader*>(reader) != nullptr);
       } catch (const std::exception&) {  // add() recorded it
         failed = true;
         break;

@@ -6,6 +6,8 @@ namespace tally {
 // Key functions: the vtables and type_info of the plugin interfaces live in libtally.
 Metric::~Metric() = default;
 RestorableMetric::~RestorableMetric() = default;
+LocalComputeMetric::~LocalComputeMetric() = default;
 Reader::~Reader() = default;
+StableBatchReader::~StableBatchReader() = default;
 
 }  // namespace tally

@@ -187,7 +187,7 @@ namespace {
 // Batches are objects a reader plugin made too: their tensors may be views whose owner (a file
 // mapping, say) is freed by code in the reader's library. This decorator re-wraps every tensor so
 // that it also holds the library, which then outlives the last batch, not just the reader.
-class LibraryPinningReader final : public Reader {
+class LibraryPinningReader : public Reader {
  public:
   LibraryPinningReader(std::unique_ptr<Reader> inner, std::shared_ptr<void> lib)
       : lib_(std::move(lib)), inner_(std::move(inner)) {}
@@ -225,12 +225,22 @@ class LibraryPinningReader final : public Reader {
   std::shared_ptr<void> lib_;  // declared first: released after the inner reader
   std::unique_ptr<Reader> inner_;
 };
+
+// The same for a reader whose batches are stable (StableBatchReader): the wrapper says so too.
+class StableLibraryPinningReader final : public LibraryPinningReader, public StableBatchReader {
+ public:
+  using LibraryPinningReader::LibraryPinningReader;
+};
 }  // namespace
 
 std::shared_ptr<Reader> Registry::make_reader(const Component& c, const Params& p,
                                               const ShardInfo& s) {
-  return hold_library<Reader>(
-      std::make_unique<LibraryPinningReader>(c.info->make_reader(p, s), c.library), c.library);
+  auto inner = c.info->make_reader(p, s);
+  if (dynamic_cast<StableBatchReader*>(inner.get()) != nullptr)
+    return hold_library<Reader>(
+        std::make_unique<StableLibraryPinningReader>(std::move(inner), c.library), c.library);
+  return hold_library<Reader>(std::make_unique<LibraryPinningReader>(std::move(inner), c.library),
+                              c.library);
 }
 std::shared_ptr<DistBackend> Registry::make_backend(const Component& c, const Params& p) {
   return hold_library(c.info->make_backend(p), c.library);

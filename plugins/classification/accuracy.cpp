@@ -6,7 +6,8 @@
 //   top{k} = sum_i hit_i(k, thr) / N
 // The rank breaks ties exactly as scikit-learn's top_k_accuracy_score (a stable ascending
 // argsort, reversed: among equal scores the higher class index ranks first). It is one O(C)
-// branch-free counting pass per row: no sort, no allocation per sample.
+// branch-free counting pass per row, in vector registers, that also checks for NaN
+// (row_kernels.hpp): no sort, no allocation per sample, one read of the scores.
 // With pred_labels [N] (one label per sample) only top-1 is defined: hit_i = (p_i == y_i).
 //
 // Reference: mmeval.metrics.Accuracy (key names and the threshold rule: a hit needs the true
@@ -35,6 +36,7 @@
 #include <vector>
 
 #include "common.hpp"
+#include "row_kernels.hpp"
 #include "tally/metric.hpp"
 #include "tally/state.hpp"
 #ifdef TALLY_CLASSIFICATION_CUDA
@@ -49,21 +51,6 @@ struct AccuracyState {
   std::int64_t n = 0;
   MSGPACK_DEFINE(hits, n)
 };
-
-/// The rank of class y in a row (see the header): a count over [0, y) of strictly greater
-/// scores and over (y, C) of greater-or-equal ones, two loops the compiler vectorises.
-template <class T>
-inline std::int64_t rank_in_row(const T* row, std::int64_t cols, std::int64_t y) {
-  // A counter as wide as the scores keeps the vector lanes aligned with the compares.
-  using Count = std::conditional_t<sizeof(T) == 4, std::int32_t, std::int64_t>;
-  const T sy = row[y];
-  Count above = 0;
-#pragma omp simd reduction(+ : above)
-  for (std::int64_t c = 0; c < y; ++c) above += static_cast<Count>(row[c] > sy);
-#pragma omp simd reduction(+ : above)
-  for (std::int64_t c = y + 1; c < cols; ++c) above += static_cast<Count>(row[c] >= sy);
-  return above;
-}
 
 class Accuracy final : public TypedMetric<AccuracyState> {
  public:
@@ -123,30 +110,43 @@ class Accuracy final : public TypedMetric<AccuracyState> {
 
  private:
   void update_scores(AccuracyState& state, const Batch& batch) const {
-    const Tensor& scores = check_.scores(batch, kScores, state.n);
+    const Tensor& scores = check_.score_matrix(batch, kScores);  // NaN: checked by the kernel
     const std::int64_t cols = score_classes(scores, check_);
-    const Tensor& labels = check_.labels(batch, kGtLabels, cols, state.n);
-    check_.same_rows(scores, kScores, labels, kGtLabels);
-    if (maxk_ > cols)
-      check_.fail(kScores, "has " + std::to_string(cols) + " columns: top-" +
-                               std::to_string(maxk_) +
-                               " accuracy is unavailable since the number of categories is " +
-                               std::to_string(cols));
+    // The kernel needs valid labels, so it checks for NaN after them; a bad batch still reports
+    // its first NaN before any other value error, as InputChecker::scores() would.
+    const Tensor& labels = nan_first(check_, scores, state.n, [&]() -> const Tensor& {
+      const Tensor& l = check_.labels(batch, kGtLabels, cols, state.n);
+      check_.same_rows(scores, kScores, l, kGtLabels);
+      if (maxk_ > cols)
+        check_.fail(kScores, "has " + std::to_string(cols) + " columns: top-" +
+                                 std::to_string(maxk_) +
+                                 " accuracy is unavailable since the number of categories is " +
+                                 std::to_string(cols));
+      return l;
+    });
     const std::int64_t n = scores.size(0);
     const std::size_t nthr = thrs_.size();
     // hist[j * (maxk + 1) + min(rank, maxk)]: samples passing threshold j, by capped rank.
     const auto width = static_cast<std::size_t>(maxk_) + 1;
+    const auto cap = static_cast<std::int32_t>(std::min<std::int64_t>(maxk_, INT32_MAX));
     std::vector<std::int64_t> hist(nthr * width, 0);
+    std::int64_t ys[kRowChunk];
+    std::int32_t ranks[kRowChunk];
     visit_floating(scores, [&](const auto* s) {
       using T = std::remove_cv_t<std::remove_pointer_t<decltype(s)>>;
       const ThresholdSet<T> thr(thrs_);
       visit_integral(labels, [&](const auto* y) {
-        for (std::int64_t i = 0; i < n; ++i) {
-          const T* row = s + i * cols;
-          const auto yi = static_cast<std::int64_t>(y[i]);
-          const auto rank = static_cast<std::size_t>(std::min(rank_in_row(row, cols, yi), maxk_));
-          for (std::size_t j = 0; j < nthr; ++j)
-            hist[j * width + rank] += static_cast<std::int64_t>(thr.pass(j, row[yi]));
+        for (std::int64_t b = 0; b < n; b += kRowChunk) {
+          const std::int64_t m = std::min(kRowChunk, n - b);
+          for (std::int64_t i = 0; i < m; ++i) ys[i] = static_cast<std::int64_t>(y[b + i]);
+          if (true_class_ranks(s + b * cols, m, cols, ys, cap, ranks) >= 0)
+            fail_nan_scores(check_, scores, state.n);
+          for (std::int64_t i = 0; i < m; ++i) {
+            const T sy = s[(b + i) * cols + ys[i]];
+            const auto rank = static_cast<std::size_t>(ranks[i]);
+            for (std::size_t j = 0; j < nthr; ++j)
+              hist[j * width + rank] += static_cast<std::int64_t>(thr.pass(j, sy));
+          }
         }
       });
     });

@@ -47,8 +47,9 @@ class AveragePrecision final : public TypedMetric<RankingState> {
   Value compute(const std::vector<RankingState>& states) const override {
     const RankingData d = ranking_gather(states, check_);
     std::vector<double> ap;
+    CurveBuilder curve;
     for (std::int64_t c = 0; c < d.cols; ++c)
-      ap.push_back(average_precision(one_vs_rest_curve(d, c)));
+      ap.push_back(average_precision(one_vs_rest_curve(d, c, curve)));
     Value out = Value::map();
     if (per_class_)
       out.set("AP_classwise", Value(ap));

@@ -1,5 +1,6 @@
-// Pieces the classification metrics share: the prediction input (scores or labels), the argmax
-// kernel, thresholds and their mmeval key suffixes, and the component infos plugin.cpp registers.
+// Pieces the classification metrics share: the prediction input (scores or labels), the NaN error
+// of the row kernels, thresholds and their mmeval key suffixes, and the component infos plugin.cpp
+// registers.
 #pragma once
 
 #include <algorithm>
@@ -11,7 +12,10 @@
 #include <type_traits>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "tally/batch.hpp"
+#include "tally/error.hpp"
 #include "tally/input.hpp"
 #include "tally/numpy_math.hpp"
 #include "tally/params.hpp"
@@ -38,9 +42,10 @@ inline bool has_scores(const Batch& batch, const InputChecker& check) {
   if (batch.has(kScores)) return true;
   if (batch.has(kPredLabels)) return false;
   std::string have;
-  for (const auto& field : batch.fields()) have += (have.empty() ? "" : ", ") + field.first;
-  check.fail(std::string("needs field '") + kScores + "' or '" + kPredLabels +
-             "' (the batch has: " + (have.empty() ? "no fields" : have) + ")");
+  for (const auto& field : batch.fields())
+    have += fmt::format("{}{}", have.empty() ? "" : ", ", field.first);
+  check.fail(fmt::format("needs field '{}' or '{}' (the batch has: {})", kScores, kPredLabels,
+                         have.empty() ? "no fields" : have));
 }
 
 /// The number of classes (columns) of a checked [N, C] score tensor; InputError when C is 0.
@@ -50,28 +55,31 @@ inline std::int64_t score_classes(const Tensor& scores, const InputChecker& chec
   return c;
 }
 
-/// Index of the largest score of a row, the first among equal ones (numpy.argmax). The row holds
-/// no NaN (checked before) and at least one element. Two passes the compiler vectorises: a
-/// max-reduction, then a search for its first occurrence in blocks of 16 compares (no exit
-/// inside a block), finished by a scalar scan of the block that holds it.
-template <class T>
-inline std::int64_t argmax_row(const T* row, std::int64_t cols) {
-  T best = row[0];
-#pragma omp simd reduction(max : best)
-  for (std::int64_t c = 1; c < cols; ++c) best = row[c] > best ? row[c] : best;
-  using Mask = std::conditional_t<sizeof(T) == 4, std::int32_t, std::int64_t>;
-  constexpr std::int64_t kBlock = 16;
-  std::int64_t i = 0;
-  for (; i + kBlock <= cols; i += kBlock) {
-    Mask m[kBlock];
-    for (std::int64_t j = 0; j < kBlock; ++j) m[j] = row[i + j] == best ? -1 : 0;
-    Mask any = 0;
-    for (std::int64_t j = 0; j < kBlock; ++j) any |= m[j];
-    if (any != 0) break;
-  }
-  while (row[i] != best) ++i;
-  return i;
+/// After a kernel reported a NaN in the score matrix `scores` (field pred_scores): the
+/// InputError naming the first one (check_no_nan finds it again).
+[[noreturn]] inline void fail_nan_scores(const InputChecker& check, const Tensor& scores,
+                                         std::int64_t first_sample) {
+  check.check_no_nan(scores, kScores, first_sample);
+  throw RuntimeError(fmt::format("{}: a kernel found a NaN in '{}' that the check did not find",
+                                 check.owner(), kScores));
 }
+
+/// f(), but when it throws an InputError, the error of the first NaN in `scores` instead if it
+/// holds one: for checks that must run before the kernel that looks for NaN.
+template <class F>
+decltype(auto) nan_first(const InputChecker& check, const Tensor& scores, std::int64_t first_sample,
+                         F&& f) {
+  try {
+    return f();
+  } catch (const InputError&) {
+    check.check_no_nan(scores, kScores, first_sample);
+    throw;
+  }
+}
+
+/// Row chunk of the score kernels (row_kernels.hpp): its outputs stay in a few stack arrays and
+/// the rows it read are still in the cache when the caller looks at their true-class scores.
+inline constexpr std::int64_t kRowChunk = 64;
 
 /// The `thrs` parameter: null elements mean no threshold. An absent or null value is [null].
 /// ConfigError for an empty list, a NaN or a repeated threshold.

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "common.hpp"
+#include "row_kernels.hpp"
 #include "tally/metric.hpp"
 #include "tally/state.hpp"
 #ifdef TALLY_CLASSIFICATION_CUDA
@@ -67,19 +68,23 @@ class ConfusionMatrix final : public TypedMetric<ConfusionState> {
     const std::int64_t k = k_;
     std::int64_t n = 0;
     if (has_scores(batch, check_)) {
-      const Tensor& scores = check_.scores(batch, kScores, state.n);
+      const Tensor& scores = check_.score_matrix(batch, kScores);  // NaN: checked by the kernel
       const std::int64_t cols = score_classes(scores, check_);
+      n = scores.size(0);
+      // Every prediction first, in the pass that checks for NaN (before the other checks, as
+      // InputChecker::scores() would): a NaN anywhere in the batch leaves the state untouched.
+      std::vector<std::int64_t> pred(static_cast<std::size_t>(n));
+      visit_floating(scores, [&](const auto* s) {
+        if (row_argmax(s, n, cols, pred.data()) >= 0) fail_nan_scores(check_, scores, state.n);
+      });
       if (cols != k)
         check_.fail(kScores, "has " + std::to_string(cols) + " columns, but num_classes is " +
                                  std::to_string(k));
       const Tensor& gt = check_.labels(batch, kGtLabels, k, state.n);
       check_.same_rows(scores, kScores, gt, kGtLabels);
-      n = scores.size(0);
-      visit_floating(scores, [&](const auto* s) {
-        visit_integral(gt, [&](const auto* y) {
-          for (std::int64_t i = 0; i < n; ++i)
-            ++counts[static_cast<std::int64_t>(y[i]) * k + argmax_row(s + i * cols, cols)];
-        });
+      visit_integral(gt, [&](const auto* y) {
+        for (std::int64_t i = 0; i < n; ++i)
+          ++counts[static_cast<std::int64_t>(y[i]) * k + pred[static_cast<std::size_t>(i)]];
       });
     } else {
       const Tensor& pred = check_.labels(batch, kPredLabels, k, state.n);

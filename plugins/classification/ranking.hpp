@@ -14,12 +14,15 @@
 #pragma once
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <boost/sort/spreadsort/integer_sort.hpp>
 
 #include "common.hpp"
 #include "label_rows.hpp"
@@ -68,6 +71,15 @@ struct RankingState {
   MSGPACK_DEFINE(s32, s64, ids, hot, cols, kind, n)
 };
 
+/// Appends n checked labels (0/1 or class ids below 2^31) as int32.
+template <class T>
+void append_ids(PackedVector<std::int32_t>& ids, const T* v, std::int64_t n) {
+  const std::size_t at = ids.size();
+  ids.resize(at + static_cast<std::size_t>(n));
+  std::int32_t* out = ids.data() + at;
+  for (std::int64_t i = 0; i < n; ++i) out[i] = static_cast<std::int32_t>(v[i]);
+}
+
 /// Appends a checked batch to the state. InputError for bad inputs (NaN or infinite scores, as
 /// scikit-learn refuses them; labels not matching the scores' shape; a change of format).
 inline void ranking_update(RankingState& st, const Batch& batch, const InputChecker& check) {
@@ -82,6 +94,10 @@ inline void ranking_update(RankingState& st, const Batch& batch, const InputChec
   if (cols < 1) check.fail(kScores, "has no classes (" + s.describe() + ")");
   visit_floating(s, [&](const auto* x) {
     const std::int64_t m = s.numel();
+    // x - x is 0 for a finite x and NaN for NaN or an infinity: a branch-free pass first.
+    bool finite = true;
+    for (std::int64_t k = 0; k < m; ++k) finite &= (x[k] - x[k]) == 0;
+    if (finite) return;
     for (std::int64_t k = 0; k < m; ++k)
       if (!std::isfinite(x[k]))
         check.fail(kScores, "sample " + std::to_string(st.n + k / cols) +
@@ -113,14 +129,17 @@ inline void ranking_update(RankingState& st, const Batch& batch, const InputChec
                                 y.describe());
     check.same_rows(s, kScores, y, kGtLabels);
     visit_int_or_bool(y, [&](const auto* v) {
-      for (std::int64_t i = 0; i < n; ++i) {
+      bool binary = true;
+      for (std::int64_t i = 0; i < n; ++i)
+        binary &= static_cast<std::uint64_t>(static_cast<std::int64_t>(v[i])) <= 1;
+      for (std::int64_t i = 0; !binary && i < n; ++i) {
         const auto x = static_cast<std::int64_t>(v[i]);
         if (x != 0 && x != 1)
           check.fail(kGtLabels, "sample " + std::to_string(st.n + i) + ": label " +
                                     std::to_string(x) +
                                     " is not 0 or 1 (binary scores [N] are the scores of class 1)");
       }
-      for (std::int64_t i = 0; i < n; ++i) st.ids.push_back(static_cast<std::int32_t>(v[i]));
+      append_ids(st.ids, v, n);
     });
   } else {
     if (cols > std::numeric_limits<std::int32_t>::max())
@@ -130,9 +149,7 @@ inline void ranking_update(RankingState& st, const Batch& batch, const InputChec
       check.fail(kScores, "has " + std::to_string(n) + " rows, '" + kGtLabels + "' has " +
                               std::to_string(rows.rows()));
     if (kind == RankKind::ClassIds) {
-      visit_integral(batch.tensor(kGtLabels), [&](const auto* v) {
-        for (std::int64_t i = 0; i < n; ++i) st.ids.push_back(static_cast<std::int32_t>(v[i]));
-      });
+      visit_integral(batch.tensor(kGtLabels), [&](const auto* v) { append_ids(st.ids, v, n); });
     } else {
       const std::size_t at = st.hot.size();
       st.hot.resize(at + static_cast<std::size_t>(n * cols));
@@ -159,21 +176,47 @@ inline void ranking_update(RankingState& st, const Batch& batch, const InputChec
   st.n += n;
 }
 
-/// Every rank's state concatenated, scores as float64 (exact for float32 input).
+/// One sample of RankingData: its scores (float32 or float64 as the state kept them, read as
+/// float64: exact) and its labels.
+struct RankingRow {
+  const float* s32;         // [cols], or null
+  const double* s64;        // [cols] when s32 is null
+  const std::int32_t* id;   // Binary, ClassIds
+  const std::uint8_t* hot;  // Indicator: [cols]
+  RankKind kind;
+  double score(std::int64_t c) const { return s32 != nullptr ? s32[c] : s64[c]; }
+  std::int32_t label() const { return *id; }
+  bool positive(std::int64_t c) const {
+    if (kind == RankKind::Indicator) return hot[c] != 0;
+    if (kind == RankKind::Binary) return *id == 1;
+    return *id == c;
+  }
+};
+
+/// Every rank's state, checked, in rank order: views of the states (no copy of the scores; the
+/// states outlive it).
 struct RankingData {
   RankKind kind = RankKind::None;
   std::int64_t n = 0;
   std::int64_t cols = 0;
-  std::vector<double> scores;     // [n x cols]
-  std::vector<std::int32_t> ids;  // Binary, ClassIds
-  std::vector<std::uint8_t> hot;  // Indicator
-  bool positive(std::int64_t i, std::int64_t c) const {
-    if (kind == RankKind::Indicator) return hot[static_cast<std::size_t>(i * cols + c)] != 0;
-    if (kind == RankKind::Binary) return ids[static_cast<std::size_t>(i)] == 1;
-    return ids[static_cast<std::size_t>(i)] == c;
-  }
-  double score(std::int64_t i, std::int64_t c) const {
-    return scores[static_cast<std::size_t>(i * cols + c)];
+  std::vector<const RankingState*> parts;  // the states with samples, in rank order
+
+  /// f(const RankingRow&) for every sample, in order.
+  template <class F>
+  void for_each_row(F&& f) const {
+    for (const RankingState* s : parts) {
+      RankingRow row{
+          s->s32.empty() ? nullptr : s->s32.data(), s->s64.empty() ? nullptr : s->s64.data(),
+          s->ids.empty() ? nullptr : s->ids.data(), s->hot.empty() ? nullptr : s->hot.data(), kind};
+      const auto step = static_cast<std::size_t>(cols);
+      for (std::int64_t i = 0; i < s->n; ++i) {
+        f(static_cast<const RankingRow&>(row));
+        if (row.s32 != nullptr) row.s32 += step;
+        if (row.s64 != nullptr) row.s64 += step;
+        if (row.id != nullptr) ++row.id;
+        if (row.hot != nullptr) row.hot += step;
+      }
+    }
   }
 };
 
@@ -202,10 +245,7 @@ inline RankingData ranking_gather(const std::vector<RankingState>& states,
                  rank_kind_name(kind) + " with " + std::to_string(s.cols) + " on rank " +
                  std::to_string(r));
     }
-    d.scores.insert(d.scores.end(), s.s32.begin(), s.s32.end());
-    d.scores.insert(d.scores.end(), s.s64.begin(), s.s64.end());
-    d.ids.insert(d.ids.end(), s.ids.begin(), s.ids.end());
-    d.hot.insert(d.hot.end(), s.hot.begin(), s.hot.end());
+    d.parts.push_back(&s);
     // Labels index score columns (ROC-AUC counts per class): each must be in range.
     const std::int32_t id_end =
         kind == RankKind::Binary
@@ -232,22 +272,47 @@ struct BinaryCurve {
   std::int64_t negatives() const { return fps.empty() ? 0 : fps.back(); }
 };
 
-/// `items` holds (score, is positive); reordered in place.
-inline BinaryCurve binary_curve(std::vector<std::pair<double, bool>>& items) {
-  std::sort(items.begin(), items.end(),
-            [](const auto& a, const auto& b) { return a.first > b.first; });
-  BinaryCurve c;
-  std::int64_t tp = 0, fp = 0;
-  for (std::size_t i = 0; i < items.size(); ++i) {
-    tp += items[i].second ? 1 : 0;
-    fp += items[i].second ? 0 : 1;
-    if (i + 1 == items.size() || items[i + 1].first != items[i].first) {
+/// Builds the binary curve of (score, is positive) samples: each score becomes a 64-bit key whose
+/// unsigned order is the order of the doubles (-0.0 taken as 0.0), positives and negatives apart,
+/// each set sorted by Boost's spreadsort (a radix sort: 10 M keys in about 0.3 s here, 2.5x
+/// std::sort of (score, label) pairs), then both walked from the largest score down, each distinct
+/// score one point. Reusable: finish() leaves it empty for the next curve.
+class CurveBuilder {
+ public:
+  void reserve(std::size_t n) {
+    pos_.reserve(n);
+    neg_.reserve(n);
+  }
+  /// `score` is finite (ranking_update refuses NaN and infinities).
+  void add(double score, bool positive) { (positive ? pos_ : neg_).push_back(key(score)); }
+
+  BinaryCurve finish() {
+    boost::sort::spreadsort::integer_sort(pos_.begin(), pos_.end());
+    boost::sort::spreadsort::integer_sort(neg_.begin(), neg_.end());
+    BinaryCurve c;
+    std::size_t i = pos_.size(), j = neg_.size();  // unread: [0, i) and [0, j)
+    std::int64_t tp = 0, fp = 0;
+    while (i > 0 || j > 0) {
+      const std::uint64_t k = i == 0   ? neg_[j - 1]
+                              : j == 0 ? pos_[i - 1]
+                                       : std::max(pos_[i - 1], neg_[j - 1]);
+      for (; i > 0 && pos_[i - 1] == k; --i) ++tp;
+      for (; j > 0 && neg_[j - 1] == k; --j) ++fp;
       c.tps.push_back(tp);
       c.fps.push_back(fp);
     }
+    pos_.clear();
+    neg_.clear();
+    return c;
   }
-  return c;
-}
+
+ private:
+  static std::uint64_t key(double x) {
+    const auto bits = std::bit_cast<std::uint64_t>(x + 0.0);  // -0.0 + 0.0 is +0.0
+    return (bits >> 63) != 0 ? ~bits : bits | (std::uint64_t{1} << 63);
+  }
+  std::vector<std::uint64_t> pos_, neg_;
+};
 
 /// Area under the ROC curve (trapezoids through (0, 0) and every point, as scikit-learn's
 /// roc_curve + auc), computed exactly: 2 P N AUC = sum (fp_i - fp_{i-1}) (tp_i + tp_{i-1}) is an
@@ -285,17 +350,16 @@ inline double average_precision(const BinaryCurve& c) {
 }
 
 /// The curve of class c against the rest (binary data: class 1 against class 0).
-inline BinaryCurve one_vs_rest_curve(const RankingData& d, std::int64_t c) {
-  std::vector<std::pair<double, bool>> items(static_cast<std::size_t>(d.n));
-  for (std::int64_t i = 0; i < d.n; ++i)
-    items[static_cast<std::size_t>(i)] = {d.score(i, c), d.positive(i, c)};
-  return binary_curve(items);
+inline BinaryCurve one_vs_rest_curve(const RankingData& d, std::int64_t c, CurveBuilder& b) {
+  b.reserve(static_cast<std::size_t>(d.n));
+  d.for_each_row([&](const RankingRow& r) { b.add(r.score(c), r.positive(c)); });
+  return b.finish();
 }
 
 /// Positives of class c.
 inline std::int64_t positives(const RankingData& d, std::int64_t c) {
   std::int64_t p = 0;
-  for (std::int64_t i = 0; i < d.n; ++i) p += d.positive(i, c) ? 1 : 0;
+  d.for_each_row([&](const RankingRow& r) { p += r.positive(c) ? 1 : 0; });
   return p;
 }
 

@@ -71,8 +71,9 @@ class RocAuc final : public TypedMetric<RankingState> {
   Value compute(const std::vector<RankingState>& states) const override {
     const RankingData d = ranking_gather(states, check_);
     Value out = Value::map();
+    CurveBuilder curve;
     if (d.kind == RankKind::Binary) {
-      out.set("AUC", roc_auc(one_vs_rest_curve(d, 0)));
+      out.set("AUC", roc_auc(one_vs_rest_curve(d, 0, curve)));
       return out;
     }
     if (d.kind == RankKind::ClassIds && ovo_) {
@@ -80,18 +81,17 @@ class RocAuc final : public TypedMetric<RankingState> {
       return out;
     }
     if (average_ == Average::Micro) {
-      std::vector<std::pair<double, bool>> items;
-      items.reserve(static_cast<std::size_t>(d.n * d.cols));
-      for (std::int64_t i = 0; i < d.n; ++i)
-        for (std::int64_t c = 0; c < d.cols; ++c)
-          items.emplace_back(d.score(i, c), d.positive(i, c));
-      out.set("AUC", roc_auc(binary_curve(items)));
+      curve.reserve(static_cast<std::size_t>(d.n * d.cols));
+      d.for_each_row([&](const RankingRow& r) {
+        for (std::int64_t c = 0; c < d.cols; ++c) curve.add(r.score(c), r.positive(c));
+      });
+      out.set("AUC", roc_auc(curve.finish()));
       return out;
     }
     std::vector<double> auc;
     std::vector<std::int64_t> weight;
     for (std::int64_t c = 0; c < d.cols; ++c) {
-      auc.push_back(roc_auc(one_vs_rest_curve(d, c)));
+      auc.push_back(roc_auc(one_vs_rest_curve(d, c, curve)));
       weight.push_back(positives(d, c));
     }
     if (average_ == Average::None) {
@@ -113,22 +113,21 @@ class RocAuc final : public TypedMetric<RankingState> {
  private:
   double one_vs_one(const RankingData& d) const {
     std::vector<std::int64_t> count(static_cast<std::size_t>(d.cols), 0);
-    for (std::int32_t y : d.ids) ++count[static_cast<std::size_t>(y)];
+    d.for_each_row([&](const RankingRow& r) { ++count[static_cast<std::size_t>(r.label())]; });
     std::vector<double> pair_auc;
     std::vector<std::int64_t> pair_n;
-    std::vector<std::pair<double, bool>> items;
+    CurveBuilder curve;
     for (std::int64_t a = 0; a < d.cols; ++a) {
       if (count[static_cast<std::size_t>(a)] == 0) continue;
       for (std::int64_t b = a + 1; b < d.cols; ++b) {
         if (count[static_cast<std::size_t>(b)] == 0) continue;
         double sum = 0;
         for (const std::int64_t pos : {a, b}) {
-          items.clear();
-          for (std::int64_t i = 0; i < d.n; ++i) {
-            const std::int32_t y = d.ids[static_cast<std::size_t>(i)];
-            if (y == a || y == b) items.emplace_back(d.score(i, pos), y == pos);
-          }
-          sum += roc_auc(binary_curve(items));
+          d.for_each_row([&](const RankingRow& r) {
+            const std::int32_t y = r.label();
+            if (y == a || y == b) curve.add(r.score(pos), y == pos);
+          });
+          sum += roc_auc(curve.finish());
         }
         pair_auc.push_back(sum / 2);
         pair_n.push_back(count[static_cast<std::size_t>(a)] + count[static_cast<std::size_t>(b)]);

@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "common.hpp"
+#include "row_kernels.hpp"
 #include "tally/metric.hpp"
 #include "tally/state.hpp"
 #ifdef TALLY_CLASSIFICATION_CUDA
@@ -219,21 +220,27 @@ class SingleLabelMetric final : public TypedMetric<SingleLabelState> {
   }
 
   void update_scores(SingleLabelState& state, const Batch& batch) const {
-    const Tensor& scores = check_.scores(batch, kScores, state.n);
+    const Tensor& scores = check_.score_matrix(batch, kScores);  // NaN: checked by the kernel
     const std::int64_t cols = score_classes(scores, check_);
+    const std::int64_t n = scores.size(0);
+    // Every prediction first, in the pass that checks for NaN (before the labels, as
+    // InputChecker::scores() would): a NaN anywhere in the batch leaves the state untouched.
+    std::vector<std::int64_t> pred(static_cast<std::size_t>(n));
+    visit_floating(scores, [&](const auto* s) {
+      if (row_argmax(s, n, cols, pred.data()) >= 0) fail_nan_scores(check_, scores, state.n);
+    });
     const Tensor& labels = check_.labels(batch, kGtLabels, cols, state.n);
     check_.same_rows(scores, kScores, labels, kGtLabels);
-    fix_classes(state, cols);
-    const std::int64_t n = scores.size(0);
     const std::size_t nthr = thrs_.size();
     const auto c = static_cast<std::size_t>(cols);
+    fix_classes(state, cols);
     visit_floating(scores, [&](const auto* s) {
       using T = std::remove_cv_t<std::remove_pointer_t<decltype(s)>>;
       const ThresholdSet<T> thr(thrs_);
       visit_integral(labels, [&](const auto* y) {
         for (std::int64_t i = 0; i < n; ++i) {
           const T* row = s + i * cols;
-          const auto p = static_cast<std::size_t>(argmax_row(row, cols));
+          const auto p = static_cast<std::size_t>(pred[static_cast<std::size_t>(i)]);
           const auto yi = static_cast<std::size_t>(y[i]);
           ++state.support[yi];
           const auto correct = static_cast<std::int64_t>(p == yi);

@@ -47,6 +47,7 @@
 #include "tally/metric.hpp"
 #include "tally/numpy_math.hpp"
 #include "tally/plugin.hpp"
+#include "tally/simd.hpp"
 #include "tally/state.hpp"
 
 namespace tally::segmentation {
@@ -120,28 +121,33 @@ struct LaneHistogram {
 };
 
 /// Bin indices of pixels [0, m): gt * K + pred, or `ignored_bin` for pixels whose ground truth is
-/// ignore_index. Returns whether a pixel that counts has a class outside [0, K).
-template <class P, class G>
-bool bin_indices(const P* pred, const G* gt, std::int64_t m, std::uint64_t k, std::int64_t ignore,
-                 bool reduce_zero_label, std::uint32_t ignored_bin, std::uint32_t* out) {
-  // 32-bit lanes for maps of up to 16 bits (twice the SIMD width of 64-bit ones); an ignore_index
-  // outside their range matches no pixel.
-  using W = std::conditional_t<sizeof(P) <= 2 && sizeof(G) <= 2, std::int32_t, std::int64_t>;
+/// ignore_index. Returns whether a pixel that counts has a class outside [0, K). A branch-free
+/// loop the compiler vectorises, compiled for baseline x86-64 and for AVX2 (TALLY_SIMD_CLONES).
+/// Idx is uint16 for uint8 maps with K <= 255 (every bin, the ignored one too, below 2^16): the
+/// whole loop then runs in 16-bit lanes, 16 pixels per AVX2 step.
+template <bool kReduceZeroLabel, class Idx, class P, class G>
+TALLY_SIMD_CLONES bool bin_indices(const P* pred, const G* gt, std::int64_t m, std::uint64_t k,
+                                   std::int64_t ignore, Idx ignored_bin, Idx* out) {
+  // Lanes as narrow as the maps allow; an ignore_index outside their range matches no pixel.
+  using W = std::conditional_t<
+      sizeof(Idx) == 2, std::int16_t,
+      std::conditional_t<sizeof(P) <= 2 && sizeof(G) <= 2, std::int32_t, std::int64_t>>;
   using U = std::make_unsigned_t<W>;
   const W ign = (ignore < std::numeric_limits<W>::min() || ignore > std::numeric_limits<W>::max())
                     ? std::numeric_limits<W>::min()
                     : static_cast<W>(ignore);
   const auto kw = static_cast<U>(k);
-  std::uint32_t bad = 0;
+  U bad = 0;
+#pragma omp simd reduction(| : bad)
   for (std::int64_t j = 0; j < m; ++j) {
     auto g = static_cast<W>(gt[j]);
-    if (reduce_zero_label) g = (g == 0 || g == 255) ? W{255} : static_cast<W>(g - 1);
+    if constexpr (kReduceZeroLabel) g = (g == 0 || g == 255) ? W{255} : static_cast<W>(g - 1);
     const auto p = static_cast<W>(pred[j]);
-    const std::uint32_t counted = g != ign;
-    const std::uint32_t in_range = (static_cast<U>(g) < kw) & (static_cast<U>(p) < kw);
-    bad |= counted & (in_range ^ 1u);
+    const auto counted = static_cast<U>(g != ign);
+    const auto in_range = static_cast<U>((static_cast<U>(g) < kw) & (static_cast<U>(p) < kw));
+    bad |= static_cast<U>(counted & (in_range ^ 1u));
     out[j] = (counted & in_range) != 0
-                 ? static_cast<std::uint32_t>(static_cast<U>(g) * kw + static_cast<U>(p))
+                 ? static_cast<Idx>(static_cast<U>(g) * kw + static_cast<U>(p))
                  : ignored_bin;
   }
   return bad != 0;
@@ -289,15 +295,26 @@ class MeanIoU final : public TypedMetric<MeanIoUState> {
   template <class P, class G>
   void count(MeanIoUState& state, const P* pred, const G* gt, std::int64_t width,
              std::int64_t pixels, std::int64_t sample) {
+    if constexpr (sizeof(P) == 1 && sizeof(G) == 1)
+      if (k_ <= 255) return count_as<std::uint16_t>(state, pred, gt, width, pixels, sample);
+    count_as<std::uint32_t>(state, pred, gt, width, pixels, sample);
+  }
+
+  template <class Idx, class P, class G>
+  void count_as(MeanIoUState& state, const P* pred, const G* gt, std::int64_t width,
+                std::int64_t pixels, std::int64_t sample) {
     constexpr std::int64_t kChunk = 2048;
-    std::uint32_t idx[kChunk];
+    Idx idx[kChunk];
     const auto k = static_cast<std::uint64_t>(k_);
     const bool lanes = !lanes_.bins.empty();
-    const auto ignored_bin = static_cast<std::uint32_t>(k_ * k_);
+    const auto ignored_bin = static_cast<Idx>(k_ * k_);
     for (std::int64_t base = 0; base < pixels; base += kChunk) {
       const std::int64_t m = std::min(kChunk, pixels - base);
-      if (bin_indices(pred + base, gt + base, m, k, ignore_index_, reduce_zero_label_, ignored_bin,
-                      idx)) {
+      const bool bad =
+          reduce_zero_label_
+              ? bin_indices<true>(pred + base, gt + base, m, k, ignore_index_, ignored_bin, idx)
+              : bin_indices<false>(pred + base, gt + base, m, k, ignore_index_, ignored_bin, idx);
+      if (bad) {
         flush(state);
         report_bad(pred + base, gt + base, m, base, width, sample);
       }

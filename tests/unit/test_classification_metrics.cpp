@@ -247,6 +247,30 @@ const std::vector<std::pair<std::string, Value::Map>>& score_metrics() {
   return m;
 }
 
+// compute_local(), the engine's path in a world of one, gives the bits compute_packed() gives
+// from the packed state, and leaves the state in place, also after a compute that throws.
+// Expected: compute_states (pack, unpack, compute_packed) of the same metric's state.
+TEST(ClassificationState, ComputeLocalIsComputePackedAndKeepsTheState) {
+  auto metrics = score_metrics();
+  metrics.emplace_back("AveragePrecision", Value::Map{});
+  metrics.emplace_back("ROCAUC", Value::Map{{"multi_class", "ovr"}});
+  for (const auto& [type, params] : metrics) {
+    const auto m = make_metric(type, params);
+    auto* local = dynamic_cast<LocalComputeMetric*>(m.get());
+    ASSERT_NE(local, nullptr) << type;
+    try {
+      local->compute_local();  // no samples yet: an error for most
+    } catch (const Error&) {
+    }
+    m->add(scores_batch(20, 10));
+    EXPECT_TRUE(same_bits(local->compute_local(), compute_states(*m, {m}))) << type;
+    m->add(scores_batch(30, 10));
+    const Value both = local->compute_local();
+    EXPECT_TRUE(same_bits(both, compute_states(*m, {m}))) << type;
+    EXPECT_FALSE(both.as_map().empty()) << type;
+  }
+}
+
 TEST(ClassificationErrors, ClassIdOutOfRange) {
   for (const auto& [type, params] : score_metrics()) {
     const auto m = make_metric(type, params);

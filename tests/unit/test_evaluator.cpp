@@ -1,10 +1,15 @@
 // The library API on the non-dist backend: Evaluator from YAML text, add() in the caller's loop,
 // compute(). Uses the testkit plugin's SequenceProbe, whose order-sensitive hash proves that every
 // sample was seen once, in order.
+#include <algorithm>
+#include <array>
+#include <memory>
+
 #include <gtest/gtest.h>
 
 #include "tally/error.hpp"
 #include "tally/evaluator.hpp"
+#include "tally/reader.hpp"
 
 using tally::Batch;
 using tally::Evaluator;
@@ -64,6 +69,68 @@ TEST(Evaluator, CallerMayReuseItsBufferAfterAdd) {
   const auto r = ev.compute();
   EXPECT_EQ(static_cast<std::uint64_t>(r.metrics.at("SequenceProbe").at("hash").as_int()),
             expected_hash(6));
+}
+
+namespace {
+
+/// Batches of 3 samples of x = 0, 1, 2, ...: a plain reader rewrites one buffer for each batch;
+/// a stable one (StableBatchReader) gives views of one tensor that the views keep alive.
+class CountingReader : public tally::Reader {
+ public:
+  explicit CountingReader(std::int64_t n) : n_(n), all_(Tensor::zeros(tally::DType::I64, {n})) {
+    for (std::int64_t i = 0; i < n; ++i) all_.mutable_data_as<std::int64_t>()[i] = i;
+  }
+  std::vector<std::string> fields() const override { return {"x"}; }
+  std::int64_t total_samples() const override { return n_; }
+  std::int64_t shard_samples() const override { return n_; }
+  std::optional<Batch> next() override {
+    if (next_ >= n_) return std::nullopt;
+    const std::int64_t end = std::min(next_ + 3, n_);
+    Batch b;
+    if (stable()) {
+      b.set("x", all_.slice(next_, end));
+    } else {
+      for (std::int64_t i = next_; i < end; ++i) buf_[static_cast<std::size_t>(i - next_)] = i;
+      b.set("x", Tensor::view(buf_.data(), tally::DType::I64, {end - next_}));
+    }
+    next_ = end;
+    return b;
+  }
+  virtual bool stable() const { return false; }
+
+ private:
+  std::int64_t n_, next_ = 0;
+  Tensor all_;
+  std::array<std::int64_t, 3> buf_{};
+};
+
+class StableCountingReader final : public CountingReader, public tally::StableBatchReader {
+ public:
+  using CountingReader::CountingReader;
+  bool stable() const override { return true; }
+};
+
+}  // namespace
+
+// The sample held back at the end of each batch is copied from a plain reader (which rewrites
+// its buffer) and kept as a view from a StableBatchReader, whose views outlive it. Expected: the
+// order-sensitive hash of 0..9 (SequenceProbe) both ways.
+TEST(Evaluator, HeldSamplesOfAStableReaderAreViewsThatOutliveIt) {
+  for (const bool stable : {false, true}) {
+    auto ev = Evaluator::from_yaml(kHeader + "metrics: [{type: SequenceProbe}]\n");
+    {
+      std::unique_ptr<tally::Reader> reader;
+      if (stable)
+        reader = std::make_unique<StableCountingReader>(10);
+      else
+        reader = std::make_unique<CountingReader>(10);
+      ev.read_all(reader.get());
+    }  // the reader is gone: the held sample 9 lives in its view (or copy)
+    const auto r = ev.compute();
+    EXPECT_EQ(static_cast<std::uint64_t>(r.metrics.at("SequenceProbe").at("hash").as_int()),
+              expected_hash(10))
+        << (stable ? "stable" : "plain");
+  }
 }
 
 TEST(Evaluator, InputsMapMetricInputsToFields) {

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -177,6 +178,38 @@ Batch maps(std::vector<P> pred, std::vector<G> gt, std::vector<std::int64_t> sha
   b.set("pred_sem_seg", Tensor::from_vector(pred, shape));
   b.set("gt_sem_seg", Tensor::from_vector(gt, shape));
   return b;
+}
+
+// uint8 maps with up to 255 classes count in 16-bit lanes, wider maps (and 256 classes) in 32-bit
+// ones: every dtype pair, class count and option gives the same bits. Expected: the result of the
+// same maps as int32 (the 32-bit path, checked against mmeval in ReferenceCase). Maps of 37 x 53
+// pixels: no multiple of any vector width.
+TEST(MeanIoU, NarrowAndWideMapsCountTheSame) {
+  std::mt19937_64 rng(20261123);
+  const std::vector<std::int64_t> shape{3, 37, 53};
+  const std::size_t n = 3 * 37 * 53;
+  for (const int k : {2, 19, 150, 255, 256}) {
+    for (const bool reduce : {false, true}) {
+      if (reduce && k == 256) continue;  // label l counts as l - 1: at most 255 classes from uint8
+      std::uniform_int_distribution<int> cls(0, k - 1), noise(0, 9);
+      std::vector<std::int32_t> p(n), g(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        p[i] = cls(rng);
+        // Ground truth: mostly the prediction; some other class, some ignored (255).
+        const int r = noise(rng);
+        g[i] = r == 0 ? 255 : r == 1 ? cls(rng) : p[i];
+        if (reduce && g[i] != 255) g[i] += 1;  // 1..k mean classes 0..k-1
+      }
+      const Value::Map params{
+          {"num_classes", k}, {"reduce_zero_label", reduce}, {"classwise_results", true}};
+      // As JSON: classes without pixels are NaN (null), which == on Values would not match.
+      const std::string want = run_single("MeanIoU", params, maps(p, g, shape)).to_json();
+      const std::vector<std::uint8_t> p8(p.begin(), p.end()), g8(g.begin(), g.end());
+      const std::vector<std::int16_t> g16(g.begin(), g.end());
+      EXPECT_EQ(run_single("MeanIoU", params, maps(p8, g8, shape)).to_json(), want) << k;
+      EXPECT_EQ(run_single("MeanIoU", params, maps(p8, g16, shape)).to_json(), want) << k;
+    }
+  }
 }
 
 TEST(MeanIoU, BadLabelsNameTheFieldSampleAndPixel) {

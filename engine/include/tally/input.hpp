@@ -192,11 +192,18 @@ class InputChecker {
   /// (infinities are allowed: a masked logit is -inf).
   const Tensor& scores(const Batch& batch, std::string_view field,
                        std::int64_t first_sample = 0) const {
+    const Tensor& t = score_matrix(batch, field);
+    check_no_nan(t, field, first_sample);
+    return t;
+  }
+
+  /// As scores() without the NaN check, for a kernel that checks for NaN in its own pass over
+  /// the scores (one read of them instead of two) and calls check_no_nan() when it finds one.
+  const Tensor& score_matrix(const Batch& batch, std::string_view field) const {
     const Tensor& t = tensor(batch, field);
     if (!is_floating(t.dtype()))
       fail(field, "must hold float32 or float64 scores, got " + t.describe());
     dims(t, field, 2, "[N, C]");
-    check_no_nan(t, field, first_sample);
     return t;
   }
 

@@ -1,6 +1,7 @@
 // Metric: the interface every metric plugin implements, and TypedMetric, the helper most metrics
 // use. Each rank calls add() on its own shard; at sync the engine packs every rank's state, and
-// rank 0 calls compute_packed() with the states of all ranks in rank order (= dataset order).
+// rank 0 calls compute_packed() with the states of all ranks in rank order (= dataset order). In
+// a world of one a TypedMetric computes from its local state directly (LocalComputeMetric).
 //
 // With TypedMetric a metric declares its local state as a struct with MSGPACK_DEFINE and writes
 // only update(state, batch) and compute(states):
@@ -70,8 +71,21 @@ class TALLY_API RestorableMetric {
   virtual void restore(const msgpack::object& packed) = 0;
 };
 
+/// Optional interface of a metric that computes its results from its own local state without
+/// packing it: the engine calls compute_local() instead of pack() + compute_packed() in a world of
+/// one, which saves two copies of a large state (the packed bytes and the unpacked state).
+/// Found with dynamic_cast like RestorableMetric: the plugin ABI is unchanged, and a metric
+/// without it is packed and unpacked as before.
+class TALLY_API LocalComputeMetric {
+ public:
+  virtual ~LocalComputeMetric();
+  /// The results compute_packed() would give from this metric's packed state alone. Leaves the
+  /// local state as it was (also when it throws).
+  virtual Value compute_local() = 0;
+};
+
 template <class State>
-class TypedMetric : public Metric, public RestorableMetric {
+class TypedMetric : public Metric, public RestorableMetric, public LocalComputeMetric {
  public:
   void add(const Batch& batch) final { update(state(), batch); }
   void pack(Packer& out) const final { out.pack(state()); }
@@ -84,6 +98,18 @@ class TypedMetric : public Metric, public RestorableMetric {
       states.push_back(std::move(s));
     }
     return compute(states);
+  }
+  Value compute_local() final {
+    // compute() reads the states by const reference: lend it the local state, moved (no copy),
+    // and take it back whatever happens.
+    std::vector<State> one;
+    one.push_back(std::move(state()));
+    struct GiveBack {
+      std::vector<State>& from;
+      std::optional<State>& to;
+      ~GiveBack() { to = std::move(from.front()); }
+    } give_back{one, state_};
+    return compute(one);
   }
   void reset() final { state_ = initial_state(); }
   void restore(const msgpack::object& packed) final {

@@ -23,7 +23,9 @@ namespace {
 
 using tally_npy::NpyFile;
 
-class NpyReader final : public tally::Reader {
+// Batches are views of a read-only mapping or of memory read once (an .npz member), kept alive
+// by the views, or copies: nothing rewrites them (StableBatchReader).
+class NpyReader final : public tally::Reader, public tally::StableBatchReader {
  public:
   NpyReader(const tally::Params& params, const tally::ShardInfo& shard) {
     batch_size_ = params.get_int("batch_size");
