@@ -32,6 +32,24 @@ struct MetricSlot {
   std::string where;
 };
 
+/// The metric of `m` as a LocalComputeMetric when `local` (a world of one) and it is one: rank 0
+/// then computes from its state directly instead of packing and unpacking it. Null otherwise.
+LocalComputeMetric* local_metric(const MetricSlot& m, bool local) {
+  return local ? dynamic_cast<LocalComputeMetric*>(m.metric.get()) : nullptr;
+}
+
+/// The last sample of a batch, held back: a copy, since the caller may reuse its buffers for the
+/// next batch, unless the batch comes from a StableBatchReader (views of memory nothing rewrites).
+Batch last_sample(const Batch& batch, bool stable) {
+  const auto n = batch.size();
+  Batch last = batch.slice(n - 1, n);
+  return stable ? last : last.clone();
+}
+
+bool is_stable(const Reader* reader) {
+  return dynamic_cast<const StableBatchReader*>(reader) != nullptr;
+}
+
 std::string owner_of(const MetricConfig& mc) {
   return mc.label == mc.type ? fmt::format("metric '{}'", mc.label)
                              : fmt::format("metric '{}' ({})", mc.label, mc.type);
@@ -79,12 +97,19 @@ struct Evaluator::Impl {
   std::optional<std::pair<int, std::string>> error;
 
   // Every metric's state as one sync payload, [0, [state...]] (the held sample is not in it).
-  void pack_states(msgpack::sbuffer& payload) const {
+  // `local` (a world of one): nil in place of the state of a LocalComputeMetric, which rank 0
+  // computes from directly (local_metric), so that its state is neither packed nor unpacked.
+  void pack_states(msgpack::sbuffer& payload, bool local = false) const {
     Packer packer(payload);
     packer.pack_array(2);
     packer.pack(0);
     packer.pack_array(static_cast<std::uint32_t>(metrics.size()));
-    for (const auto& m : metrics) m.metric->pack(packer);
+    for (const auto& m : metrics) {
+      if (local_metric(m, local) != nullptr)
+        packer.pack_nil();
+      else
+        m.metric->pack(packer);
+    }
   }
 
   void record(int exit_code, const std::string& message) {
@@ -269,9 +294,7 @@ void Evaluator::Impl::add(const Batch& batch, bool stable) {
       s.apply(last);
     }
     if (n > 1) s.apply(batch.slice(0, n - 1));
-    // Hold back a copy: the caller may reuse its buffers for the next batch (unless they are
-    // views of memory nothing rewrites, from a StableBatchReader).
-    s.held = stable ? batch.slice(n - 1, n) : batch.slice(n - 1, n).clone();
+    s.held = last_sample(batch, stable);
     s.samples += n;
   } catch (const Error& e) {
     if (!s.error) s.error.emplace(e.exit_code(), e.what());
@@ -297,31 +320,6 @@ void Evaluator::reset() {
   impl_->error.reset();
   impl_->start = std::chrono::steady_clock::now();
 }
-
-namespace {
-
-/// A metric's results from its local state alone (a world of one): compute_local() where the
-/// metric has it, else its state packed and unpacked as the sync would.
-Value compute_alone(Metric& m) {
-  if (auto* local = dynamic_cast<LocalComputeMetric*>(&m)) return local->compute_local();
-  msgpack::sbuffer buffer;
-  Packer packer(buffer);
-  m.pack(packer);
-  msgpack::object_handle handle;
-  try {
-    handle = unpack_bounded(std::as_bytes(std::span(buffer.data(), buffer.size())),
-                            /*reference_bins=*/true);
-  } catch (const std::exception& e) {
-    // The words of the gathered path (the same failure on any world size).
-    throw RuntimeError(
-        fmt::format("sync failed: the payload of rank 0 ({} bytes) is not valid msgpack: {}",
-                    buffer.size(), e.what()));
-  }
-  const msgpack::object state = handle.get();
-  return m.compute_packed(std::span<const msgpack::object>(&state, 1));
-}
-
-}  // namespace
 
 Results Evaluator::compute(std::optional<std::int64_t> dataset_size) {
   auto& s = *impl_;
@@ -389,27 +387,22 @@ Results Evaluator::compute(std::optional<std::int64_t> dataset_size) {
 
   // Each rank packs every metric's state into one fused payload: [0, [state...]], or
   // [exit code, message] when this rank failed while finishing (its held sample was bad, say):
-  // it still takes part in the gather, and rank 0 reports the failure to every rank.
-  // In a world of one nothing is packed or gathered: the metrics compute from their local state
-  // (compute_alone), and a failure here is reported as the payload's would be.
-  const bool alone = world == 1;
+  // it still takes part in the gather, and rank 0 reports the failure to every rank. In a world
+  // of one the states of LocalComputeMetrics stay where they are (nil in the payload).
+  const bool local = world == 1;
   msgpack::sbuffer payload;
-  std::optional<std::pair<int, std::string>> failed_alone;
   try {
     if (s.held && !drop_held) s.apply(*s.held);
     s.held.reset();
-    if (!alone) s.pack_states(payload);
+    s.pack_states(payload, local);
   } catch (const std::exception& e) {
     const auto* te = dynamic_cast<const Error*>(&e);
-    const int code = te ? te->exit_code() : 1;
-    if (alone) failed_alone.emplace(code, e.what());
     payload.clear();
-    msgpack::pack(payload, std::make_tuple(code, std::string(e.what())));
+    msgpack::pack(payload, std::make_tuple(te ? te->exit_code() : 1, std::string(e.what())));
   }
   // To rank 0 only: the other ranks never hold everyone's state.
-  GatheredObjects gathered;
-  if (!alone)
-    gathered = backend.gather_object(std::as_bytes(std::span(payload.data(), payload.size())), 0);
+  const auto gathered =
+      backend.gather_object(std::as_bytes(std::span(payload.data(), payload.size())), 0);
 
   // Rank 0 computes; every rank gets what it computed, or its error.
   msgpack::sbuffer reply;
@@ -417,9 +410,8 @@ Results Evaluator::compute(std::optional<std::int64_t> dataset_size) {
     Value out = Value::map();
     out.set("status", 0);
     try {
-      if (failed_alone) throw_error(failed_alone->first, failed_alone->second);
-      std::vector<msgpack::object_handle> handles(static_cast<std::size_t>(alone ? 0 : world));
-      for (int r = 0; r < world && !alone; ++r) {
+      std::vector<msgpack::object_handle> handles(static_cast<std::size_t>(world));
+      for (int r = 0; r < world; ++r) {
         const auto bytes = gathered[static_cast<std::size_t>(r)];
         auto& h = handles[static_cast<std::size_t>(r)];
         try {
@@ -451,12 +443,14 @@ Results Evaluator::compute(std::optional<std::int64_t> dataset_size) {
       Value results = Value::map();
       std::vector<msgpack::object> states(static_cast<std::size_t>(world));
       for (std::size_t i = 0; i < s.metrics.size(); ++i) {
-        for (int r = 0; r < world && !alone; ++r)
+        for (int r = 0; r < world; ++r)
           states[static_cast<std::size_t>(r)] =
               handles[static_cast<std::size_t>(r)].get().via.array.ptr[1].via.array.ptr[i];
         try {
-          results.set(s.metrics[i].label, alone ? compute_alone(*s.metrics[i].metric)
-                                                : s.metrics[i].metric->compute_packed(states));
+          auto* direct = local_metric(s.metrics[i], local);
+          results.set(s.metrics[i].label, direct != nullptr
+                                              ? direct->compute_local()
+                                              : s.metrics[i].metric->compute_packed(states));
         } catch (const msgpack::type_error&) {
           throw RuntimeError(fmt::format("metric '{}': a rank sent a state this metric cannot read",
                                          s.metrics[i].label));
@@ -543,7 +537,7 @@ void Evaluator::read_all(Reader* reader, const ReadOptions& options) {
         s.config.source));
   if (reader == nullptr || s.error) return;
   bool failed = false;
-  const bool stable = dynamic_cast<StableBatchReader*>(reader) != nullptr;
+  const bool stable = is_stable(reader);
   while (auto batch = s.next_batch(*reader, failed)) {
     const auto n = batch->size();
     try {
@@ -726,6 +720,7 @@ std::int64_t Evaluator::Impl::restore(Reader& reader, const checkpoint::Metadata
   held.reset();
   samples = 0;
   bool failed = false;
+  const bool stable = is_stable(&reader);
   for (std::int64_t k = 0; k < shard.batches; ++k) {
     auto b = next_batch(reader, failed);
     if (failed) return k;
@@ -736,8 +731,7 @@ std::int64_t Evaluator::Impl::restore(Reader& reader, const checkpoint::Metadata
           file.string(), shard.samples, shard.batches, me, samples, k));
     const auto n = b->size();
     if (n > 0) {
-      held = dynamic_cast<StableBatchReader*>(&reader) != nullptr ? b->slice(n - 1, n)
-                                                                  : b->slice(n - 1, n).clone();
+      held = last_sample(*b, stable);
       samples += n;
     }
     if (options.on_batch) options.on_batch(n);
@@ -850,6 +844,7 @@ void Evaluator::Impl::read_checkpointed(Reader* reader, const ReadOptions& optio
   // written, rank 0 writes the metadata that completes the checkpoint. Ranks whose shard is done
   // keep taking part until every shard is done.
   const std::int64_t every = cc.every_n_batches;
+  const bool stable = is_stable(reader);
   bool done = false;
   while (true) {
     bool failed = error.has_value();
@@ -862,7 +857,7 @@ void Evaluator::Impl::read_checkpointed(Reader* reader, const ReadOptions& optio
       }
       const auto n = batch->size();
       try {
-        add(*batch, dynamic_cast<StableBatchReader*>(reader) != nullptr);
+        add(*batch, stable);
       } catch (const std::exception&) {  // add() recorded it
         failed = true;
         break;

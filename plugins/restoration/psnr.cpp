@@ -61,14 +61,18 @@ class Psnr final : public PerSampleMetric {
  protected:
   void frame_values(const Frame& pred, const Frame& gt, std::int64_t sample,
                     std::vector<double>& out) override {
-    const double pixels = static_cast<double>(pred.h * pred.w * pred.planes);
-    if (const auto total = integer_sum(pred, gt)) {
-      // The same double as the float path below: every partial sum there is an integer below
-      // 2^53, so exact, and so is this one (255^2 per element: below 2^53 for 1.3e11 elements).
-      const double mse = static_cast<double>(*total) / pixels;
-      out.push_back(mse == 0.0 ? INFINITY : 20.0 * std::log10(255.0 / std::sqrt(mse)));
-      return;
-    }
+    // The integer sum is the same double as the float one: every partial sum there is an integer
+    // below 2^53, so exact, and so is this one (255^2 per element: below 2^53 for 1.3e11).
+    const auto total = integer_sum(pred, gt);
+    const double squares = total ? static_cast<double>(*total) : float_sum(pred, gt, sample);
+    const double mse = squares / static_cast<double>(pred.h * pred.w * pred.planes);
+    out.push_back(mse == 0.0 ? INFINITY : 20.0 * std::log10(255.0 / std::sqrt(mse)));
+  }
+
+ private:
+  /// The sum of squared differences of two frames in mmeval's float64 values (any dtype, any
+  /// layout, the Y conversion).
+  double float_sum(const Frame& pred, const Frame& gt, std::int64_t sample) {
     CompensatedSum sum;
     for (std::int64_t plane = 0; plane < pred.planes; ++plane) {
       for (std::int64_t r = 0; r < pred.h; ++r) {
@@ -82,11 +86,9 @@ class Psnr final : public PerSampleMetric {
         sum.add(row);
       }
     }
-    const double mse = sum.value() / pixels;
-    out.push_back(mse == 0.0 ? INFINITY : 20.0 * std::log10(255.0 / std::sqrt(mse)));
+    return sum.value();
   }
 
- private:
   /// The sum of squared differences of two uint8 frames without the Y conversion, as an
   /// integer, where each row of the frame is contiguous (HW, CHW, or HWC with every channel);
   /// nullopt otherwise (the float path handles any layout and dtype).
