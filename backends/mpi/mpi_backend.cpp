@@ -1,8 +1,8 @@
 // The `mpi` backend (Open MPI). Sizes travel with MPI_Allgather, object bytes with MPI_Allgatherv
-// (no padding); the base class keeps every call under chunk_bytes(), which is at most INT_MAX so
-// every count fits MPI's int. tally's traffic runs on its own duplicate of MPI_COMM_WORLD with
-// MPI_ERRORS_RETURN, so it never mixes with the host program's and every failure becomes a
-// tally::RuntimeError naming the rank and the call.
+// (no padding) or, to one rank, MPI_Gatherv; counts with MPI_Reduce; the base class keeps every
+// call under chunk_bytes(), which is at most INT_MAX so every count fits MPI's int. tally's traffic
+// runs on its own duplicate of MPI_COMM_WORLD with MPI_ERRORS_RETURN, so it never mixes with the
+// host program's and every failure becomes a tally::RuntimeError naming the rank and the call.
 //
 // MPI is initialised only if the host program has not done it, and finalised only by the backend
 // that initialised it, when the last live mpi backend of the process goes away.
@@ -115,6 +115,17 @@ class MpiBackend final : public tally::DistBackend {
     check(MPI_Bcast(buf, count, MPI_BYTE, src, comm_), "MPI_Bcast");
   }
 
+  // In place at the root (MPI_IN_PLACE): no second buffer of the values anywhere.
+  void reduce_values(std::int64_t* values, std::size_t n, tally::ReduceOp op, int root) override {
+    const int count = to_int(n, "MPI_Reduce");
+    const MPI_Op mpi_op = op == tally::ReduceOp::sum   ? MPI_SUM
+                          : op == tally::ReduceOp::min ? MPI_MIN
+                                                       : MPI_MAX;
+    tally::Watchdog::Scope w(*watchdog_, "MPI_Reduce");
+    const void* send = rank_ == root ? MPI_IN_PLACE : values;
+    check(MPI_Reduce(send, values, count, MPI_INT64_T, mpi_op, root, comm_), "MPI_Reduce");
+  }
+
  private:
   void check(int code, const char* call) const {
     if (code == MPI_SUCCESS) return;
@@ -185,8 +196,9 @@ std::vector<tally::ParamSpec> mpi_params() {
 TALLY_PLUGIN("mpi", "0.1.0", [] {
   return std::vector<tally::ComponentInfo>{tally::backend<MpiBackend>(
       "mpi",
-      "Open MPI: sizes with MPI_Allgather, bytes with MPI_Allgatherv on a duplicate of "
-      "MPI_COMM_WORLD. Initialises MPI only if the host program has not, and finalises only what "
+      "Open MPI: sizes with MPI_Allgather, bytes with MPI_Allgatherv (MPI_Gatherv to one rank), "
+      "counts with MPI_Reduce, on a duplicate of MPI_COMM_WORLD. Initialises MPI only if the host "
+      "program has not, and finalises only what "
       "it initialised.",
       mpi_params())};
 })

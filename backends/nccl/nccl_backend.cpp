@@ -4,12 +4,12 @@
 // this backend supplies two primitives. all_gather_equal: the caller's bytes are copied into a
 // pinned host buffer, then to this rank's slot of a device buffer, gathered in place with one
 // ncclAllGather, and copied back (device -> pinned -> caller). broadcast: the same with
-// ncclBroadcast. Varying sizes use the base class's default: padded to the largest, gathered
-// equal, unpadded on the host. Both staging buffers (device and pinned host) are allocated on
-// first use, grow geometrically, never beyond chunk_bytes(), and are reused across syncs.
-// Pinned host memory is not an optimisation only: a device-to-host copy into pageable memory
-// blocks the calling thread until the copy -- queued behind the collective -- completes, which
-// would defeat the timeout.
+// ncclBroadcast; reduce_values: the same with ncclReduce on int64, in place. Varying sizes use the
+// base class's default: padded to the largest, gathered equal, unpadded on the host. Both staging
+// buffers (device and pinned host) are allocated on first use, grow geometrically, never beyond
+// chunk_bytes(), and are reused across syncs. Pinned host memory is not an optimisation only: a
+// device-to-host copy into pageable memory blocks the calling thread until the copy -- queued
+// behind the collective -- completes, which would defeat the timeout.
 //
 // Errors and timeouts. The communicator is created non-blocking (config.blocking = 0). Every
 // collective is enqueued, then this thread polls cudaStreamQuery and ncclCommGetAsyncError until
@@ -100,6 +100,7 @@ struct NcclApi {
   decltype(&ncclGetLastError) GetLastError = nullptr;
   decltype(&ncclAllGather) AllGather = nullptr;
   decltype(&ncclBroadcast) Broadcast = nullptr;
+  decltype(&ncclReduce) Reduce = nullptr;
   int version = 0;
   std::string file;
 };
@@ -160,6 +161,7 @@ const NcclApi& nccl_api() {
   bind(lib, "ncclGetLastError", a.GetLastError, missing);
   bind(lib, "ncclAllGather", a.AllGather, missing);
   bind(lib, "ncclBroadcast", a.Broadcast, missing);
+  bind(lib, "ncclReduce", a.Reduce, missing);
   if (!missing.empty()) {
     failure = "nccl backend: " + file + " lacks " + missing + ": NCCL >= 2.14 is needed";
     throw tally::RuntimeError(failure);
@@ -386,6 +388,33 @@ class NcclBackend final : public tally::DistBackend {
                  "cudaMemcpyAsync (device to host) after " + what);
     wait_stream(what, start);
     if (!is_src) std::memcpy(buf, host_, n);
+  }
+
+  void reduce_values(std::int64_t* values, std::size_t n, tally::ReduceOp op, int root) override {
+    if (n == 0) return;
+    usable();
+    const DeviceScope scope(*this);
+    const std::size_t bytes = n * sizeof(std::int64_t);
+    reserve(bytes);
+    const ncclRedOp_t nccl_op = op == tally::ReduceOp::sum   ? ncclSum
+                                : op == tally::ReduceOp::min ? ncclMin
+                                                             : ncclMax;
+    const bool is_root = rank_ == root;
+    const std::string what =
+        "ncclReduce of " + std::to_string(n) + " int64 values to rank " + std::to_string(root);
+    const auto start = Clock::now();
+    std::memcpy(host_, values, bytes);
+    cuda_check(cudaMemcpyAsync(device_buf_, host_, bytes, cudaMemcpyHostToDevice, stream_),
+               "cudaMemcpyAsync (host to device) before " + what);
+    const ncclResult_t r =
+        api_->Reduce(device_buf_, device_buf_, n, ncclInt64, nccl_op, root, comm_, stream_);
+    if (r != ncclSuccess && r != ncclInProgress) fail_nccl(what, r);
+    if (r == ncclInProgress) wait_comm(what, start, kStuckHint);
+    if (is_root)
+      cuda_check(cudaMemcpyAsync(host_, device_buf_, bytes, cudaMemcpyDeviceToHost, stream_),
+                 "cudaMemcpyAsync (device to host) after " + what);
+    wait_stream(what, start);
+    if (is_root) std::memcpy(values, host_, bytes);
   }
 
  private:

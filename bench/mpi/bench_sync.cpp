@@ -14,6 +14,10 @@
 //             backend's pooled receive buffer;
 //   raw gather MPI_Allgather of the sizes + MPI_Gatherv of S bytes a rank to rank 0 (reused
 //             buffer); tally gather: DistBackend::gather_object(S bytes, 0), what a sync uses;
+//   raw reduce MPI_Reduce(MPI_SUM) of S / 8 int64 counts a rank to rank 0, in place (reused
+//             buffer); tally reduce: DistBackend::reduce, what a sync uses for states of counts;
+//   gather+sum DistBackend::gather_object(S bytes, 0) and rank 0 summing the world's int64 counts:
+//             what a sync of the same counts cost before they were reduced;
 // each the minimum over those calls of the slowest rank's time (every rank times the call between
 // two barriers; the maximum over ranks is taken with an MPI_Allreduce), as GB/s of data received
 // per rank (world * S / t; for the gathers, received by rank 0), and tally / raw. Sizes where
@@ -34,6 +38,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -169,8 +174,9 @@ int main(int argc, char** argv) {
     fmt::print(
         "| bytes per rank | raw Allgatherv (reused) GB/s | raw (fresh buffer) GB/s | "
         "tally all_gather_object GB/s | tally / raw time | raw Gatherv to rank 0 GB/s | "
-        "tally gather_object GB/s | tally / raw time (gather) |\n"
-        "|---|---|---|---|---|---|---|---|\n");
+        "tally gather_object GB/s | tally / raw time (gather) | raw MPI_Reduce us | tally reduce "
+        "us | gather + sum us | gather + sum / reduce |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   }
   std::vector<int> counts(static_cast<std::size_t>(world)), displs(counts.size());
   std::vector<std::byte> recv, grecv;
@@ -188,7 +194,12 @@ int main(int argc, char** argv) {
     const int reps =
         std::max(opt.reps, static_cast<int>(std::min<std::size_t>(100, (16u << 20) / s)));
     std::size_t check = 0;
-    const auto [t_raw, t_fresh, t_tally, t_graw, t_gtally] = best_of(
+    // The same bytes as int64 counts, summed to rank 0.
+    const std::size_t n_counts = s / sizeof(std::int64_t);
+    std::vector<std::int64_t> counts_mine(n_counts), counts_work(n_counts), sums(n_counts);
+    for (std::size_t i = 0; i < n_counts; ++i)
+      counts_mine[i] = static_cast<std::int64_t>((i * 31 + static_cast<std::size_t>(rank)) & 0xff);
+    const auto [t_raw, t_fresh, t_tally, t_graw, t_gtally, t_rraw, t_rtally, t_gsum] = best_of(
         reps, [&] { raw_allgatherv(send, recv, counts, displs, world); },
         [&] {
           std::vector<std::byte> fresh;
@@ -202,17 +213,49 @@ int main(int argc, char** argv) {
         [&] {
           const auto got = backend->gather_object(send, 0);
           check += got.size();
+        },
+        [&] {
+          std::copy(counts_mine.begin(), counts_mine.end(), counts_work.begin());
+          MPI_Reduce(rank == 0 ? MPI_IN_PLACE : counts_work.data(), counts_work.data(),
+                     static_cast<int>(n_counts), MPI_INT64_T, MPI_SUM, 0, MPI_COMM_WORLD);
+        },
+        [&] {
+          std::copy(counts_mine.begin(), counts_mine.end(), counts_work.begin());
+          backend->reduce(counts_work, tally::ReduceOp::sum, 0);
+        },
+        [&] {
+          const auto got =
+              backend->gather_object(std::as_bytes(std::span<const std::int64_t>(counts_mine)), 0);
+          if (rank != 0) return;
+          std::fill(sums.begin(), sums.end(), 0);
+          for (const auto& o : got.objects) {
+            const auto* c = reinterpret_cast<const std::int64_t*>(o.data());
+            for (std::size_t i = 0; i < n_counts; ++i) sums[i] += c[i];
+          }
+          check += sums.empty() ? 0 : static_cast<std::size_t>(sums[0] & 1) + 1;
         });
     if (check == 0) std::abort();
+    if (n_counts > 0) {  // the two sums agree
+      std::vector<std::int64_t> reduced = counts_mine;
+      backend->reduce(reduced, tally::ReduceOp::sum, 0);
+      if (rank == 0 && reduced != sums) {
+        fmt::print(stderr, "tally_bench_sync: reduce and gather+sum differ\n");
+        std::abort();
+      }
+    }
     const double bytes = double(world) * double(s);
     if (rank == 0)
-      fmt::print("| {} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} |\n", s,
-                 bytes / t_raw / 1e9, bytes / t_fresh / 1e9, bytes / t_tally / 1e9, t_tally / t_raw,
-                 bytes / t_graw / 1e9, bytes / t_gtally / 1e9, t_gtally / t_graw);
+      fmt::print(
+          "| {} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.2f} | {:.1f} | {:.1f} | "
+          "{:.1f} | {:.2f} |\n",
+          s, bytes / t_raw / 1e9, bytes / t_fresh / 1e9, bytes / t_tally / 1e9, t_tally / t_raw,
+          bytes / t_graw / 1e9, bytes / t_gtally / 1e9, t_gtally / t_graw, t_rraw * 1e6,
+          t_rtally * 1e6, t_gsum * 1e6, t_gsum / t_rtally);
     json_rows.push_back(fmt::format(
         R"({{"bytes": {}, "world": {}, "raw_s": {:.9g}, "raw_fresh_s": {:.9g}, "tally_s": {:.9g}, )"
-        R"("raw_gather_s": {:.9g}, "tally_gather_s": {:.9g}}})",
-        s, world, t_raw, t_fresh, t_tally, t_graw, t_gtally));
+        R"("raw_gather_s": {:.9g}, "tally_gather_s": {:.9g}, "raw_reduce_s": {:.9g}, )"
+        R"("tally_reduce_s": {:.9g}, "gather_sum_s": {:.9g}}})",
+        s, world, t_raw, t_fresh, t_tally, t_graw, t_gtally, t_rraw, t_rtally, t_gsum));
     std::vector<std::byte>().swap(recv);
     std::vector<std::byte>().swap(grecv);
   }

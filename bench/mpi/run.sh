@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The sync benchmark in one command: tally's object all-gather, raw MPI_Allgatherv and mmeval's
-# mpi4py backend on 2, 4 and 8 ranks, one Markdown table per world size (ratios from the same run).
+# mpi4py backend on 2, 4 and 8 ranks, one Markdown table per world size (ratios from the same run),
+# and a second one for counts: tally's reduce against raw MPI_Reduce and against gather + sum.
 #
 #   bench/mpi/run.sh [OUT_DIR] [--max BYTES] [--reps N]     (NPS="2 4 8" to choose world sizes)
 #
@@ -56,4 +57,12 @@ for np_ in nps:
               f"{r['tally_s'] / r['raw_s']:.2f} | {r['raw_fresh_s'] / r['raw_s']:.2f} | "
               f"{gbs(r['raw_gather_s']):.2f} | {gbs(r['tally_gather_s']):.2f} | "
               f"{r['tally_gather_s'] / r['raw_gather_s']:.2f} | {mb} | {ms} |")
+    print(f"\n#### {np_} ranks: int64 counts summed to rank 0 (states of counts)\n")
+    print("| bytes per rank | raw MPI_Reduce us | tally reduce us | tally / raw | "
+          "gather_object + sum at rank 0 us | gather + sum / reduce |")
+    print("|---|---|---|---|---|---|")
+    for r in t["rows"]:
+        print(f"| {size(r['bytes'])} | {r['raw_reduce_s'] * 1e6:.1f} | "
+              f"{r['tally_reduce_s'] * 1e6:.1f} | {r['tally_reduce_s'] / r['raw_reduce_s']:.2f} | "
+              f"{r['gather_sum_s'] * 1e6:.1f} | {r['gather_sum_s'] / r['tally_reduce_s']:.2f} |")
 PY

@@ -207,6 +207,64 @@ void DistBackend::gather_varying(const std::byte* send, std::span<const std::siz
   all_gather_varying(send, counts, grow(scratch_, total));
 }
 
+void DistBackend::reduce(std::span<std::int64_t> values, ReduceOp op, int root) {
+  if (root < 0 || root >= world_size()) {
+    fail(*this, "reduce: root rank " + std::to_string(root) + " is outside [0, " +
+                    std::to_string(world_size()) + ")");
+  }
+  if (values.empty()) return;
+  // Rounds of at most chunk_bytes() in all, as for the objects, and of at most 4 MiB a rank: Open
+  // MPI's MPI_Reduce allocates its temporary buffers per call, and above glibc's mmap threshold
+  // (32 MiB at most) every call pays the first touch of fresh pages (bench/RESULTS.md: 64 MiB a
+  // rank in one call 66-88 ms, in 4 MiB rounds 27-37 ms, on 2 ranks). Every rank holds the same
+  // count, so every rank issues the same calls.
+  constexpr std::size_t kRoundBytes = std::size_t{4} << 20;
+  const std::size_t per_round = std::max<std::size_t>(
+      1, std::min(kRoundBytes, chunk_bytes_ / static_cast<std::size_t>(world_size())) /
+             sizeof(std::int64_t));
+  for (std::size_t begin = 0; begin < values.size(); begin += per_round)
+    reduce_values(values.data() + begin, std::min(per_round, values.size() - begin), op, root);
+}
+
+void DistBackend::reduce_values(std::int64_t* values, std::size_t n, ReduceOp op, int root) {
+  const auto world = static_cast<std::size_t>(world_size());
+  const std::size_t bytes = n * sizeof(std::int64_t);
+  counts_.assign(world, bytes);
+  const bool is_root = rank() == root;
+  std::byte* in = is_root ? grow(reduce_in_, bytes * world) : nullptr;
+  const std::span<const std::byte> mine(reinterpret_cast<const std::byte*>(values), bytes);
+  if (bytes * world <= chunk_bytes_) {
+    gather_varying(mine.data(), counts_, in, root);
+  } else {  // a chunk smaller than a value a rank (tests): byte rounds, as gather_object's
+    const std::size_t per_rank = chunk_bytes_ / world;
+    std::byte* stage = is_root ? grow(staging_, per_rank * world) : nullptr;
+    move_in_rounds(mine, counts_, bytes, per_rank, round_counts_, stage, in,
+                   [this, root](const std::byte* send, std::span<const std::size_t> c,
+                                std::byte* to) { gather_varying(send, c, to, root); });
+  }
+  if (!is_root) return;
+  // Combined in rank order; unsigned arithmetic wraps like MPI_SUM instead of overflowing.
+  std::vector<std::int64_t> row(n);
+  for (std::size_t r = 0; r < world; ++r) {
+    if (r == static_cast<std::size_t>(root)) continue;
+    std::memcpy(row.data(), in + r * bytes, bytes);
+    for (std::size_t i = 0; i < n; ++i) {
+      switch (op) {
+        case ReduceOp::sum:
+          values[i] = static_cast<std::int64_t>(static_cast<std::uint64_t>(values[i]) +
+                                                static_cast<std::uint64_t>(row[i]));
+          break;
+        case ReduceOp::min:
+          values[i] = std::min(values[i], row[i]);
+          break;
+        case ReduceOp::max:
+          values[i] = std::max(values[i], row[i]);
+          break;
+      }
+    }
+  }
+}
+
 void DistBackend::broadcast_chunked(std::byte* buf, std::size_t n, int src) {
   for (std::size_t begin = 0; begin < n; begin += chunk_bytes_)
     broadcast(buf + begin, std::min(chunk_bytes_, n - begin), src);

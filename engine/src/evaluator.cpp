@@ -32,10 +32,71 @@ struct MetricSlot {
   std::string where;
 };
 
-/// The metric of `m` as a LocalComputeMetric when `local` (a world of one) and it is one: rank 0
-/// then computes from its state directly instead of packing and unpacking it. Null otherwise.
-LocalComputeMetric* local_metric(const MetricSlot& m, bool local) {
-  return local ? dynamic_cast<LocalComputeMetric*>(m.metric.get()) : nullptr;
+/// How a metric's state reaches rank 0 at a sync.
+enum class Route : std::uint8_t {
+  packed,   // packed into the payload and gathered (Metric::pack, compute_packed)
+  local,    // a world of one: rank 0 computes from its state in place (LocalComputeMetric)
+  reduced,  // its counts are summed to rank 0 (ReducibleMetric, DistBackend::reduce)
+};
+
+/// The routes of every metric for one sync, and where each reduced metric's counts sit in the
+/// one vector of counts every rank reduces.
+struct SyncPlan {
+  std::vector<Route> routes;
+  std::vector<std::size_t> offsets;  // per metric: its first count (reduced metrics)
+  std::vector<std::size_t> sizes;    // per metric: how many counts (reduced metrics), else 0
+  std::size_t counts = 0;            // in all
+};
+
+/// Local computation where the world is one and the metric can (no copy of its state at all);
+/// otherwise a reduction where the metric's state is counts; otherwise a gather.
+SyncPlan plan_sync(const std::vector<MetricSlot>& metrics, bool local) {
+  SyncPlan plan;
+  for (const auto& m : metrics) {
+    Route route = Route::packed;
+    std::size_t size = 0;
+    if (local && dynamic_cast<LocalComputeMetric*>(m.metric.get()) != nullptr) {
+      route = Route::local;
+    } else if (const auto* r = dynamic_cast<const ReducibleMetric*>(m.metric.get())) {
+      size = r->reduced_size();
+      if (size != 0) route = Route::reduced;
+    }
+    plan.routes.push_back(route);
+    plan.offsets.push_back(plan.counts);
+    plan.sizes.push_back(size);
+    plan.counts += size;
+  }
+  return plan;
+}
+
+/// The local counts of the reduced metrics into `counts`, checked so that their sum over `world`
+/// ranks is exact: each count >= 0, all of a rank's counts together < 2^62 / world (then every
+/// sum of sums stays under 2^62, as the metrics' own checks require). A corrupt restored state
+/// fails here, on its rank, instead of wrapping in the reduction.
+void write_counts(const std::vector<MetricSlot>& metrics, const SyncPlan& plan,
+                  std::span<std::int64_t> counts, int world) {
+  const std::int64_t limit = (std::int64_t{1} << 62) / world;
+  std::int64_t total = 0;
+  for (std::size_t i = 0; i < metrics.size(); ++i) {
+    if (plan.routes[i] != Route::reduced) continue;
+    const auto mine = counts.subspan(plan.offsets[i], plan.sizes[i]);
+    const auto where = fmt::format("metric '{}'", metrics[i].label);
+    try {
+      dynamic_cast<const ReducibleMetric&>(*metrics[i].metric).reduced_counts(mine);
+    } catch (const std::exception& e) {
+      throw RuntimeError(fmt::format("{}: {}", where, e.what()));
+    }
+    for (const std::int64_t c : mine) {
+      if (c < 0)
+        throw RuntimeError(fmt::format(
+            "{}: a count of its state is negative ({}): the state is corrupt", where, c));
+      if (__builtin_add_overflow(total, c, &total) || total >= limit)
+        throw RuntimeError(fmt::format(
+            "{}: this rank's counts add up to 2^62 / {} ranks or more: their sum over the ranks "
+            "would not be exact",
+            where, world));
+    }
+  }
 }
 
 /// The last sample of a batch, held back: a copy, since the caller may reuse its buffers for the
@@ -97,18 +158,18 @@ struct Evaluator::Impl {
   std::optional<std::pair<int, std::string>> error;
 
   // Every metric's state as one sync payload, [0, [state...]] (the held sample is not in it).
-  // `local` (a world of one): nil in place of the state of a LocalComputeMetric, which rank 0
-  // computes from directly (local_metric), so that its state is neither packed nor unpacked.
-  void pack_states(msgpack::sbuffer& payload, bool local = false) const {
+  // With a plan: nil in place of the states that do not travel in the payload (Route::local,
+  // Route::reduced), so that they are neither packed nor unpacked.
+  void pack_states(msgpack::sbuffer& payload, const SyncPlan* plan = nullptr) const {
     Packer packer(payload);
     packer.pack_array(2);
     packer.pack(0);
     packer.pack_array(static_cast<std::uint32_t>(metrics.size()));
-    for (const auto& m : metrics) {
-      if (local_metric(m, local) != nullptr)
+    for (std::size_t i = 0; i < metrics.size(); ++i) {
+      if (plan != nullptr && plan->routes[i] != Route::packed)
         packer.pack_nil();
       else
-        m.metric->pack(packer);
+        metrics[i].metric->pack(packer);
     }
   }
 
@@ -330,7 +391,16 @@ Results Evaluator::compute(std::optional<std::int64_t> dataset_size) {
   const int world = backend.world_size();
   const int me = backend.rank();
 
+  // How each state travels; the number of reduced counts goes in the header, so that every rank
+  // knows that every rank reduces as many before any rank does.
+  SyncPlan plan;
+  if (!s.recording("", [&] { plan = plan_sync(s.metrics, world == 1); })) {
+    plan = SyncPlan{};  // this rank reports its failure (status) and reduces nothing
+    plan.routes.assign(s.metrics.size(), Route::packed);
+  }
+
   sync::Header mine;
+  mine.reduced = static_cast<std::int64_t>(plan.counts);
   mine.protocol = kProtocolVersion;
   mine.fingerprint = s.fingerprint;
   mine.samples = s.samples;
@@ -387,20 +457,26 @@ Results Evaluator::compute(std::optional<std::int64_t> dataset_size) {
 
   // Each rank packs every metric's state into one fused payload: [0, [state...]], or
   // [exit code, message] when this rank failed while finishing (its held sample was bad, say):
-  // it still takes part in the gather, and rank 0 reports the failure to every rank. In a world
-  // of one the states of LocalComputeMetrics stay where they are (nil in the payload).
-  const bool local = world == 1;
+  // it still takes part in the reduction and the gather, and rank 0 reports the failure to every
+  // rank. In a world of one the states of LocalComputeMetrics stay where they are; otherwise the
+  // counts of ReducibleMetrics go in `counts` (nil in the payload for both).
   msgpack::sbuffer payload;
+  std::vector<std::int64_t> counts(plan.counts, 0);
   try {
     if (s.held && !drop_held) s.apply(*s.held);
     s.held.reset();
-    s.pack_states(payload, local);
+    s.pack_states(payload, &plan);
+    write_counts(s.metrics, plan, counts, world);
   } catch (const std::exception& e) {
     const auto* te = dynamic_cast<const Error*>(&e);
     payload.clear();
     msgpack::pack(payload, std::make_tuple(te ? te->exit_code() : 1, std::string(e.what())));
+    std::fill(counts.begin(), counts.end(), 0);
   }
-  // To rank 0 only: the other ranks never hold everyone's state.
+  // The counts, summed at rank 0: one state's worth there, whatever the world size. Every rank
+  // holds the same number (the headers agreed), so every rank makes the same calls.
+  if (!counts.empty()) backend.reduce(counts, ReduceOp::sum, 0);
+  // The other states, to rank 0 only: the other ranks never hold everyone's state.
   const auto gathered =
       backend.gather_object(std::as_bytes(std::span(payload.data(), payload.size())), 0);
 
@@ -447,10 +523,22 @@ Results Evaluator::compute(std::optional<std::int64_t> dataset_size) {
           states[static_cast<std::size_t>(r)] =
               handles[static_cast<std::size_t>(r)].get().via.array.ptr[1].via.array.ptr[i];
         try {
-          auto* direct = local_metric(s.metrics[i], local);
-          results.set(s.metrics[i].label, direct != nullptr
-                                              ? direct->compute_local()
-                                              : s.metrics[i].metric->compute_packed(states));
+          Metric& metric = *s.metrics[i].metric;
+          switch (plan.routes[i]) {
+            case Route::local:
+              results.set(s.metrics[i].label,
+                          dynamic_cast<LocalComputeMetric&>(metric).compute_local());
+              break;
+            case Route::reduced:
+              results.set(s.metrics[i].label,
+                          dynamic_cast<const ReducibleMetric&>(metric).compute_reduced(
+                              std::span<const std::int64_t>(counts).subspan(plan.offsets[i],
+                                                                            plan.sizes[i])));
+              break;
+            case Route::packed:
+              results.set(s.metrics[i].label, metric.compute_packed(states));
+              break;
+          }
         } catch (const msgpack::type_error&) {
           throw RuntimeError(fmt::format("metric '{}': a rank sent a state this metric cannot read",
                                          s.metrics[i].label));

@@ -7,6 +7,7 @@ namespace tally {
 Metric::~Metric() = default;
 RestorableMetric::~RestorableMetric() = default;
 LocalComputeMetric::~LocalComputeMetric() = default;
+ReducibleMetric::~ReducibleMetric() = default;
 Reader::~Reader() = default;
 StableBatchReader::~StableBatchReader() = default;
 

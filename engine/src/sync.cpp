@@ -1,5 +1,6 @@
 #include "sync.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 
@@ -30,6 +31,10 @@ std::optional<Verdict> check_headers(const std::vector<Header>& headers) {
   std::vector<int> bad_magic;
   std::vector<int> bad_protocol;
   std::vector<int> bad_fingerprint;
+  std::vector<int> bad_reduced;
+  // The first rank that did not fail: the reference for the reduced counts.
+  const auto ok0 =
+      std::find_if(headers.begin(), headers.end(), [](const Header& h) { return h.status == 0; });
   std::vector<int> bad_size;
   for (std::size_t r = 0; r < headers.size(); ++r) {
     const auto& h = headers[r];
@@ -40,6 +45,8 @@ std::optional<Verdict> check_headers(const std::vector<Header>& headers) {
       bad_protocol.push_back(rank);
     else if (h.fingerprint != h0.fingerprint)
       bad_fingerprint.push_back(rank);
+    else if (h.status == 0 && h.reduced != ok0->reduced)
+      bad_reduced.push_back(rank);  // a rank that failed reports its failure instead
     else if (h.dataset_size != h0.dataset_size)
       bad_size.push_back(rank);
   }
@@ -64,6 +71,15 @@ std::optional<Verdict> check_headers(const std::vector<Header>& headers) {
                "same parameters and plugin versions",
                rank_list(bad_fingerprint), bad_fingerprint.size() == 1 ? "has" : "have",
                headers[static_cast<std::size_t>(bad_fingerprint[0])].fingerprint, h0.fingerprint)};
+  if (!bad_reduced.empty())
+    return Verdict{
+        1,
+        fmt::format(
+            "sync failed: {} would reduce {} counts to rank 0, rank {} would reduce {}: with the "
+            "same metrics configuration, a metric plugin's reduced_size() must not "
+            "depend on anything but its parameters",
+            rank_list(bad_reduced), headers[static_cast<std::size_t>(bad_reduced[0])].reduced,
+            ok0 - headers.begin(), ok0->reduced)};
   if (!bad_size.empty())
     return Verdict{
         2,

@@ -24,7 +24,7 @@ struct Header {
   std::int64_t dataset_size = -1;  // compute(dataset_size), or -1
   std::int32_t status = 0;         // 0: ok; otherwise the exit code of this rank's failure
   std::uint32_t reserved = 0;
-  std::uint64_t reserved2 = 0;
+  std::int64_t reduced = 0;  // int64 counts this rank reduces to rank 0 (ReducibleMetrics)
 };
 static_assert(sizeof(Header) == 48);
 
@@ -36,8 +36,8 @@ struct Verdict {
   int exit_code = 0;
   std::string message;
 };
-/// Checks protocol versions, fingerprints and dataset sizes. A rank that failed (status != 0)
-/// is reported by the caller after gathering messages.
+/// Checks protocol versions, fingerprints, reduced counts and dataset sizes. A rank that failed
+/// (status != 0) is reported by the caller after gathering messages.
 std::optional<Verdict> check_headers(const std::vector<Header>& headers);
 
 /// FNV-1a, 64-bit: a fingerprint of the metrics configuration, not a security hash.

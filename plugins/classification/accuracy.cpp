@@ -32,6 +32,7 @@
 // State: int64 hit counts per (k, thr) and the sample count; they add up across ranks.
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -50,6 +51,7 @@ struct AccuracyState {
   PackedVector<std::int64_t> hits;  // [topk.size() * thrs.size()], k major
   std::int64_t n = 0;
   MSGPACK_DEFINE(hits, n)
+  auto sums() { return std::tie(hits, n); }
 };
 
 class Accuracy final : public TypedMetric<AccuracyState> {

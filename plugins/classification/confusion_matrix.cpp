@@ -17,6 +17,7 @@
 // the label dtype) and the sample count; they add up across ranks.
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -37,6 +38,7 @@ struct ConfusionState {
   PackedVector<std::int64_t> counts;  // [K * K], row = true class
   std::int64_t n = 0;
   MSGPACK_DEFINE(counts, n)
+  auto sums() { return std::tie(counts, n); }
 };
 
 class ConfusionMatrix final : public TypedMetric<ConfusionState> {

@@ -21,6 +21,7 @@
 // State: int64 TP, FP, FN per class.
 #include <algorithm>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common.hpp"
@@ -34,6 +35,7 @@ struct F1State {
   PackedVector<std::int64_t> tp, fp, fn;  // [num_classes]
   std::int64_t n = 0;
   MSGPACK_DEFINE(tp, fp, fn, n)
+  auto sums() { return std::tie(tp, fp, fn, n); }
 };
 
 class F1Score final : public TypedMetric<F1State> {

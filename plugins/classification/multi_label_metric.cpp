@@ -32,6 +32,7 @@
 #include <cstdio>
 #include <numeric>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -48,6 +49,7 @@ struct MultiLabelState {
   std::int64_t num_classes = 0;           // 0 until known
   std::int64_t n = 0;
   MSGPACK_DEFINE(tp, fp, fn, num_classes, n)
+  auto sums() { return std::tie(tp, fp, fn, n); }  // num_classes: a parameter
 };
 
 enum class Average { Macro, Micro, None };
@@ -94,6 +96,9 @@ class MultiLabelMetric final : public TypedMetric<MultiLabelState> {
   }
 
  protected:
+  // Without num_classes the number of classes comes from the data: the state is gathered.
+  bool reducible() const override { return num_classes_ > 0; }
+
   MultiLabelState initial_state() const override {
     MultiLabelState s;
     if (num_classes_ > 0) size_state(s, num_classes_);

@@ -36,6 +36,7 @@
 // State: int64 counters: support [C], and TP and predicted [thrs x C]; never per-sample lists.
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -57,6 +58,7 @@ struct SingleLabelState {
   std::int64_t num_classes = 0;          // 0 until known (scores without num_classes)
   std::int64_t n = 0;
   MSGPACK_DEFINE(support, tp, predicted, num_classes, n)
+  auto sums() { return std::tie(support, tp, predicted, n); }  // num_classes: a parameter
 };
 
 enum class Average { Macro, Micro, None };
@@ -100,6 +102,9 @@ class SingleLabelMetric final : public TypedMetric<SingleLabelState> {
   }
 
  protected:
+  // Without num_classes the number of classes comes from the data: the state is gathered.
+  bool reducible() const override { return num_classes_ > 0; }
+
   SingleLabelState initial_state() const override {
     SingleLabelState s;
     if (num_classes_ > 0) size_state(s, num_classes_);

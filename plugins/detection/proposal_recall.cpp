@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <numeric>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "coco_eval.hpp"
@@ -43,6 +44,7 @@ struct RecallState {
   std::int64_t num_gts = 0;
   std::int64_t images = 0;  // images seen on this rank (sample numbers in messages)
   MSGPACK_DEFINE(hits, num_gts, images)
+  auto sums() { return std::tie(hits, num_gts, images); }
 };
 
 class ProposalRecall final : public TypedMetric<RecallState> {

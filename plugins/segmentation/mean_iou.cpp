@@ -40,6 +40,7 @@
 #include <cstring>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -62,6 +63,7 @@ struct MeanIoUState {
   PackedVector<std::int64_t> counts;  // [K * K], index gt * K + pred
   std::int64_t n = 0;                 // samples
   MSGPACK_DEFINE(counts, n)
+  auto sums() { return std::tie(counts, n); }
 };
 
 std::string shape_of(const std::vector<std::int64_t>& shape) {

@@ -16,6 +16,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "common.hpp"
@@ -28,6 +29,7 @@ namespace {
 struct CharState {
   std::int64_t gt = 0, pred = 0, tp = 0, n = 0;
   MSGPACK_DEFINE(gt, pred, tp, n)
+  auto sums() { return std::tie(gt, pred, tp, n); }
 };
 
 class CharRecallPrecision final : public TypedMetric<CharState> {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "common.hpp"
@@ -20,6 +21,7 @@ namespace tally::text {
 struct EditRateState {
   std::int64_t edits = 0, ref_tokens = 0, n = 0;
   MSGPACK_DEFINE(edits, ref_tokens, n)
+  auto sums() { return std::tie(edits, ref_tokens, n); }
 };
 
 /// The inputs of WER and CER.

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common.hpp"
@@ -31,6 +32,7 @@ namespace {
 struct WordAccuracyState {
   std::int64_t exact = 0, ignore_case = 0, ignore_case_symbol = 0, n = 0;
   MSGPACK_DEFINE(exact, ignore_case, ignore_case_symbol, n)
+  auto sums() { return std::tie(exact, ignore_case, ignore_case_symbol, n); }
 };
 
 class WordAccuracy final : public TypedMetric<WordAccuracyState> {

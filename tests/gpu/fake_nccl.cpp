@@ -8,6 +8,7 @@
 // first, so that the backend's dlopen("libnccl.so.2") finds it rather than the real one.
 #include <nccl.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -89,6 +90,17 @@ __attribute__((visibility("default"))) ncclResult_t ncclBroadcast(const void* se
   if (type != ncclUint8 || root != 0) return ncclInvalidArgument;
   if (send != recv) std::memmove(recv, send, count);
   return ncclSuccess;
+}
+
+__attribute__((visibility("default"))) ncclResult_t ncclReduce(const void* send, void* recv,
+                                                               size_t count, ncclDataType_t type,
+                                                               ncclRedOp_t op, int root,
+                                                               ncclComm_t comm, cudaStream_t) {
+  if (type != ncclInt64 || root != 0 || (op != ncclSum && op != ncclMin && op != ncclMax))
+    return ncclInvalidArgument;
+  if (send != recv) std::memmove(recv, send, count * sizeof(std::int64_t));
+  reinterpret_cast<FakeComm*>(comm)->pending = 1;
+  return ncclInProgress;
 }
 
 __attribute__((visibility("default"))) ncclResult_t ncclCommFinalize(ncclComm_t comm) {

@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
@@ -118,6 +119,25 @@ TEST(NcclEmulated, CollectivesAtEverySizeAndChunk) {
       EXPECT_EQ(to_bytes(b->broadcast_object(obj, 0)), obj) << n << " bytes, chunk " << chunk;
     }
     b->barrier();
+  }
+}
+
+// ncclReduce on int64 in place, in rounds when the chunk is small (a world of one: the values
+// come back as they were, through the staging buffers and the fake's ncclReduce).
+TEST(NcclEmulated, ReduceInRounds) {
+  for (const long long chunk : {256ll << 20, 1000ll, 1ll}) {
+    const auto b = make_nccl({{"chunk_bytes", Value(chunk)}});
+    for (const std::size_t n :
+         {std::size_t{1}, std::size_t{124}, std::size_t{125}, std::size_t{3001}}) {
+      std::vector<std::int64_t> values(n);
+      for (std::size_t i = 0; i < n; ++i)
+        values[i] = static_cast<std::int64_t>(i * 2654435761u) - (std::int64_t{1} << 40);
+      for (const auto op : {tally::ReduceOp::sum, tally::ReduceOp::min, tally::ReduceOp::max}) {
+        auto got = values;
+        b->reduce(got, op, 0);
+        EXPECT_EQ(got, values) << n << " values, chunk " << chunk;
+      }
+    }
   }
 }
 

@@ -99,6 +99,74 @@ TEST_F(MpiTest, DifferentMetricsConfigurationIsNamedNotAHang) {
       << r.err;
 }
 
+// States of counts (testkit's CountProbe, ConfusionMatrix, SingleLabelMetric with num_classes;
+// Accuracy and ConfusionMatrix in the test above) are summed to rank 0 with MPI_Reduce: compute()
+// gets one state whatever the world size, while SequenceProbe's state is still gathered, one per
+// rank. Expected: the single-process run (bins of the labels of make_dataset(50, 5) mod 3).
+TEST_F(MpiTest, CountStatesAreReducedNotGathered) {
+  const auto cfg = config(R"(metrics:
+  - type: CountProbe
+    bins: 3
+    inputs: {x: gt_labels}
+  - type: SequenceProbe
+    inputs: {x: gt_labels}
+  - type: ConfusionMatrix
+    num_classes: 5
+  - type: SingleLabelMetric
+    num_classes: 5
+    average: none
+)",
+                          "plugins:\n  paths: [" + kTestkit + "]\n");
+  const auto single = run_single(cfg);
+  ASSERT_EQ(single["results"]["CountProbe"]["n"], 50);
+  for (int np : {2, 3, 7}) {
+    SCOPED_TRACE(np);
+    for (const std::string extra : {"", "--set backend.chunk_bytes=64"}) {
+      const auto j = run_ranks(np, cfg, extra);
+      EXPECT_EQ(j["results"]["CountProbe"], single["results"]["CountProbe"]) << extra;
+      EXPECT_EQ(j["results"]["CountProbe"]["states"], 1) << extra;
+      EXPECT_EQ(j["results"]["SequenceProbe"]["per_rank"].size(), static_cast<std::size_t>(np));
+      EXPECT_EQ(j["results"]["ConfusionMatrix"], single["results"]["ConfusionMatrix"]) << extra;
+      EXPECT_EQ(j["results"]["SingleLabelMetric"], single["results"]["SingleLabelMetric"]) << extra;
+    }
+  }
+}
+
+// A rank whose counts cannot be summed exactly (a corrupt restored state, say) fails every rank
+// with one message naming the rank and the metric; nothing is written.
+TEST_F(MpiTest, CountsThatCannotBeSummedExactlyAreNamed) {
+  for (const auto& [corrupt, says] : std::vector<std::pair<std::string, std::string>>{
+           {"-5", "a count of its state is negative (-5): the state is corrupt"},
+           {"2305843009213693952", "this rank's counts add up to 2^62 / 2 ranks or more"}}) {
+    const auto cfg = config("metrics:\n  - type: CountProbe\n    corrupt: " + corrupt +
+                                "\n    inputs: {x: gt_labels}\n",
+                            "plugins:\n  paths: [" + kTestkit + "]\n");
+    const auto out = dir / "never.json";
+    const auto r = run_command(mpirun(2) + kTally + " run " + cfg.string() +
+                               " --set backend.type=mpi -o " + out.string());
+    EXPECT_EQ(r.exit_code, 1) << r.err;
+    EXPECT_NE(r.err.find("tally: error: rank 0: metric 'CountProbe': " + says), std::string::npos)
+        << r.err;
+    EXPECT_EQ(r.err.find("tally: error:"), r.err.rfind("tally: error:")) << r.err;
+    EXPECT_FALSE(fs::exists(out));
+  }
+}
+
+// A plugin whose number of counts differs by rank is caught by the sync header before any rank
+// reduces: a message on every rank, not a hang or a garbled sum.
+TEST_F(MpiTest, ADifferentNumberOfCountsIsNamedNotAHang) {
+  const auto cfg =
+      config("metrics:\n  - type: CountProbe\n    bins_by_rank: true\n    inputs: {x: gt_labels}\n",
+             "plugins:\n  paths: [" + kTestkit + "]\n");
+  const auto r =
+      run_command(mpirun(3) + kTally + " run " + cfg.string() + " --set backend.type=mpi");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_NE(r.err.find("sync failed: ranks 1, 2 would reduce 6 counts to rank 0, rank 0 would "
+                       "reduce 5"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST(LibraryApi, BlocksOnAnyWorldSizeEqualOneProcess) {
   const auto single = run_command(kApp + " " + kTestkit + " 23 nondist blocks");
   ASSERT_EQ(single.exit_code, 0) << single.err;

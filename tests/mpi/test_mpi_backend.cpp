@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -17,6 +18,7 @@
 
 #include "config.hpp"
 #include "registry.hpp"
+#include "support/reduce_check.hpp"
 #include "tally/dist_backend.hpp"
 #include "tally/error.hpp"
 
@@ -155,6 +157,15 @@ TEST_P(MpiBackendTest, AllGatherFixed) {
   for (int r = 0; r < b.world_size(); ++r)
     EXPECT_EQ(Bytes(out.begin() + r * 24, out.begin() + (r + 1) * 24), pattern(r, 24))
         << "rank " << r;
+}
+
+// MPI_Reduce on int64 to every root; 5000 values go in rounds on the small-chunk backend.
+TEST_P(MpiBackendTest, ReduceSumMinMaxToEveryRoot) {
+  DistBackend& b = backend();
+  for (const std::size_t n : {std::size_t{1}, std::size_t{5000}})
+    for (int root = b.world_size() - 1; root >= 0; --root)
+      for (const auto op : {tally::ReduceOp::sum, tally::ReduceOp::min, tally::ReduceOp::max})
+        tally::test::check_reduce(b, n, op, root);
 }
 
 TEST_P(MpiBackendTest, ReceiveBufferIsReused) {

@@ -9,13 +9,22 @@
 // `hang_on: V` makes it sleep for an hour (a hung rank). With `once_file: PATH`, kill_on and
 // exit_on fire only while PATH does not exist, and create it first: a run resumed from a
 // checkpoint with the same config (the same fingerprint) goes past the sample that stopped it.
+//
+// CountProbe counts the values of `x` by x mod `bins`: a state of counts (a ReducibleMetric), so
+// at sync it is summed to rank 0, not gathered; its result says how many states compute() got
+// (1 when reduced). `corrupt: V` overwrites its first count with V after each batch (a corrupt
+// state: negative, or too large to sum exactly); `bins_by_rank: true` adds the MPI rank to the
+// number of bins (a plugin whose reduced size depends on more than its parameters).
 #include <chrono>
 #include <csignal>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <unistd.h>
@@ -135,6 +144,59 @@ class HostileState : public tally::Metric {
   std::string lie_;
 };
 
+struct CountState {
+  tally::PackedVector<std::int64_t> bins;
+  std::int64_t n = 0;
+  MSGPACK_DEFINE(bins, n)
+  auto sums() { return std::tie(bins, n); }
+};
+
+class CountProbe : public tally::TypedMetric<CountState> {
+ public:
+  explicit CountProbe(const tally::Params& p)
+      : bins_(p.get_int("bins")),
+        corrupt_(p.has("corrupt") ? std::optional(p.get_int("corrupt")) : std::nullopt) {
+    if (bins_ < 1) p.fail("bins", "must be >= 1");
+    if (p.get_bool("bins_by_rank"))
+      if (const char* r = std::getenv("OMPI_COMM_WORLD_RANK")) bins_ += std::atoi(r);
+  }
+
+ protected:
+  CountState initial_state() const override {
+    CountState s;
+    s.bins.assign(static_cast<std::size_t>(bins_), 0);
+    return s;
+  }
+  void update(CountState& s, const tally::Batch& b) override {
+    const tally::Tensor& x = b.tensor("x");
+    if (x.dtype() != tally::DType::I64 || x.dim() != 1)
+      throw tally::InputError("field 'x' must be i64[N], found " + x.describe());
+    const auto* v = x.data_as<std::int64_t>();
+    for (std::int64_t i = 0; i < x.size(0); ++i) ++s.bins[static_cast<std::size_t>(v[i] % bins_)];
+    s.n += x.size(0);
+    if (corrupt_) s.bins[0] = *corrupt_;
+  }
+  tally::Value compute(const std::vector<CountState>& states) const override {
+    std::vector<std::int64_t> bins(static_cast<std::size_t>(bins_), 0);
+    std::int64_t n = 0;
+    for (const auto& s : states) {
+      for (std::size_t i = 0; i < bins.size() && i < s.bins.size(); ++i) bins[i] += s.bins[i];
+      n += s.n;
+    }
+    tally::Value out = tally::Value::map();
+    tally::Value arr = tally::Value::array();
+    for (const auto c : bins) arr.push_back(c);
+    out.set("bins", arr);
+    out.set("n", n);
+    out.set("states", static_cast<std::int64_t>(states.size()));
+    return out;
+  }
+
+ private:
+  std::int64_t bins_;
+  std::optional<std::int64_t> corrupt_;
+};
+
 }  // namespace
 
 TALLY_PLUGIN("testkit", "0.0.1", [] {
@@ -161,5 +223,15 @@ TALLY_PLUGIN("testkit", "0.0.1", [] {
                         "kill_on and exit_on fire only while this file does not exist, and "
                         "create it")
                .optional()},
-          {{"x", "i64[N] values", true}})};
+          {{"x", "i64[N] values", true}}),
+      tally::metric<CountProbe>(
+          "CountProbe", "Test probe: counts of x mod bins, a state reduced rather than gathered",
+          {tally::param("bins", tally::ParamType::Int, "how many counts").def(4),
+           tally::param("corrupt", tally::ParamType::Int,
+                        "a value that overwrites the first count after each batch")
+               .optional(),
+           tally::param("bins_by_rank", tally::ParamType::Bool,
+                        "adds the MPI rank to bins (a reduced size that differs by rank)")
+               .def(false)},
+          {{"x", "i64[N] values (>= 0)", true}})};
 })

@@ -397,25 +397,6 @@ inline Value compute_states(const Metric& into, const std::vector<std::shared_pt
 
 /// Simulates one rank per shard: a metric instance each, fed its shard in batches, its state
 /// packed to msgpack bytes; then unpacks every state and computes on a fresh instance.
-inline Value run_ranks(const std::function<std::shared_ptr<Metric>()>& make, const Batch& data,
-                       const std::vector<Shard>& shards, const RunOptions& opt = {}) {
-  std::vector<msgpack::sbuffer> buffers;
-  for (const auto& [begin, end] : shards) {
-    const auto metric = make();
-    if (begin == end && opt.add_empty_batches) metric->add(data.slice(begin, end));
-    for (std::int64_t b = begin; b < end; b += opt.batch_size)
-      metric->add(data.slice(b, std::min(end, b + opt.batch_size)));
-    buffers.push_back(pack_state(*metric));
-  }
-  return compute_packed_states(*make(), buffers);
-}
-
-/// `type` with `params` over `data` on one rank, in one batch.
-inline Value run_single(const std::string& type, const Value::Map& params, const Batch& data) {
-  return run_ranks([&] { return make_metric(type, params); }, data,
-                   contiguous_shards(data.size(), 1));
-}
-
 /// Bit-for-bit equality of two results: the same kinds, keys and bits (a NaN equals a NaN of
 /// the same bits, which Value's == would deny; 0.0 and -0.0 differ, which it would allow).
 inline bool same_bits(const Value& a, const Value& b) {
@@ -438,6 +419,43 @@ inline bool same_bits(const Value& a, const Value& b) {
     return true;
   }
   return a == b;
+}
+
+/// For a metric whose state is counts (ReducibleMetric with reduced_size() > 0), the engine sums
+/// the ranks' counts instead of gathering the states (a world of more than one): run_ranks checks
+/// that compute_reduced() of the sums gives the bits compute_packed() gives.
+inline Value run_ranks(const std::function<std::shared_ptr<Metric>()>& make, const Batch& data,
+                       const std::vector<Shard>& shards, const RunOptions& opt = {}) {
+  std::vector<msgpack::sbuffer> buffers;
+  std::vector<std::int64_t> sums;
+  for (const auto& [begin, end] : shards) {
+    const auto metric = make();
+    if (begin == end && opt.add_empty_batches) metric->add(data.slice(begin, end));
+    for (std::int64_t b = begin; b < end; b += opt.batch_size)
+      metric->add(data.slice(b, std::min(end, b + opt.batch_size)));
+    buffers.push_back(pack_state(*metric));
+    if (const auto* r = dynamic_cast<const ReducibleMetric*>(metric.get());
+        r != nullptr && r->reduced_size() > 0) {
+      std::vector<std::int64_t> counts(r->reduced_size());
+      r->reduced_counts(counts);
+      sums.resize(counts.size(), 0);
+      for (std::size_t i = 0; i < counts.size(); ++i) sums[i] += counts[i];
+    }
+  }
+  const auto target = make();
+  Value packed = compute_packed_states(*target, buffers);
+  if (!sums.empty()) {
+    const Value reduced = dynamic_cast<const ReducibleMetric&>(*target).compute_reduced(sums);
+    EXPECT_TRUE(same_bits(reduced, packed))
+        << "compute_reduced: " << reduced.to_json() << " vs compute_packed: " << packed.to_json();
+  }
+  return packed;
+}
+
+/// `type` with `params` over `data` on one rank, in one batch.
+inline Value run_single(const std::string& type, const Value::Map& params, const Batch& data) {
+  return run_ranks([&] { return make_metric(type, params); }, data,
+                   contiguous_shards(data.size(), 1));
 }
 
 /// The runs of run_all_rank_counts.

@@ -12,6 +12,7 @@
 #include <limits>
 #include <map>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -269,6 +270,47 @@ TEST(ClassificationState, ComputeLocalIsComputePackedAndKeepsTheState) {
     EXPECT_TRUE(same_bits(both, compute_states(*m, {m}))) << type;
     EXPECT_FALSE(both.as_map().empty()) << type;
   }
+}
+
+// Which states are counts of a fixed size (summed across ranks, not gathered), and how many:
+// Accuracy topk [1, 5] -> 2 hit counts + n; ConfusionMatrix 10 -> 100 + n; SingleLabelMetric
+// with num_classes 10 -> support, tp, predicted (10 each) + n; without num_classes the classes
+// come from the data, and per-sample scores (ROC-AUC, AP) are not counts: gathered (0).
+// run_ranks (metric_harness.hpp) checks on every metric's test data that the summed counts give
+// the bits the gathered states give.
+TEST(ClassificationState, CountStatesAreReducible) {
+  const std::vector<std::tuple<std::string, Value::Map, std::size_t>> cases = {
+      {"Accuracy", {{"topk", Value::Array{1, 5}}}, 3},
+      {"ConfusionMatrix", {{"num_classes", 10}}, 101},
+      {"SingleLabelMetric", {{"num_classes", 10}}, 31},
+      {"SingleLabelMetric", {}, 0},
+      {"MultiLabelMetric", {{"num_classes", 10}}, 31},
+      {"MultiLabelMetric", {}, 0},
+      {"F1Score", {{"num_classes", 10}}, 31},
+      {"ROCAUC", {}, 0},
+      {"AveragePrecision", {}, 0}};
+  for (const auto& [type, params, size] : cases) {
+    const auto m = make_metric(type, params);
+    const auto* r = dynamic_cast<const ReducibleMetric*>(m.get());
+    ASSERT_NE(r, nullptr) << type;
+    EXPECT_EQ(r->reduced_size(), size) << type;
+  }
+}
+
+// A state whose count arrays do not have the size the parameters give (a checkpoint of another
+// configuration restored into this one) is refused rather than summed out of place.
+TEST(ClassificationState, ACountArrayOfAnotherSizeIsNotReduced) {
+  const auto three = make_metric("ConfusionMatrix", {{"num_classes", 3}});
+  three->add(scores_batch(20, 3));
+  const auto four = make_metric("ConfusionMatrix", {{"num_classes", 4}});
+  const auto packed = pack_state(*three);
+  dynamic_cast<RestorableMetric&>(*four).restore(
+      msgpack::unpack(packed.data(), packed.size()).get());
+  const auto& r = dynamic_cast<const ReducibleMetric&>(*four);
+  std::vector<std::int64_t> counts(r.reduced_size());
+  ASSERT_EQ(counts.size(), 17u);
+  EXPECT_HAS(error_of<RuntimeError>([&] { r.reduced_counts(counts); }),
+             "count array 0 holds 9 counts, its initial state 16: it cannot be reduced");
 }
 
 TEST(ClassificationErrors, ClassIdOutOfRange) {

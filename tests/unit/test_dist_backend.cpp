@@ -20,6 +20,7 @@
 
 #include "config.hpp"
 #include "registry.hpp"
+#include "support/reduce_check.hpp"
 #include "tally/dist_backend.hpp"
 #include "tally/error.hpp"
 
@@ -379,6 +380,28 @@ TEST_P(ThreadWorldTest, AllGatherFixed) {
     }
   });
   EXPECT_TRUE(world.violations.empty()) << world.violations.front();
+}
+
+// The default reduce_values (a rooted gather, combined at the root), to every root, in rounds
+// when the chunk is small; values that differ by rank and position, negative ones included.
+TEST_P(ThreadWorldTest, ReduceSumMinMaxToEveryRoot) {
+  const auto [w, native, chunk] = GetParam();
+  ThreadWorld world(w);
+  run_world(world, native, chunk, [&](ThreadBackend& b) {
+    for (const std::size_t n : {std::size_t{1}, std::size_t{5}, std::size_t{1001}})
+      for (int root = 0; root < w; ++root)
+        for (const auto op : {tally::ReduceOp::sum, tally::ReduceOp::min, tally::ReduceOp::max})
+          tally::test::check_reduce(b, n, op, root);
+    std::vector<std::int64_t> none;
+    b.reduce(none, tally::ReduceOp::sum, 0);  // nothing to move: no call
+    if (b.rank() == 0) {
+      std::vector<std::int64_t> one{1};
+      EXPECT_THROW(b.reduce(one, tally::ReduceOp::sum, w), tally::RuntimeError);
+      EXPECT_THROW(b.reduce(one, tally::ReduceOp::sum, -1), tally::RuntimeError);
+    }
+  });
+  EXPECT_TRUE(world.violations.empty()) << world.violations.front();
+  EXPECT_LE(world.max_call_bytes, chunk);
 }
 
 INSTANTIATE_TEST_SUITE_P(Worlds, ThreadWorldTest,

@@ -18,6 +18,9 @@
 
 namespace tally {
 
+/// Element-wise combination of reduce(): exact on int64 (no rounding, so no order dependence).
+enum class ReduceOp : std::uint8_t { sum, min, max };
+
 /// Byte strings gathered from every rank, in rank order. The views point into the backend's
 /// receive buffer: they stay valid until the next collective on the same backend.
 struct GatheredObjects {
@@ -49,6 +52,13 @@ class TALLY_API DistBackend {
   std::span<const std::byte> broadcast_object(std::span<const std::byte> object, int src);
   /// A fixed-size record from every rank into `out` (world_size * record.size() bytes).
   void all_gather_fixed(std::span<const std::byte> record, std::span<std::byte> out);
+  /// Element-wise `op` of every rank's `values` into `values` on rank `root`; on the other ranks
+  /// `values` is left unspecified. Every rank passes the same number of values (the caller agrees
+  /// on it first: a mismatch is undefined, as for MPI_Reduce). Memory and traffic at the root are
+  /// those of one rank's values, not world_size times them, which is why states made of counts
+  /// are reduced rather than gathered. `sum` wraps on overflow, as MPI_SUM does: callers bound
+  /// their values (the evaluator keeps each rank's counts under 2^62 / world_size).
+  void reduce(std::span<std::int64_t> values, ReduceOp op, int root);
 
   /// Largest number of bytes one transport call may move in all (sum over ranks); larger objects
   /// go in rounds. Backends set it from their limits (MPI: int counts); tests set it small.
@@ -74,6 +84,13 @@ class TALLY_API DistBackend {
                               std::byte* recv, int root);
   /// `n` bytes from rank `src` into `buf` on every rank. n <= chunk_bytes().
   virtual void broadcast(std::byte* buf, std::size_t n, int src) = 0;
+  /// Element-wise `op` of every rank's `n` values into `values` on rank `root` (in place; the
+  /// other ranks' `values` may be overwritten). n * 8 <= min(4 MiB, chunk_bytes() / world_size()),
+  /// or n = 1 where chunk_bytes() holds less than a value a rank. The default
+  /// gathers every rank's values to the root with gather_varying and combines them there (the
+  /// root holds world_size * n values for the round); MPI overrides it with MPI_Reduce and NCCL
+  /// with ncclReduce.
+  virtual void reduce_values(std::int64_t* values, std::size_t n, ReduceOp op, int root);
 
  private:
   /// Every rank's object size into sizes_ and counts_ (all_gather_fixed); returns the total and
@@ -93,6 +110,7 @@ class TALLY_API DistBackend {
   std::vector<std::byte> pad_recv_;   // the default all_gather_varying: padded contributions
   std::vector<std::byte> send_copy_;  // see detach_from_recv
   std::vector<std::byte> scratch_;    // the default gather_varying, on ranks other than the root
+  std::vector<std::byte> reduce_in_;  // the default reduce_values: every rank's values, at the root
   std::vector<std::int64_t> sizes_;   // all_gather_object: every rank's object size
   std::vector<std::size_t> counts_;   // ... as counts, and the counts of one round
   std::vector<std::size_t> round_counts_;

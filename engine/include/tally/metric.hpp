@@ -1,13 +1,19 @@
 // Metric: the interface every metric plugin implements, and TypedMetric, the helper most metrics
 // use. Each rank calls add() on its own shard; at sync the engine packs every rank's state, and
 // rank 0 calls compute_packed() with the states of all ranks in rank order (= dataset order). In
-// a world of one a TypedMetric computes from its local state directly (LocalComputeMetric).
+// a world of one a TypedMetric computes from its local state directly (LocalComputeMetric); a
+// state made of counts is summed to rank 0 instead of gathered (ReducibleMetric).
 //
 // With TypedMetric a metric declares its local state as a struct with MSGPACK_DEFINE and writes
 // only update(state, batch) and compute(states):
 //
-//   struct State { tally::PackedVector<std::int64_t> hits; std::int64_t n = 0; MSGPACK_DEFINE(hits,
-//   n) }; class MyMetric : public tally::TypedMetric<State> {
+//   struct State {
+//     tally::PackedVector<std::int64_t> hits;
+//     std::int64_t n = 0;
+//     MSGPACK_DEFINE(hits, n)
+//     auto sums() { return std::tie(hits, n); }  // optional: all counts, summed across ranks
+//   };
+//   class MyMetric : public tally::TypedMetric<State> {
 //     void update(State& s, const tally::Batch& b) override { ... }
 //     tally::Value compute(const std::vector<State>& per_rank) const override { ... }
 //   };
@@ -19,15 +25,21 @@
 // checkpointed (the engine says so before a checkpointed run starts).
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <string>
+#include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include <msgpack.hpp>
 
 #include "tally/batch.hpp"
+#include "tally/error.hpp"
 #include "tally/export.hpp"
 #include "tally/value.hpp"
 
@@ -84,8 +96,60 @@ class TALLY_API LocalComputeMetric {
   virtual Value compute_local() = 0;
 };
 
+/// Optional interface of a metric whose state is non-negative int64 counts of a fixed number that
+/// add up across ranks (a confusion matrix, hit counts). At sync the engine sums every rank's
+/// counts to rank 0 with DistBackend::reduce (MPI_Reduce) instead of gathering every rank's
+/// state: rank 0 holds one state's worth of counts whatever the world size, and each rank sends
+/// its counts once. Integer sums are exact, so the results do not depend on the world size.
+/// Found with dynamic_cast like RestorableMetric: the plugin ABI is unchanged.
+class TALLY_API ReducibleMetric {
+ public:
+  virtual ~ReducibleMetric();
+  /// How many counts: a function of the metric's parameters only, so the same on every rank (the
+  /// sync header checks it); 0 when this configuration's state is not such counts (it is packed
+  /// and gathered then).
+  virtual std::size_t reduced_size() const = 0;
+  /// Writes the local counts, reduced_size() of them.
+  virtual void reduced_counts(std::span<std::int64_t> out) const = 0;
+  /// Rank 0: the results compute_packed() would give from every rank's packed state, from the
+  /// counts summed over the ranks.
+  virtual Value compute_reduced(std::span<const std::int64_t> sums) const = 0;
+};
+
+/// A State whose members are all counts that add up across ranks names them in sums(), and its
+/// TypedMetric is then a ReducibleMetric:
+///
+///   struct State { PackedVector<std::int64_t> hits; std::int64_t n = 0; MSGPACK_DEFINE(hits, n)
+///                  auto sums() { return std::tie(hits, n); } };
+///
+/// The sizes of the PackedVectors are those of initial_state(); they must not change in update().
+template <class S>
+concept SummedState = requires(S& s) {
+  s.sums();
+};
+
+namespace detail {
+template <class S, class Fn>
+void for_each_sum(S& s, Fn&& fn) {
+  std::apply(
+      [&](auto&... field) {
+        const auto one = [&](auto& f) {
+          if constexpr (std::is_same_v<std::remove_cvref_t<decltype(f)>, std::int64_t>)
+            fn(std::span<std::int64_t>(&f, 1));
+          else
+            fn(std::span<std::int64_t>(f.data(), f.size()));
+        };
+        (one(field), ...);
+      },
+      s.sums());
+}
+}  // namespace detail
+
 template <class State>
-class TypedMetric : public Metric, public RestorableMetric, public LocalComputeMetric {
+class TypedMetric : public Metric,
+                    public RestorableMetric,
+                    public LocalComputeMetric,
+                    public ReducibleMetric {
  public:
   void add(const Batch& batch) final { update(state(), batch); }
   void pack(Packer& out) const final { out.pack(state()); }
@@ -111,6 +175,60 @@ class TypedMetric : public Metric, public RestorableMetric, public LocalComputeM
     } give_back{one, state_};
     return compute(one);
   }
+  std::size_t reduced_size() const final {
+    if constexpr (SummedState<State>) {
+      if (!reducible()) return 0;
+      State layout = initial_state();
+      std::size_t n = 0;
+      detail::for_each_sum(layout, [&](std::span<std::int64_t> v) { n += v.size(); });
+      return n;
+    } else {
+      return 0;
+    }
+  }
+  void reduced_counts(std::span<std::int64_t> out) const final {
+    if constexpr (SummedState<State>) {
+      State layout = initial_state();
+      std::vector<std::size_t> sizes;
+      detail::for_each_sum(layout, [&](std::span<std::int64_t> v) { sizes.push_back(v.size()); });
+      std::size_t at = 0;
+      std::size_t field = 0;
+      detail::for_each_sum(state(), [&](std::span<std::int64_t> v) {
+        if (v.size() != sizes[field] || at + v.size() > out.size())
+          throw RuntimeError("count array " + std::to_string(field) + " holds " +
+                             std::to_string(v.size()) + " counts, its initial state " +
+                             std::to_string(sizes[field]) + ": it cannot be reduced");
+        std::copy(v.begin(), v.end(), out.begin() + static_cast<std::ptrdiff_t>(at));
+        at += v.size();
+        ++field;
+      });
+      if (at != out.size())
+        throw RuntimeError(std::to_string(at) + " counts where " + std::to_string(out.size()) +
+                           " were expected");
+    } else {
+      throw RuntimeError("this metric's state is not counts: it cannot be reduced");
+    }
+  }
+  Value compute_reduced(std::span<const std::int64_t> sums) const final {
+    if constexpr (SummedState<State>) {
+      std::vector<State> one;
+      one.push_back(initial_state());
+      std::size_t at = 0;
+      detail::for_each_sum(one.front(), [&](std::span<std::int64_t> v) {
+        if (at + v.size() > sums.size())
+          throw RuntimeError(std::to_string(sums.size()) +
+                             " summed counts, fewer than the state holds");
+        std::copy_n(sums.begin() + static_cast<std::ptrdiff_t>(at), v.size(), v.begin());
+        at += v.size();
+      });
+      if (at != sums.size())
+        throw RuntimeError(std::to_string(sums.size()) + " summed counts, the state holds " +
+                           std::to_string(at));
+      return compute(one);
+    } else {
+      throw RuntimeError("this metric's state is not counts: it cannot be reduced");
+    }
+  }
   void reset() final { state_ = initial_state(); }
   void restore(const msgpack::object& packed) final {
     State s = initial_state();
@@ -122,8 +240,13 @@ class TypedMetric : public Metric, public RestorableMetric, public LocalComputeM
   /// The empty state (called lazily, so it may depend on parameters set in the constructor).
   virtual State initial_state() const { return State{}; }
   virtual void update(State& state, const Batch& batch) = 0;
-  /// `states` holds one state per rank, in rank order.
+  /// `states` holds one state per rank, in rank order; for a ReducibleMetric, rank 0 may instead
+  /// pass one state holding the sums of every rank's counts.
   virtual Value compute(const std::vector<State>& states) const = 0;
+  /// For a SummedState: whether this configuration's counts have a fixed size (a metric that
+  /// learns its number of classes from the data returns false without num_classes, and is
+  /// gathered).
+  virtual bool reducible() const { return true; }
 
   State& state() const {
     if (!state_) state_ = initial_state();
