@@ -1,5 +1,5 @@
 // Shared input handling of the detection metrics: the per-image fields (one ragged tensor per
-// image), their checks, box formats and masks, and a small deterministic parallel_for.
+// image), their checks, box formats and masks.
 //
 // Fields, per image (sample):
 //   img_id                    dense int [N]       image id (COCO's image_id)
@@ -31,33 +31,9 @@
 #include "mask.hpp"
 #include "tally/batch.hpp"
 #include "tally/input.hpp"
+#include "tally/parallel.hpp"
 
 namespace tally::detection {
-
-/// Runs f(i) for i in [0, n) on up to `threads` threads in contiguous blocks; rethrows the error
-/// of the lowest block (the first error in index order, as a sequential loop would).
-template <class F>
-void parallel_for(std::size_t n, int threads, F&& f) {
-  const std::size_t t = std::min<std::size_t>(static_cast<std::size_t>(std::max(threads, 1)), n);
-  if (t <= 1) {
-    for (std::size_t i = 0; i < n; ++i) f(i);
-    return;
-  }
-  std::vector<std::thread> pool;
-  std::vector<std::exception_ptr> errors(t);
-  for (std::size_t k = 0; k < t; ++k) {
-    pool.emplace_back([&, k] {
-      try {
-        for (std::size_t i = n * k / t; i < n * (k + 1) / t; ++i) f(i);
-      } catch (...) {
-        errors[k] = std::current_exception();
-      }
-    });
-  }
-  for (auto& th : pool) th.join();
-  for (auto& e : errors)
-    if (e) std::rethrow_exception(e);
-}
 
 /// The ragged field `name`, or nullptr when the batch does not have it; InputError when it is
 /// dense.

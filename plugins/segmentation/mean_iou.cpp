@@ -47,6 +47,7 @@
 #include "tally/input.hpp"
 #include "tally/metric.hpp"
 #include "tally/numpy_math.hpp"
+#include "tally/parallel.hpp"
 #include "tally/plugin.hpp"
 #include "tally/simd.hpp"
 #include "tally/state.hpp"
@@ -122,6 +123,14 @@ struct LaneHistogram {
   std::int64_t pending = 0;  // pixels counted since the last flush
 };
 
+/// What one thread counts with: its lane histograms (K <= 256) and, for a batch split over
+/// several threads (`threads`), its own int64 matrix, added to the state once every thread is
+/// done: integer sums, so the state is the same for any number of threads.
+struct Counter {
+  LaneHistogram lanes;
+  std::vector<std::int64_t> own;  // [K * K]; empty for the one-thread path (counts into the state)
+};
+
 /// Bin indices of pixels [0, m): gt * K + pred, or `ignored_bin` for pixels whose ground truth is
 /// ignore_index. Returns whether a pixel that counts has a class outside [0, K). A branch-free
 /// loop the compiler vectorises, compiled for baseline x86-64 and for AVX2 (TALLY_SIMD_CLONES).
@@ -180,10 +189,11 @@ class MeanIoU final : public TypedMetric<MeanIoUState> {
              "maps ground truth 0 to 255 (MMSegmentation's convention), so ignore_index must be "
              "255, got " +
                  std::to_string(ignore_index_));
-    if (k_ <= 256) {
-      lanes_.stride = static_cast<std::size_t>(k_ * k_ + 1);
-      lanes_.bins.assign(LaneHistogram::kLanes * lanes_.stride, 0);
-    }
+    const auto threads = p.get_int("threads");
+    if (threads < 1 || threads > 256)
+      p.fail("threads", "must be in [1, 256], got " + std::to_string(threads));
+    threads_ = static_cast<int>(threads);
+    counters_.resize(1);  // the others when a batch first runs on several threads
   }
 
  protected:
@@ -198,18 +208,40 @@ class MeanIoU final : public TypedMetric<MeanIoUState> {
     const LabelMaps pred(batch, kPred, check_, state.n);
     const LabelMaps gt(batch, kGt, check_, state.n);
     const std::int64_t n = batch.size();
+    // The maps, their shapes checked before any pixel is read, cut into pieces of rows in
+    // dataset order: the unit a thread counts, so that one large image is split too.
+    pred_maps_.clear();
+    gt_maps_.clear();
+    pieces_.clear();
     for (std::int64_t i = 0; i < n; ++i) {
-      const Tensor p = pred.sample(i);
-      const Tensor g = gt.sample(i);
+      Tensor p = pred.sample(i);
+      Tensor g = gt.sample(i);
       if (p.shape() != g.shape())
         check_.fail(kPred, "sample " + std::to_string(state.n + i) + ": has shape " +
                                shape_of(p.shape()) + ", '" + kGt + "' has " + shape_of(g.shape()));
-      visit_integral(p, [&](const auto* pp) {
-        visit_integral(
-            g, [&](const auto* gg) { count(state, pp, gg, p.size(1), p.numel(), state.n + i); });
-      });
+      for (std::int64_t at = 0; at < p.numel(); at += kPiecePixels)
+        pieces_.push_back({i, at, std::min(p.numel(), at + kPiecePixels)});
+      pred_maps_.push_back(std::move(p));
+      gt_maps_.push_back(std::move(g));
     }
-    flush(state);
+    const std::size_t t = std::min(static_cast<std::size_t>(threads_), pieces_.size());
+    if (t <= 1) {
+      count_pieces(counters_[0], state.counts.data(), 0, pieces_.size(), state.n);
+    } else {
+      // Contiguous blocks of pieces, one a thread, each into its own matrix, added up after; the
+      // first error in dataset order is the one reported, as on one thread, and a batch that
+      // fails adds nothing.
+      if (counters_.size() < t) counters_.resize(t);
+      const auto cells = static_cast<std::size_t>(k_ * k_);
+      const std::size_t m = pieces_.size();
+      parallel_for(t, static_cast<int>(t), [&](std::size_t b) {
+        Counter& c = counters_[b];
+        c.own.assign(cells, 0);
+        count_pieces(c, c.own.data(), m * b / t, m * (b + 1) / t, state.n);
+      });
+      for (std::size_t b = 0; b < t; ++b)
+        for (std::size_t i = 0; i < cells; ++i) state.counts[i] += counters_[b].own[i];
+    }
     state.n += n;
   }
 
@@ -294,35 +326,58 @@ class MeanIoU final : public TypedMetric<MeanIoUState> {
     return numpy::nanmean(values);
   }
 
+  /// Pieces [lo, hi) of the batch (`first`: the number of its first sample) into `c`, flushed
+  /// into `counts` (a K x K matrix) at the end.
+  void count_pieces(Counter& c, std::int64_t* counts, std::size_t lo, std::size_t hi,
+                    std::int64_t first) {
+    if (k_ <= 256 && c.lanes.bins.empty()) {
+      c.lanes.stride = static_cast<std::size_t>(k_ * k_ + 1);
+      c.lanes.bins.assign(LaneHistogram::kLanes * c.lanes.stride, 0);
+    }
+    clear(c.lanes);  // what a batch that failed left there
+    for (std::size_t k = lo; k < hi; ++k) {
+      const Piece& piece = pieces_[k];
+      const Tensor& p = pred_maps_[static_cast<std::size_t>(piece.sample)];
+      const Tensor& g = gt_maps_[static_cast<std::size_t>(piece.sample)];
+      visit_integral(p, [&](const auto* pp) {
+        visit_integral(g, [&](const auto* gg) {
+          count(c, counts, pp, gg, piece.begin, piece.end, p.size(1), first + piece.sample);
+        });
+      });
+    }
+    flush(c.lanes, counts);
+  }
+
   template <class P, class G>
-  void count(MeanIoUState& state, const P* pred, const G* gt, std::int64_t width,
-             std::int64_t pixels, std::int64_t sample) {
+  void count(Counter& c, std::int64_t* counts, const P* pred, const G* gt, std::int64_t begin,
+             std::int64_t end, std::int64_t width, std::int64_t sample) {
     if constexpr (sizeof(P) == 1 && sizeof(G) == 1)
-      if (k_ <= 255) return count_as<std::uint16_t>(state, pred, gt, width, pixels, sample);
-    count_as<std::uint32_t>(state, pred, gt, width, pixels, sample);
+      if (k_ <= 255) return count_as<std::uint16_t>(c, counts, pred, gt, begin, end, width, sample);
+    count_as<std::uint32_t>(c, counts, pred, gt, begin, end, width, sample);
   }
 
   template <class Idx, class P, class G>
-  void count_as(MeanIoUState& state, const P* pred, const G* gt, std::int64_t width,
-                std::int64_t pixels, std::int64_t sample) {
+  void count_as(Counter& c, std::int64_t* counts, const P* pred, const G* gt, std::int64_t begin,
+                std::int64_t end, std::int64_t width, std::int64_t sample) {
     constexpr std::int64_t kChunk = 2048;
     Idx idx[kChunk];
     const auto k = static_cast<std::uint64_t>(k_);
-    const bool lanes = !lanes_.bins.empty();
+    LaneHistogram& hist = c.lanes;
+    const bool lanes = !hist.bins.empty();
     const auto ignored_bin = static_cast<Idx>(k_ * k_);
-    for (std::int64_t base = 0; base < pixels; base += kChunk) {
-      const std::int64_t m = std::min(kChunk, pixels - base);
+    for (std::int64_t base = begin; base < end; base += kChunk) {
+      const std::int64_t m = std::min(kChunk, end - base);
       const bool bad =
           reduce_zero_label_
               ? bin_indices<true>(pred + base, gt + base, m, k, ignore_index_, ignored_bin, idx)
               : bin_indices<false>(pred + base, gt + base, m, k, ignore_index_, ignored_bin, idx);
       if (bad) {
-        flush(state);
+        flush(hist, counts);
         report_bad(pred + base, gt + base, m, base, width, sample);
       }
       if (lanes) {
-        std::uint32_t* bins = lanes_.bins.data();
-        const std::size_t s = lanes_.stride;
+        std::uint32_t* bins = hist.bins.data();
+        const std::size_t s = hist.stride;
         std::int64_t j = 0;
         for (; j + 4 <= m; j += 4) {
           ++bins[idx[j]];
@@ -332,26 +387,29 @@ class MeanIoU final : public TypedMetric<MeanIoUState> {
         }
         for (; j < m; ++j) ++bins[idx[j]];
         // A lane counts at most `pending` pixels: flush long before uint32 could wrap.
-        if ((lanes_.pending += m) >= (std::int64_t{1} << 31)) flush(state);
+        if ((hist.pending += m) >= (std::int64_t{1} << 31)) flush(hist, counts);
       } else {
-        std::int64_t* counts = state.counts.data();
         for (std::int64_t j = 0; j < m; ++j)
           if (idx[j] != ignored_bin) ++counts[idx[j]];
       }
     }
   }
 
-  /// Adds the lane histograms into the int64 matrix and clears them.
-  void flush(MeanIoUState& state) {
-    if (lanes_.bins.empty() || lanes_.pending == 0) return;
+  /// Adds the lane histograms into the int64 matrix `counts` and clears them.
+  void flush(LaneHistogram& lanes, std::int64_t* counts) const {
+    if (lanes.bins.empty() || lanes.pending == 0) return;
     const std::size_t cells = static_cast<std::size_t>(k_ * k_);
-    std::int64_t* counts = state.counts.data();
     for (int l = 0; l < LaneHistogram::kLanes; ++l) {
-      const std::uint32_t* b = lanes_.bins.data() + static_cast<std::size_t>(l) * lanes_.stride;
+      const std::uint32_t* b = lanes.bins.data() + static_cast<std::size_t>(l) * lanes.stride;
       for (std::size_t i = 0; i < cells; ++i) counts[i] += b[i];
     }
-    std::fill(lanes_.bins.begin(), lanes_.bins.end(), 0u);
-    lanes_.pending = 0;
+    clear(lanes);
+  }
+
+  static void clear(LaneHistogram& lanes) {
+    if (lanes.pending == 0) return;
+    std::fill(lanes.bins.begin(), lanes.bins.end(), 0u);
+    lanes.pending = 0;
   }
 
   /// InputError naming the first counted pixel of the chunk with a class outside [0, K).
@@ -393,7 +451,15 @@ class MeanIoU final : public TypedMetric<MeanIoUState> {
   double nan_to_num_ = 0.0;
   bool has_nan_to_num_ = false;
   InputChecker check_;
-  LaneHistogram lanes_;
+  int threads_ = 1;
+  std::vector<Counter> counters_;  // [0]: the one-thread path's; one a thread of a split batch
+  // One batch's work: its maps (views) and their pieces.
+  struct Piece {
+    std::int64_t sample, begin, end;  // pixels [begin, end) of the batch's sample
+  };
+  static constexpr std::int64_t kPiecePixels = std::int64_t{1} << 18;
+  std::vector<Tensor> pred_maps_, gt_maps_;
+  std::vector<Piece> pieces_;
 };
 
 }  // namespace
@@ -421,6 +487,11 @@ ComponentInfo mean_iou_info() {
              "Also return classwise_results: {IoU, Acc, Dice, Precision, Recall, Fscore}, arrays "
              "of K values.")
            .def(false),
+       param("threads", ParamType::Int,
+             "Threads counting a batch: its maps cut into pieces of 2^18 pixels, contiguous "
+             "blocks of pieces counted into each thread's own histograms, then added up exactly "
+             "(the same counts for any number of threads).")
+           .def(1),
        param("reduce_zero_label", ParamType::Bool,
              "MMSegmentation's reduce_zero_label: ground truth 0 is ignored (becomes 255) and "
              "class l is l - 1 (for datasets such as ADE20K whose 0 means 'other'); "

@@ -1,7 +1,7 @@
 // The nccl backend across processes, under `mpirun -np N` (registered with N = 2): loaded through
 // the registry into a process that does not link MPI, bootstrapped once through MPI (the backend
 // initialises and finalises it) and once through a rendezvous file; all_gather_object and
-// broadcast_object of objects that differ in size by rank, in one call and in rounds.
+// broadcast_object of objects that differ in size by rank, in one call and in rounds; reduce.
 //
 // NCCL needs one GPU per rank: with fewer visible devices than ranks every rank skips, saying so.
 #include <cuda_runtime_api.h>
@@ -17,6 +17,7 @@
 
 #include "config.hpp"
 #include "registry.hpp"
+#include "support/reduce_check.hpp"
 #include "tally/dist_backend.hpp"
 #include "tally/error.hpp"
 
@@ -135,6 +136,16 @@ TEST_P(NcclMpiTest, BroadcastObjectFromEveryRank) {
     const Bytes arg = b.rank() == src ? obj : Bytes{};
     EXPECT_EQ(to_bytes(b.broadcast_object(arg, src)), obj) << "from rank " << src;
   }
+}
+
+// ncclReduce on int64 to every root (the sync's reduction of states of counts); 5000 values go
+// in rounds on the small-chunk backend.
+TEST_P(NcclMpiTest, ReduceSumMinMaxToEveryRoot) {
+  DistBackend& b = backend();
+  for (const std::size_t n : {std::size_t{1}, std::size_t{5000}})
+    for (int root = b.world_size() - 1; root >= 0; --root)
+      for (const auto op : {tally::ReduceOp::sum, tally::ReduceOp::min, tally::ReduceOp::max})
+        tally::test::check_reduce(b, n, op, root);
 }
 
 TEST_P(NcclMpiTest, ManySyncsReuseTheBuffers) {

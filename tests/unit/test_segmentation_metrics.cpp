@@ -11,9 +11,11 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <initializer_list>
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -154,14 +156,19 @@ TEST(MeanIoU, DISABLED_Throughput) {
         b.set("pred_sem_seg", Tensor::from_vector(p, {n, h, w}));
         b.set("gt_sem_seg", Tensor::from_vector(g, {n, h, w}));
       }
-      auto metric = make_metric("MeanIoU", {{"num_classes", Value(static_cast<long>(k))}});
-      metric->add(b);  // warm-up
-      const auto t0 = std::chrono::steady_clock::now();
-      const int reps = 5;
-      for (int r = 0; r < reps; ++r) metric->add(b);
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      std::printf("[ throughput ] K=%lld %s maps: %.0f Mpixel/s\n", static_cast<long long>(k),
-                  wide ? "int64" : "uint8", static_cast<double>(reps * n * h * w) / s / 1e6);
+      for (const int threads : {1, 2}) {
+        auto metric = make_metric(
+            "MeanIoU", {{"num_classes", Value(static_cast<long>(k))}, {"threads", threads}});
+        metric->add(b);  // warm-up
+        const auto t0 = std::chrono::steady_clock::now();
+        const int reps = 5;
+        for (int r = 0; r < reps; ++r) metric->add(b);
+        const double s =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        std::printf("[ throughput ] K=%lld %s maps, %d thread(s): %.0f Mpixel/s\n",
+                    static_cast<long long>(k), wide ? "int64" : "uint8", threads,
+                    static_cast<double>(reps * n * h * w) / s / 1e6);
+      }
     }
   }
 }
@@ -180,6 +187,23 @@ Batch maps(std::vector<P> pred, std::vector<G> gt, std::vector<std::int64_t> sha
   return b;
 }
 
+/// n pixels of label maps for k classes, as int32: the ground truth mostly the prediction, some
+/// pixels another class, some ignored (255); with `reduce` (reduce_zero_label) classes count
+/// from 1.
+std::pair<std::vector<std::int32_t>, std::vector<std::int32_t>> noisy_maps(std::mt19937_64& rng,
+                                                                           std::size_t n, int k,
+                                                                           bool reduce = false) {
+  std::uniform_int_distribution<int> cls(0, k - 1), noise(0, 9);
+  std::vector<std::int32_t> p(n), g(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    p[i] = cls(rng);
+    const int r = noise(rng);
+    g[i] = r == 0 ? 255 : r == 1 ? cls(rng) : p[i];
+    if (reduce && g[i] != 255) g[i] += 1;  // 1..k mean classes 0..k-1
+  }
+  return {std::move(p), std::move(g)};
+}
+
 // uint8 maps with up to 255 classes count in 16-bit lanes, wider maps (and 256 classes) in 32-bit
 // ones: every dtype pair, class count and option gives the same bits. Expected: the result of the
 // same maps as int32 (the 32-bit path, checked against mmeval in ReferenceCase). Maps of 37 x 53
@@ -191,15 +215,7 @@ TEST(MeanIoU, NarrowAndWideMapsCountTheSame) {
   for (const int k : {2, 19, 150, 255, 256}) {
     for (const bool reduce : {false, true}) {
       if (reduce && k == 256) continue;  // label l counts as l - 1: at most 255 classes from uint8
-      std::uniform_int_distribution<int> cls(0, k - 1), noise(0, 9);
-      std::vector<std::int32_t> p(n), g(n);
-      for (std::size_t i = 0; i < n; ++i) {
-        p[i] = cls(rng);
-        // Ground truth: mostly the prediction; some other class, some ignored (255).
-        const int r = noise(rng);
-        g[i] = r == 0 ? 255 : r == 1 ? cls(rng) : p[i];
-        if (reduce && g[i] != 255) g[i] += 1;  // 1..k mean classes 0..k-1
-      }
+      const auto [p, g] = noisy_maps(rng, n, k, reduce);
       const Value::Map params{
           {"num_classes", k}, {"reduce_zero_label", reduce}, {"classwise_results", true}};
       // As JSON: classes without pixels are NaN (null), which == on Values would not match.
@@ -209,6 +225,82 @@ TEST(MeanIoU, NarrowAndWideMapsCountTheSame) {
       EXPECT_EQ(run_single("MeanIoU", params, maps(p8, g8, shape)).to_json(), want) << k;
       EXPECT_EQ(run_single("MeanIoU", params, maps(p8, g16, shape)).to_json(), want) << k;
     }
+  }
+}
+
+// `threads` splits a batch's maps into pieces, contiguous blocks of them counted on their own
+// threads and added up: every thread count gives the counts of one thread, dense or ragged, for
+// lane-counted (K <= 256) and direct (K > 256) matrices. Expected: the same metric with threads 1
+// (checked against mmeval in ReferenceCase).
+TEST(MeanIoU, AnyNumberOfThreadsCountsTheSame) {
+  std::mt19937_64 rng(20261124);
+  for (const int k : {19, 150, 300}) {
+    // 7 small maps (a piece each) and 1 map of 700 x 800 (3 pieces of at most 2^18 pixels).
+    for (const auto& shape :
+         {std::vector<std::int64_t>{7, 37, 53}, std::vector<std::int64_t>{1, 700, 800}}) {
+      const auto n = static_cast<std::size_t>(shape[0] * shape[1] * shape[2]);
+      const auto [p, g] = noisy_maps(rng, n, k);
+      const Batch dense = maps(p, g, shape);
+      Batch ragged;  // the same maps, one tensor each, every other one transposed in shape
+      Batch::Ragged rp, rg;
+      const auto px = static_cast<std::ptrdiff_t>(shape[1] * shape[2]);
+      for (std::int64_t i = 0; i < shape[0]; ++i) {
+        const std::vector<std::int64_t> s = i % 2 ? std::vector<std::int64_t>{shape[2], shape[1]}
+                                                  : std::vector<std::int64_t>{shape[1], shape[2]};
+        rp.push_back(Tensor::from_vector(
+            std::vector<std::int32_t>(p.begin() + i * px, p.begin() + (i + 1) * px), s));
+        rg.push_back(Tensor::from_vector(
+            std::vector<std::int32_t>(g.begin() + i * px, g.begin() + (i + 1) * px), s));
+      }
+      ragged.set_ragged("pred_sem_seg", std::move(rp));
+      ragged.set_ragged("gt_sem_seg", std::move(rg));
+      for (const Batch* b : std::initializer_list<const Batch*>{&dense, &ragged}) {
+        const std::string want =
+            run_single("MeanIoU", {{"num_classes", k}, {"classwise_results", true}}, *b).to_json();
+        for (const int threads : {2, 3, 7, 8}) {
+          const Value::Map params{
+              {"num_classes", k}, {"classwise_results", true}, {"threads", threads}};
+          // With 3 threads also on 1 to 7 ranks and in smaller batches.
+          const Value got = threads == 3 && shape[0] > 1
+                                ? run_all_rank_counts("MeanIoU", params, *b)
+                                : run_single("MeanIoU", params, *b);
+          EXPECT_EQ(got.to_json(), want) << k << " classes, " << threads << " threads";
+        }
+      }
+    }
+  }
+}
+
+// On several threads the first bad image in sample order is reported, as on one, and the batch
+// adds nothing (every thread counted into its own matrix). Expected: the message of threads 1;
+// the result of the good batch alone.
+TEST(MeanIoU, ThreadsReportTheFirstBadSampleAndKeepTheState) {
+  std::vector<std::uint8_t> p(8 * 4, 1), g(8 * 4, 1);
+  g[2 * 4 + 3] = 9;  // sample 2, row 1, column 1
+  g[5 * 4 + 0] = 7;  // sample 5
+  const Batch bad = maps(p, g, {8, 2, 2});
+  const Batch good = maps<std::uint8_t, std::uint8_t>({0, 1, 1, 0}, {0, 1, 0, 0}, {1, 2, 2});
+  const std::string one = add_error({{"num_classes", 4}}, bad);
+  EXPECT_HAS(one, "field 'gt_sem_seg' sample 2 pixel (row 1, column 1): class id 9");
+  // One map of 700 x 800, bad in its second and third pieces of 2^18 pixels: the pixel named is
+  // the first, counted from the start of the map.
+  std::vector<std::uint8_t> big(700 * 800, 1), big_gt(700 * 800, 1);
+  big_gt[500000] = 9;  // row 625, column 0
+  big_gt[550000] = 8;
+  const Batch one_map = maps(big, big_gt, {1, 700, 800});
+  EXPECT_HAS(add_error({{"num_classes", 4}}, one_map),
+             "field 'gt_sem_seg' sample 0 pixel (row 625, column 0): class id 9");
+  for (const int threads : {2, 4, 8}) {
+    EXPECT_EQ(add_error({{"num_classes", 4}, {"threads", threads}}, one_map),
+              add_error({{"num_classes", 4}}, one_map))
+        << threads;
+    EXPECT_EQ(add_error({{"num_classes", 4}, {"threads", threads}}, bad), one) << threads;
+    const auto m = make_metric("MeanIoU", {{"num_classes", 4}, {"threads", threads}});
+    EXPECT_THROW(m->add(bad), InputError);
+    m->add(good);
+    EXPECT_EQ(compute_states(*m, {m}).to_json(),
+              run_single("MeanIoU", {{"num_classes", 4}}, good).to_json())
+        << threads;
   }
 }
 
@@ -313,6 +405,8 @@ TEST(MeanIoU, BadParametersAreConfigErrors) {
             std::string::npos);
   EXPECT_NE(config_error("MeanIoU", {{"num_classes", 3}, {"beta", "x"}}).find("beta"),
             std::string::npos);
+  EXPECT_HAS(config_error("MeanIoU", {{"num_classes", 3}, {"threads", 0}}),
+             "parameter 'threads' must be in [1, 256], got 0");
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include "tally/input.hpp"
 #include "tally/metric.hpp"
 #include "tally/numpy_math.hpp"
+#include "tally/parallel.hpp"
 #include "tally/params.hpp"
 #include "tally/plugin.hpp"
 #include "tally/reader.hpp"
