@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -187,9 +188,10 @@ inline tally::ShardInfo shard_of(unsigned world_bits, unsigned rank_bits) {
 
 // ---- 1. state payloads ------------------------------------------------------------------------
 
-/// Rank 0 of two. Rank 1's payload in the gather of the states is whatever the fuzzer says; the
-/// other collectives (the sync header, the broadcast of the results from rank 0) see rank 1 as a
-/// copy of rank 0, so every input reaches the unpacking of the states.
+/// Rank 0 of two. Rank 1's payload in the gather of the states is whatever the fuzzer says, and
+/// so are its counts in the reduction of the states of counts; the other collectives (the sync
+/// header, the broadcast of the results from rank 0) see rank 1 as a copy of rank 0, so every
+/// input reaches the unpacking of the states and the computing from the summed counts.
 class TwoRankBackend final : public tally::DistBackend {
  public:
   std::string name() const override { return "fuzz"; }
@@ -222,6 +224,32 @@ class TwoRankBackend final : public tally::DistBackend {
     if (counts[1] != 0) std::memcpy(recv + counts[0], other, counts[1]);
   }
   void broadcast(std::byte*, std::size_t, int) override {}  // the source is rank 0, this rank
+  /// The sum of the states of counts (ReducibleMetric): rank 1's counts are the first bytes of
+  /// its payload read as int64 (0 past its end), so the sums rank 0 computes from are the
+  /// fuzzer's too; without rank1, rank 1's counts are rank 0's. Wraps as MPI_SUM does.
+  void reduce_values(std::int64_t* values, std::size_t n, tally::ReduceOp op, int) override {
+    for (std::size_t i = 0; i < n; ++i) {
+      std::int64_t other = values[i];
+      if (rank1) {
+        other = 0;
+        const std::size_t at = i * sizeof(std::int64_t);
+        if (at < rank1->size())
+          std::memcpy(&other, rank1->data() + at, std::min(sizeof other, rank1->size() - at));
+      }
+      switch (op) {
+        case tally::ReduceOp::sum:
+          values[i] = static_cast<std::int64_t>(static_cast<std::uint64_t>(values[i]) +
+                                                static_cast<std::uint64_t>(other));
+          break;
+        case tally::ReduceOp::min:
+          values[i] = std::min(values[i], other);
+          break;
+        case tally::ReduceOp::max:
+          values[i] = std::max(values[i], other);
+          break;
+      }
+    }
+  }
 };
 
 /// The example configs whose metrics decode the payloads: byte 0 of an input picks one (this
