@@ -101,7 +101,7 @@ class TALLY_API LocalComputeMetric {
 /// counts to rank 0 with DistBackend::reduce (MPI_Reduce) instead of gathering every rank's
 /// state: rank 0 holds one state's worth of counts whatever the world size, and each rank sends
 /// its counts once. Integer sums are exact, so the results do not depend on the world size.
-/// Found with dynamic_cast like RestorableMetric: the plugin ABI is unchanged.
+/// Found with dynamic_cast like RestorableMetric: Metric's layout is unchanged.
 class TALLY_API ReducibleMetric {
  public:
   virtual ~ReducibleMetric();
