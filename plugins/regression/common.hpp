@@ -166,8 +166,13 @@ class ErrorMetric : public TypedMetric<ErrorSumState> {
     check_consistent(check_, s.outputs, s.weighted, rows_, "");
     const auto d = static_cast<std::size_t>(rows_.outputs);
     std::vector<ExactSum> acc(d + 1);
-    if (!s.words.empty())
+    if (!s.words.empty()) {
+      // A state restored from a checkpoint: as checked as one from another rank.
+      if (!normalized_words(s))
+        throw RuntimeError(check_.owner() + ": the restored state is corrupt: its sums are not "
+                                            "normalized accumulators");
       for (std::size_t k = 0; k <= d; ++k) acc[k].merge(s.words.data() + k * ExactSum::kWords);
+    }
     for (std::int64_t i = 0; i < rows_.n; ++i) {
       const double w = rows_.weight[static_cast<std::size_t>(i)];
       for (std::size_t k = 0; k < d; ++k) {
@@ -200,7 +205,8 @@ class ErrorMetric : public TypedMetric<ErrorSumState> {
       const auto& s = states[r];
       if (s.outputs < 0) continue;
       if (s.outputs >= (std::int64_t{1} << 40) ||
-          s.words.size() != static_cast<std::size_t>(s.outputs + 1) * ExactSum::kWords)
+          s.words.size() != static_cast<std::size_t>(s.outputs + 1) * ExactSum::kWords ||
+          !normalized_words(s))
         throw RuntimeError(check_.owner() + ": the state of rank " + std::to_string(r) +
                            " is corrupt");
       check_rank_consistent(check_, outputs, weighted, s.outputs, s.weighted, r);
@@ -225,6 +231,13 @@ class ErrorMetric : public TypedMetric<ErrorSumState> {
     else
       out.set(key_, numpy::mean(errors));
     return out;
+  }
+
+  /// Every accumulator of `s` normalized (ExactSum::normalized); its size is checked before.
+  static bool normalized_words(const ErrorSumState& s) {
+    for (std::size_t at = 0; at + ExactSum::kWords <= s.words.size(); at += ExactSum::kWords)
+      if (!ExactSum::normalized(s.words.data() + at)) return false;
+    return true;
   }
 
   InputChecker check_;

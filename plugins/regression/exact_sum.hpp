@@ -43,7 +43,7 @@ class ExactSum {
     if (++pending_ >= (std::int64_t{1} << 30)) normalize();
   }
 
-  /// Adds another (normalized) accumulator's words.
+  /// Adds another accumulator's words, normalized (see normalized()).
   void merge(const std::int64_t* words) {
     for (std::size_t i = 0; i < kWords; ++i) w_[i] += words[i];
     normalize();
@@ -83,6 +83,17 @@ class ExactSum {
   }
 
   const Words& words() const { return w_; }
+
+  /// Whether `words` (kWords of them, from a packed state) are what normalize() leaves: words
+  /// 0..65 in [0, 2^32) and a top word far from overflowing (|w| < 2^40, a sum of 2^1078: sums
+  /// that fit are below 2^1070). merge() and value() rely on it: a corrupt state's words could
+  /// overflow int64 there.
+  static bool normalized(const std::int64_t* words) {
+    for (std::size_t i = 0; i + 1 < kWords; ++i)
+      if (words[i] < 0 || words[i] >= (std::int64_t{1} << 32)) return false;
+    const std::int64_t top = words[kWords - 1];
+    return top > -(std::int64_t{1} << 40) && top < (std::int64_t{1} << 40);
+  }
 
  private:
   Words w_{};

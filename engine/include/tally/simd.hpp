@@ -10,11 +10,12 @@
 // is called through the resolved pointer and is never inlined into its caller. Write the loop so
 // the compiler vectorises it (`#pragma omp simd` with -fopenmp-simd, or GCC vector extensions).
 //
-// Elsewhere (not x86-64, not GCC or Clang, or TALLY_NO_SIMD_CLONES defined) it expands to nothing
-// and the function is compiled once for the target.
+// Elsewhere (not x86-64, not GCC, Clang, whose target_clones does not take function templates
+// -- clang 14 refuses them, and the kernels are templates --, nvcc, or TALLY_NO_SIMD_CLONES
+// defined) it expands to nothing and the function is compiled once for the target.
 #pragma once
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && \
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
     !defined(TALLY_NO_SIMD_CLONES) && !defined(__CUDACC__)
 #define TALLY_SIMD_CLONES __attribute__((target_clones("avx2", "default")))
 #else
