@@ -169,8 +169,9 @@ class ErrorMetric : public TypedMetric<ErrorSumState> {
     if (!s.words.empty()) {
       // A state restored from a checkpoint: as checked as one from another rank.
       if (!normalized_words(s))
-        throw RuntimeError(check_.owner() + ": the restored state is corrupt: its sums are not "
-                                            "normalized accumulators");
+        throw RuntimeError(check_.owner() +
+                           ": the restored state is corrupt: its sums are not "
+                           "normalized accumulators");
       for (std::size_t k = 0; k <= d; ++k) acc[k].merge(s.words.data() + k * ExactSum::kWords);
     }
     for (std::int64_t i = 0; i < rows_.n; ++i) {
