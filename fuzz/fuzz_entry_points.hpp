@@ -236,18 +236,7 @@ class TwoRankBackend final : public tally::DistBackend {
         if (at < rank1->size())
           std::memcpy(&other, rank1->data() + at, std::min(sizeof other, rank1->size() - at));
       }
-      switch (op) {
-        case tally::ReduceOp::sum:
-          values[i] = static_cast<std::int64_t>(static_cast<std::uint64_t>(values[i]) +
-                                                static_cast<std::uint64_t>(other));
-          break;
-        case tally::ReduceOp::min:
-          values[i] = std::min(values[i], other);
-          break;
-        case tally::ReduceOp::max:
-          values[i] = std::max(values[i], other);
-          break;
-      }
+      values[i] = tally::combine(op, values[i], other);
     }
   }
 };

@@ -243,24 +243,14 @@ void DistBackend::reduce_values(std::int64_t* values, std::size_t n, ReduceOp op
                                 std::byte* to) { gather_varying(send, c, to, root); });
   }
   if (!is_root) return;
-  // Combined in rank order; unsigned arithmetic wraps like MPI_SUM instead of overflowing.
-  std::vector<std::int64_t> row(n);
+  // Combined in rank order (combine: the sum wraps like MPI_SUM instead of overflowing).
   for (std::size_t r = 0; r < world; ++r) {
     if (r == static_cast<std::size_t>(root)) continue;
-    std::memcpy(row.data(), in + r * bytes, bytes);
+    const std::byte* row = in + r * bytes;
     for (std::size_t i = 0; i < n; ++i) {
-      switch (op) {
-        case ReduceOp::sum:
-          values[i] = static_cast<std::int64_t>(static_cast<std::uint64_t>(values[i]) +
-                                                static_cast<std::uint64_t>(row[i]));
-          break;
-        case ReduceOp::min:
-          values[i] = std::min(values[i], row[i]);
-          break;
-        case ReduceOp::max:
-          values[i] = std::max(values[i], row[i]);
-          break;
-      }
+      std::int64_t v = 0;
+      std::memcpy(&v, row + i * sizeof v, sizeof v);
+      values[i] = combine(op, values[i], v);
     }
   }
 }

@@ -21,6 +21,20 @@ namespace tally {
 /// Element-wise combination of reduce(): exact on int64 (no rounding, so no order dependence).
 enum class ReduceOp : std::uint8_t { sum, min, max };
 
+/// `a op b`, as every reduce_values combines two ranks' values: the sum wraps (two's complement)
+/// as MPI_SUM does, instead of overflowing.
+constexpr std::int64_t combine(ReduceOp op, std::int64_t a, std::int64_t b) noexcept {
+  switch (op) {
+    case ReduceOp::min:
+      return b < a ? b : a;
+    case ReduceOp::max:
+      return b > a ? b : a;
+    case ReduceOp::sum:
+      break;
+  }
+  return static_cast<std::int64_t>(static_cast<std::uint64_t>(a) + static_cast<std::uint64_t>(b));
+}
+
 /// Byte strings gathered from every rank, in rank order. The views point into the backend's
 /// receive buffer: they stay valid until the next collective on the same backend.
 struct GatheredObjects {
