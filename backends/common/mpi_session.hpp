@@ -1,5 +1,6 @@
 // MPI ownership for backend plugins (mpi, and nccl's MPI bootstrap): initialise MPI only if the
-// host program has not, and finalise it only if a backend of this plugin initialised it, when
+// host program has not (MPI_THREAD_SERIALIZED: the mpi backend's heartbeat thread sends while the
+// main thread computes, never at the same time as it), and finalise it only if a backend of this plugin initialised it, when
 // the last backend holding it goes. Header-only: each plugin compiles its own copy (plugins hide
 // their symbols), so the count is per plugin.
 #pragma once
@@ -57,7 +58,7 @@ class Hold {
     if (initialized == 0) {
       make_libmpi_global();
       int provided = 0;
-      const int code = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided);
+      const int code = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided);
       if (code != MPI_SUCCESS)
         throw RuntimeError(who + ": MPI_Init_thread failed: " + error_string(code));
       s.initialised_here = true;

@@ -10,16 +10,30 @@
 // MPI collectives have no deadline: a rank that hangs or dies would leave the others waiting
 // forever. Every collective runs under a watchdog (backends/common/watchdog.hpp) that ends this
 // rank with a message naming it and the call when backend.timeout passes; mpirun then stops the
-// rest.
+// rest. The timeout bounds waiting for a dead or stuck peer, not for a live one at work: while
+// ranks work between collectives (reading their shards: run_on_every_rank; rank 0 computing the
+// results: run_on_root), a thread of each working rank sends the others a heartbeat every
+// timeout / 4 on a communicator of its own (while reading, only when a batch was read since the
+// last one), and the others wait for the next heartbeat, each wait under the watchdog, until every
+// working rank says it is done. This needs MPI_THREAD_SERIALIZED (the backend asks for it; a host
+// program that initialised MPI with less gets the plain deadline).
 #include <mpi.h>
 
+#include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <climits>
 #include <cmath>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../common/mpi_session.hpp"
@@ -52,6 +66,11 @@ class MpiBackend final : public tally::DistBackend {
     try {
       check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup(MPI_COMM_WORLD)");
       check(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+      check(MPI_Comm_dup(MPI_COMM_WORLD, &beat_comm_), "MPI_Comm_dup(MPI_COMM_WORLD)");
+      check(MPI_Comm_set_errhandler(beat_comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+      int level = MPI_THREAD_SINGLE;
+      check(MPI_Query_thread(&level), "MPI_Query_thread");
+      heartbeats_ = level >= MPI_THREAD_SERIALIZED;
       check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
       check(MPI_Comm_size(comm_, &world_), "MPI_Comm_size");
       if (chunk < world_) {
@@ -59,6 +78,7 @@ class MpiBackend final : public tally::DistBackend {
                                        "), got " + std::to_string(chunk));
       }
       set_chunk_bytes(static_cast<std::size_t>(chunk));
+      timeout_ = timeout;
       watchdog_ = std::make_unique<tally::Watchdog>(
           "mpi backend: rank " + std::to_string(rank_) + " of " + std::to_string(world_), timeout);
     } catch (...) {
@@ -126,6 +146,47 @@ class MpiBackend final : public tally::DistBackend {
     check(MPI_Reduce(send, values, count, MPI_INT64_T, mpi_op, root, comm_), "MPI_Reduce");
   }
 
+  // The ranks at work (`root`, or every rank when root < 0) run a heartbeat thread while they
+  // work, then tell every other rank they are done (from the main thread, after the heartbeat
+  // thread has stopped: MPI_THREAD_SERIALIZED, and point-to-point order makes "done" a rank's
+  // last message). Every rank then takes heartbeats, each wait under the watchdog, until every
+  // other rank at work has said it is done.
+  void work_and_wait(int root, const std::function<void()>& work,
+                     const std::atomic<std::uint64_t>* progress) override {
+    if (world_ == 1 || !heartbeats_) return tally::DistBackend::work_and_wait(root, work, progress);
+    const bool working = root < 0 || rank_ == root;
+    std::exception_ptr failure;
+    if (working) {
+      {
+        Heartbeat beat(*this, progress);
+        try {
+          work();
+        } catch (...) {
+          failure = std::current_exception();
+        }
+      }
+      for (int r = 0; r < world_; ++r) {
+        if (r == rank_) continue;
+        tally::Watchdog::Scope w(*watchdog_, "MPI_Send (done working)");
+        check(MPI_Send(nullptr, 0, MPI_BYTE, r, kDoneTag, beat_comm_), "MPI_Send (done)");
+      }
+    }
+    int pending = root < 0 ? world_ - 1 : (working ? 0 : 1);
+    while (pending > 0) {
+      MPI_Status status;
+      {
+        tally::Watchdog::Scope w(*watchdog_,
+                                 root < 0 ? "MPI_Recv of a heartbeat from the ranks still reading"
+                                          : "MPI_Recv of a heartbeat from the rank computing");
+        check(MPI_Recv(nullptr, 0, MPI_BYTE, root < 0 ? MPI_ANY_SOURCE : root, MPI_ANY_TAG,
+                       beat_comm_, &status),
+              "MPI_Recv (heartbeat)");
+      }
+      if (status.MPI_TAG == kDoneTag) --pending;
+    }
+    if (failure) std::rethrow_exception(failure);
+  }
+
  private:
   void check(int code, const char* call) const {
     if (code == MPI_SUCCESS) return;
@@ -166,11 +227,65 @@ class MpiBackend final : public tally::DistBackend {
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (comm_ != MPI_COMM_NULL && finalized == 0) MPI_Comm_free(&comm_);
+    if (beat_comm_ != MPI_COMM_NULL && finalized == 0) MPI_Comm_free(&beat_comm_);
     comm_ = MPI_COMM_NULL;
+    beat_comm_ = MPI_COMM_NULL;
     mpi_.release();
   }
 
+  static constexpr int kBeatTag = 1;
+  static constexpr int kDoneTag = 2;
+
+  // A thread that sends every other rank an empty kBeatTag message every timeout / 4 while it
+  // lives; with `progress`, only when it has moved since the last heartbeat (a rank stuck in one
+  // batch falls silent). A failed send stops it: a peer that is gone is mpirun's to handle.
+  class Heartbeat {
+   public:
+    Heartbeat(MpiBackend& b, const std::atomic<std::uint64_t>* progress)
+        : b_(b), progress_(progress) {
+      thread_ = std::thread([this] { beat(); });
+    }
+    ~Heartbeat() {
+      {
+        std::lock_guard lock(mu_);
+        stop_ = true;
+      }
+      cv_.notify_all();
+      thread_.join();
+    }
+    Heartbeat(const Heartbeat&) = delete;
+    Heartbeat& operator=(const Heartbeat&) = delete;
+
+   private:
+    void beat() {
+      // At most an hour apart: a huge timeout must not overflow the clock's duration.
+      const auto period = std::chrono::duration<double>(std::min(b_.timeout_ / 4, 3600.0));
+      std::uint64_t seen = 0;
+      std::unique_lock lock(mu_);
+      while (!cv_.wait_for(lock, period, [this] { return stop_; })) {
+        if (progress_ != nullptr) {
+          const auto now = progress_->load(std::memory_order_relaxed);
+          if (now == seen) continue;
+          seen = now;
+        }
+        for (int r = 0; r < b_.world_; ++r) {
+          if (r == b_.rank_) continue;
+          if (MPI_Send(nullptr, 0, MPI_BYTE, r, kBeatTag, b_.beat_comm_) != MPI_SUCCESS) return;
+        }
+      }
+    }
+    MpiBackend& b_;
+    const std::atomic<std::uint64_t>* progress_;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    bool stop_ = false;
+    std::thread thread_;
+  };
+
   MPI_Comm comm_ = MPI_COMM_NULL;
+  MPI_Comm beat_comm_ = MPI_COMM_NULL;
+  bool heartbeats_ = false;
+  double timeout_ = kDefaultTimeout;
   int rank_ = 0;
   int world_ = 1;
   tally::mpi_session::Hold mpi_;
@@ -187,7 +302,9 @@ std::vector<tally::ParamSpec> mpi_params() {
                        "seconds a collective may wait for the other ranks; past it this rank "
                        "prints which call timed out and exits with code 1, and mpirun stops the "
                        "others (a rank that hangs or dies never leaves the rest waiting). The "
-                       "first collective waits for the slowest rank to finish reading.")
+                       "first collective after reading waits for the slowest rank to finish "
+                       "reading. Rank 0 computing the results is alive, not hung: the others wait "
+                       "for it as long as its heartbeats (every timeout / 4) arrive.")
               .def(kDefaultTimeout)};
 }
 

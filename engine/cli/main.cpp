@@ -3,21 +3,25 @@
 // 3 a result regressed against the baseline (tally compare, tally run with `regression:`).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <yaml-cpp/yaml.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "compare.hpp"
 #include "config.hpp"
+#include "file_io.hpp"
 #include "registry.hpp"
 #include "report_progress.hpp"
 #include "report_writers.hpp"
@@ -25,6 +29,7 @@
 #include "tally/error.hpp"
 #include "tally/evaluator.hpp"
 #include "tally/version.hpp"
+#include "text_safety.hpp"
 
 namespace fs = std::filesystem;
 
@@ -40,10 +45,14 @@ bool launcher_rank_zero() {
   return true;
 }
 
-void print_error(const std::string& message) { fmt::print(stderr, "tally: error: {}\n", message); }
-void print_warning(const std::string& message) {
-  fmt::print(stderr, "tally: warning: {}\n", message);
+// Every line tally prints to stderr goes through here: control characters (ESC, CR, newlines)
+// and bytes that are not UTF-8, which may come from file names, configs, data or plugins, are
+// shown escaped (\x1b), never sent raw to the terminal, and a message stays one line.
+void print_line(std::string_view prefix, const std::string& message) {
+  fmt::print(stderr, "tally: {}{}\n", prefix, tally::escape_for_terminal(message));
 }
+void print_error(const std::string& message) { print_line("error: ", message); }
+void print_warning(const std::string& message) { print_line("warning: ", message); }
 
 // --color=auto: colors on a terminal, unless NO_COLOR is set or TERM is dumb.
 bool use_color(const std::string& mode) {
@@ -55,13 +64,27 @@ bool use_color(const std::string& mode) {
   return ::isatty(STDOUT_FILENO) != 0;
 }
 
-// The reports asked for on the command line or in `output:` (the command line wins).
+// An output path and the option or config key that named it ("--output", "output.json").
+struct OutputPath {
+  fs::path path;
+  std::string what;
+};
+
+// The command line's path (the command line wins) or the config's.
+std::optional<OutputPath> chosen(const std::optional<std::string>& option, const char* option_name,
+                                 const std::optional<fs::path>& configured, const char* key) {
+  if (option) return OutputPath{*option, option_name};
+  if (configured) return OutputPath{*configured, key};
+  return std::nullopt;
+}
+
+// The reports asked for on the command line or in `output:`.
 struct ReportPaths {
-  std::optional<fs::path> json, junit, markdown, html;
+  std::optional<OutputPath> json, junit, markdown, html;
   bool any_report() const { return junit || markdown || html; }
   void check_writable() const {
     for (const auto* p : {&json, &junit, &markdown, &html})
-      if (*p) tally::check_writable(**p);
+      if (*p) tally::check_writable((*p)->path, (*p)->what);
   }
 };
 
@@ -87,11 +110,13 @@ std::string load_chartjs() {
   }
 }
 
-void write_reports(const ReportPaths& paths, const tally::ReportInput& input,
+// Stages the reports in `out`: nothing is written before out.commit().
+void stage_reports(tally::OutputSet& out, const ReportPaths& paths, const tally::ReportInput& input,
                    const std::string& chartjs) {
-  if (paths.junit) tally::write_file_atomic(*paths.junit, tally::junit_report(input));
-  if (paths.markdown) tally::write_file_atomic(*paths.markdown, tally::markdown_report(input));
-  if (paths.html) tally::write_file_atomic(*paths.html, tally::html_report(input, chartjs));
+  if (paths.junit) out.stage(paths.junit->path, tally::junit_report(input), paths.junit->what);
+  if (paths.markdown)
+    out.stage(paths.markdown->path, tally::markdown_report(input), paths.markdown->what);
+  if (paths.html) out.stage(paths.html->path, tally::html_report(input, chartjs), paths.html->what);
 }
 
 // One line on stderr naming what fell, for logs that show only stderr.
@@ -112,9 +137,9 @@ void print_regressions(const tally::Comparison& c) {
     else
       keys += fmt::format("{} ({})", k.name(), k.note);
   }
-  fmt::print(stderr, "tally: regression against '{}': {} key{} regressed: {}\n", c.baseline_source,
-             c.count(tally::Verdict::Regressed), c.count(tally::Verdict::Regressed) == 1 ? "" : "s",
-             keys);
+  print_line("", fmt::format("regression against '{}': {} key{} regressed: {}", c.baseline_source,
+                             c.count(tally::Verdict::Regressed),
+                             c.count(tally::Verdict::Regressed) == 1 ? "" : "s", keys));
 }
 
 // The ResultSpecs of the metrics a results file names (run.types), read from the plugins; a
@@ -122,10 +147,10 @@ void print_regressions(const tally::Comparison& c) {
 // higher-is-better.
 tally::ResultSpecs specs_for(const std::vector<fs::path>& plugin_paths,
                              const std::vector<std::pair<std::string, std::string>>& types,
-                             bool warn) {
+                             bool warn, bool allow_unsafe_plugins = false) {
   if (types.empty()) return {};
   try {
-    const auto reg = tally::Registry::load(plugin_paths);
+    const auto reg = tally::Registry::load(plugin_paths, allow_unsafe_plugins);
     std::vector<std::string> unknown;
     auto specs = tally::ResultSpecs::from_registry(reg, types, &unknown);
     if (warn && !unknown.empty())
@@ -174,34 +199,93 @@ struct RunOptions {
   std::string color = "auto";
 };
 
+// The number of ranks a launcher started (mpirun, MPICH's hydra, srun), or 1.
+int launcher_world_size() {
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"}) {
+    if (const char* v = std::getenv(var)) {
+      try {
+        return std::max(1, std::stoi(v));
+      } catch (const std::exception&) {
+        return 1;
+      }
+    }
+  }
+  return 1;
+}
+
+// The backend type the config asks for, read as leniently as possible from a config that failed
+// to load: the last `--set backend.type=X`, else the file's backend.type; nullopt when unknown.
+std::optional<std::string> requested_backend_type(const RunOptions& o) {
+  for (auto it = o.sets.rbegin(); it != o.sets.rend(); ++it)
+    if (it->starts_with("backend.type="))
+      return it->substr(std::string_view("backend.type=").size());
+  try {
+    const YAML::Node root =
+        YAML::Load(tally::read_whole_file(o.config, "config", tally::kConfigMaxBytes));
+    if (!root.IsMap()) return std::nullopt;
+    const YAML::Node backend = root["backend"];
+    if (!backend) return std::string("nondist");
+    if (!backend.IsMap() || !backend["type"]) return std::string("nondist");
+    if (backend["type"].IsScalar()) return backend["type"].Scalar();
+  } catch (const std::exception&) {
+  }
+  return std::nullopt;
+}
+
+// This rank failed before it had a backend (its config, --set or plugins), while under mpirun the
+// other ranks are about to wait for it in the start exchange: it joins them through a default mpi
+// backend as an evaluator that only fails, so every rank fails at once with this rank's message,
+// printed once by rank 0. Nothing to join (no launcher, another backend, or no mpi backend to be
+// had): nullopt, and this rank prints its own error naming itself; mpirun then stops the others.
+std::optional<tally::Evaluator> join_as_failed(const RunOptions& o, int exit_code,
+                                               const std::string& message) {
+  if (launcher_world_size() <= 1 || requested_backend_type(o) != "mpi") return std::nullopt;
+  try {
+    const auto reg = tally::Registry::load({});
+    const tally::Component& bc = reg.get(tally::ComponentKind::Backend, "mpi");
+    const tally::Params params =
+        tally::make_params(*bc.info, tally::Value::Map{}, "backend 'mpi'", fs::current_path());
+    return tally::Evaluator::failed(tally::Registry::make_backend(bc, params), exit_code, message);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+}
+
+// The rank a launcher gave this process, or -1.
+int launcher_rank() {
+  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"}) {
+    if (const char* v = std::getenv(var)) {
+      try {
+        return std::stoi(v);
+      } catch (const std::exception&) {
+        return -1;
+      }
+    }
+  }
+  return -1;
+}
+
 int run_evaluation(const RunOptions& o, std::optional<tally::Evaluator>& ev) {
   int rank = -1;
   try {
     tally::EvaluatorOptions opts;
     opts.overrides = o.sets;
-    ev.emplace(tally::Evaluator::from_file(o.config, opts));
+    try {
+      ev.emplace(tally::Evaluator::from_file(o.config, opts));
+    } catch (const tally::Error& e) {
+      // No backend yet (the config or its plugins failed on this rank): under a launcher of
+      // several ranks, join the others, who are about to wait in the start exchange, so that
+      // they fail with this rank's error instead of waiting for it.
+      auto joined = join_as_failed(o, e.exit_code(), e.what());
+      if (!joined) throw;
+      ev.emplace(std::move(*joined));
+    }
     rank = ev->rank();
-    // The same config, read again for the parts the CLI acts on (outputs, regression).
-    const tally::Config cfg = tally::Config::load(o.config, o.sets);
+    // Whatever fails from here to the first collective fails on this rank only: it is recorded,
+    // and read_all()'s start exchange fails every rank with it, naming this rank.
+    std::optional<tally::Config> cfg;
     ReportPaths paths;
-    paths.json = o.output ? std::optional<fs::path>(*o.output) : cfg.output_json;
-    paths.junit = o.reports.junit ? std::optional<fs::path>(*o.reports.junit) : cfg.output_junit;
-    paths.markdown =
-        o.reports.markdown ? std::optional<fs::path>(*o.reports.markdown) : cfg.output_markdown;
-    paths.html = o.reports.html ? std::optional<fs::path>(*o.reports.html) : cfg.output_html;
-    if (o.update_baseline && !cfg.regression)
-      throw tally::ConfigError(
-          fmt::format("--update-baseline: {} has no 'regression:' section naming the baseline to "
-                      "write (regression: {{baseline: "
-                      "baseline.json}})",
-                      o.config));
-    if (o.resume && !cfg.checkpoint)
-      throw tally::ConfigError(fmt::format(
-          "--resume: {} has no 'checkpoint:' section (checkpoint: {{dir: DIR, every_n_batches: "
-          "N}}), so there is no checkpoint to resume from",
-          o.config));
-    const bool comparing = cfg.regression && !o.update_baseline;
-
+    bool comparing = false;
     tally::Tolerances tolerances;
     std::optional<tally::Results> baseline;
     std::string chartjs;
@@ -210,20 +294,41 @@ int run_evaluation(const RunOptions& o, std::optional<tally::Evaluator>& ev) {
     // Everything that can be checked before the run is checked on every rank alike, so a bad
     // output path, baseline or tolerance fails before any work, not after it.
     try {
+      // The same config, read again for the parts the CLI acts on (outputs, regression).
+      cfg.emplace(tally::Config::load(o.config, o.sets));
+      paths.json = chosen(o.output, "--output", cfg->output_json, "output.json");
+      paths.junit = chosen(o.reports.junit, "--junit", cfg->output_junit, "output.junit");
+      paths.markdown =
+          chosen(o.reports.markdown, "--markdown", cfg->output_markdown, "output.markdown");
+      paths.html = chosen(o.reports.html, "--html", cfg->output_html, "output.html");
+      if (o.update_baseline && !cfg->regression)
+        throw tally::ConfigError(
+            fmt::format("--update-baseline: {} has no 'regression:' section naming the baseline to "
+                        "write (regression: {{baseline: "
+                        "baseline.json}})",
+                        o.config));
+      if (o.resume && !cfg->checkpoint)
+        throw tally::ConfigError(fmt::format(
+            "--resume: {} has no 'checkpoint:' section (checkpoint: {{dir: DIR, every_n_batches: "
+            "N}}), so there is no checkpoint to resume from",
+            o.config));
+      comparing = cfg->regression && !o.update_baseline;
+
       if (rank == 0) {
         paths.check_writable();
-        if (o.update_baseline) tally::check_writable(cfg.regression->baseline);
+        if (o.update_baseline)
+          tally::check_writable(cfg->regression->baseline, "regression.baseline");
         if (paths.html) chartjs = load_chartjs();
       }
       if (comparing) {
-        tolerances = tolerances_of(*cfg.regression);
+        tolerances = tolerances_of(*cfg->regression);
         std::error_code ec;
-        if (!fs::exists(cfg.regression->baseline, ec))
+        if (!fs::exists(cfg->regression->baseline, ec))
           throw tally::InputError(
               fmt::format("{}: the baseline '{}' does not exist; write it with 'tally run {} "
                           "--update-baseline'",
-                          cfg.regression->where, cfg.regression->baseline.string(), o.config));
-        baseline = tally::read_results_json(cfg.regression->baseline);
+                          cfg->regression->where, cfg->regression->baseline.string(), o.config));
+        baseline = tally::read_results_json(cfg->regression->baseline);
       }
       reader = ev->make_reader();
       const bool tty = ::isatty(STDERR_FILENO) != 0;
@@ -243,7 +348,7 @@ int run_evaluation(const RunOptions& o, std::optional<tally::Evaluator>& ev) {
     read.on_batch = [&](std::int64_t n) {
       if (progress) progress->add(n);
     };
-    read.on_notice = [](const std::string& message) { fmt::print(stderr, "tally: {}\n", message); };
+    read.on_notice = [](const std::string& message) { print_line("", message); };
     ev->read_all(reader.get(), read);
     if (progress) progress->finish();
     const tally::Results results =
@@ -252,12 +357,12 @@ int run_evaluation(const RunOptions& o, std::optional<tally::Evaluator>& ev) {
     // Every rank compares (the same numbers give the same verdict), so every rank exits alike.
     std::optional<tally::Comparison> comparison;
     const bool need_specs = comparing || (rank == 0 && paths.any_report());
-    const tally::ResultSpecs specs = need_specs
-                                         ? specs_for(cfg.plugin_paths, results.run.types, rank == 0)
-                                         : tally::ResultSpecs{};
+    const tally::ResultSpecs specs = need_specs ? specs_for(cfg->plugin_paths, results.run.types,
+                                                            rank == 0, cfg->allow_unsafe_plugins)
+                                                : tally::ResultSpecs{};
     if (comparing) {
       comparison = tally::compare(results.metrics, baseline->metrics, specs, tolerances);
-      comparison->baseline_source = shown_path(cfg.regression->baseline);
+      comparison->baseline_source = shown_path(cfg->regression->baseline);
     }
     if (rank == 0) {
       if (!o.quiet) {
@@ -266,19 +371,35 @@ int run_evaluation(const RunOptions& o, std::optional<tally::Evaluator>& ev) {
           fmt::print("\n{}", tally::format_comparison(*comparison, use_color(o.color)));
       }
       std::fflush(stdout);
-      if (paths.json) tally::write_file_atomic(*paths.json, results.to_json());
+      // Every output is staged (written to a temporary file, or opened when it is a device or
+      // FIFO) and put in place only once all are: a run that fails on any leaves none, and
+      // earlier files at those paths intact.
+      tally::OutputSet out;
+      if (paths.json) out.stage(paths.json->path, results.to_json(), paths.json->what);
       const tally::ReportInput input{results, specs, comparison ? &*comparison : nullptr,
                                      baseline ? &baseline->metrics : nullptr, o.config};
-      write_reports(paths, input, chartjs);
-      if (o.update_baseline) {
-        tally::write_file_atomic(cfg.regression->baseline, results.to_json());
-        fmt::print(stderr, "tally: baseline written: {}\n", shown_path(cfg.regression->baseline));
-      }
+      stage_reports(out, paths, input, chartjs);
+      if (o.update_baseline)
+        out.stage(cfg->regression->baseline, results.to_json(), "regression.baseline");
+      out.commit();
+      if (o.update_baseline)
+        print_line("", "baseline written: " + shown_path(cfg->regression->baseline));
       if (comparison && comparison->regressed()) print_regressions(*comparison);
     }
     return comparison && comparison->regressed() ? tally::kExitRegression : 0;
   } catch (const tally::Error& e) {
-    if (rank == 0 || (rank < 0 && launcher_rank_zero())) print_error(e.what());
+    if (rank == 0) {
+      print_error(e.what());
+    } else if (rank < 0) {
+      // Before any backend: a config that fails alike on every rank is printed once (rank 0); on
+      // a rank that could not join the others (join_as_failed), its own error, naming it.
+      // (A config that cannot be read at all says no backend type: its error is printed too.)
+      if (launcher_world_size() > 1 && launcher_rank() > 0 &&
+          requested_backend_type(o).value_or("mpi") != "nondist")
+        print_error(fmt::format("rank {}: {}", launcher_rank(), e.what()));
+      else if (launcher_rank_zero())
+        print_error(e.what());
+    }
     return e.exit_code();
   } catch (const std::exception& e) {
     if (rank <= 0) print_error(e.what());
@@ -319,9 +440,9 @@ int compare(const CompareOptions& o) {
     if (o.atol) tolerances.defaults.atol = *o.atol;
     if (o.tolerances) tolerances.add_file(*o.tolerances);
     ReportPaths paths;
-    if (o.reports.junit) paths.junit = fs::path(*o.reports.junit);
-    if (o.reports.markdown) paths.markdown = fs::path(*o.reports.markdown);
-    if (o.reports.html) paths.html = fs::path(*o.reports.html);
+    paths.junit = chosen(o.reports.junit, "--junit", std::nullopt, "");
+    paths.markdown = chosen(o.reports.markdown, "--markdown", std::nullopt, "");
+    paths.html = chosen(o.reports.html, "--html", std::nullopt, "");
     paths.check_writable();
     const std::string chartjs = paths.html ? load_chartjs() : std::string();
 
@@ -344,7 +465,9 @@ int compare(const CompareOptions& o) {
     if (!o.quiet) fmt::print("{}", tally::format_comparison(comparison, use_color(o.color)));
     std::fflush(stdout);
     const tally::ReportInput input{results, specs, &comparison, &baseline.metrics, o.results};
-    write_reports(paths, input, chartjs);
+    tally::OutputSet out;
+    stage_reports(out, paths, input, chartjs);
+    out.commit();
     if (comparison.regressed()) {
       print_regressions(comparison);
       return tally::kExitRegression;
@@ -382,8 +505,10 @@ int validate(const std::string& config, const std::vector<std::string>& sets) {
                         shown_path(cfg.regression->baseline));
       }
     }
-    fmt::print("{}: ok ({} samples, reader fields: {}{})\n", config, reader->total_samples(),
-               fmt::join(reader->fields(), ", "), regression);
+    fmt::print("{}\n",
+               tally::escape_for_terminal(fmt::format(
+                   "{}: ok ({} samples, reader fields: {}{})", config, reader->total_samples(),
+                   fmt::join(reader->fields(), ", "), regression)));
     return 0;
   } catch (const tally::Error& e) {
     print_error(e.what());
@@ -438,7 +563,9 @@ int plugins(bool json, const std::vector<std::string>& paths) {
         j["aliases"] = i.aliases;
         j["plugin"] = c.plugin_name;
         j["version"] = c.plugin_version;
-        j["file"] = c.file.string();
+        // A file name need not be UTF-8: its stray bytes are written as \xNN (JSON text must be
+        // UTF-8); any other such text from a plugin becomes U+FFFD (the dump's error handler).
+        j["file"] = tally::escape_invalid_utf8(c.file.native());
         j["doc"] = i.doc;
         auto params = nlohmann::ordered_json::array();
         for (const auto& p : i.params)
@@ -465,31 +592,41 @@ int plugins(bool json, const std::vector<std::string>& paths) {
         }
         out.push_back(j);
       }
-      fmt::print("{}\n", out.dump(2));
+      fmt::print("{}\n", out.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
       return 0;
     }
+    // Names, docs and file names come from plugins and folders: shown escaped on a terminal.
+    const auto t = [](std::string_view text) { return tally::escape_for_terminal(text); };
+    const auto ts = [&](const std::vector<std::string>& texts) {
+      std::vector<std::string> out;
+      for (const auto& x : texts) out.push_back(t(x));
+      return out;
+    };
     for (auto kind : {tally::ComponentKind::Backend, tally::ComponentKind::Reader,
                       tally::ComponentKind::Metric}) {
       for (const auto& c : reg.components()) {
         const auto& i = *c.info;
         if (i.kind != kind) continue;
-        fmt::print("{} {}{}  [{} {}, {}]\n", tally::component_kind_name(kind), i.name,
-                   i.aliases.empty() ? "" : fmt::format(" (alias {})", fmt::join(i.aliases, ", ")),
-                   c.plugin_name, c.plugin_version, c.file.string());
-        if (!i.doc.empty()) fmt::print("    {}\n", i.doc);
+        fmt::print(
+            "{} {}{}  [{} {}, {}]\n", tally::component_kind_name(kind), t(i.name),
+            i.aliases.empty() ? "" : fmt::format(" (alias {})", fmt::join(ts(i.aliases), ", ")),
+            t(c.plugin_name), t(c.plugin_version), t(c.file.native()));
+        if (!i.doc.empty()) fmt::print("    {}\n", t(i.doc));
         for (const auto& in : i.inputs)
-          fmt::print("    input  {:<18} {}{}\n", in.name, in.required ? "" : "(optional) ", in.doc);
+          fmt::print("    input  {:<18} {}{}\n", t(in.name), in.required ? "" : "(optional) ",
+                     t(in.doc));
         for (const auto& p : i.params) {
           std::string def = p.required()                ? "required"
                             : p.default_value.is_null() ? "optional"
                                                         : "default " + p.default_value.to_json();
           if (!p.choices.empty()) def += fmt::format("; one of {}", fmt::join(p.choices, " | "));
-          fmt::print("    param  {:<18} {:<24} {}  ({})\n", p.name, tally::param_type_name(p.type),
-                     p.doc, def);
+          fmt::print("    param  {:<18} {:<24} {}  ({})\n", t(p.name),
+                     tally::param_type_name(p.type), t(p.doc), t(def));
         }
         for (const auto& r : i.results)
-          fmt::print("    result {:<18} {:<24} {}\n", r.key,
-                     fmt::format("{}, {}", tally::better_name(r.better), plot_word(r.plot)), r.doc);
+          fmt::print("    result {:<18} {:<24} {}\n", t(r.key),
+                     fmt::format("{}, {}", tally::better_name(r.better), plot_word(r.plot)),
+                     t(r.doc));
         fmt::print("\n");
       }
     }
@@ -497,6 +634,9 @@ int plugins(bool json, const std::vector<std::string>& paths) {
   } catch (const tally::Error& e) {
     print_error(e.what());
     return e.exit_code();
+  } catch (const std::exception& e) {
+    print_error(e.what());
+    return 1;
   }
 }
 

@@ -63,12 +63,8 @@ void make_dir(const fs::path& dir) {
   fsync_dir(folder_of(dir.lexically_normal()));
 }
 
-std::string read_bytes(const fs::path& path, std::string_view what) {
-  auto bytes = read_whole_file(path);
-  if (!bytes)
-    throw InputError(
-        fmt::format("cannot read the {} {}: {}", what, path.string(), std::strerror(errno)));
-  return std::move(*bytes);
+std::string read_bytes(const fs::path& path, std::string_view what, std::uint64_t max_bytes) {
+  return read_whole_file(path, what, max_bytes);
 }
 
 // ---- shard

@@ -37,8 +37,10 @@ std::uint32_t crc32_of(std::string_view bytes);
 /// Creates the folder `dir` if it is missing (another rank may create it at the same time) and
 /// makes its entry durable (fsync of the parent). RuntimeError on failure.
 void make_dir(const std::filesystem::path& dir);
-/// The whole file. InputError naming the file when it cannot be read (missing, say).
-std::string read_bytes(const std::filesystem::path& path, std::string_view what);
+/// The whole file, at most `max_bytes` (file_io.hpp's limits). InputError naming the file when it
+/// cannot be read (missing, not a regular file, too large).
+std::string read_bytes(const std::filesystem::path& path, std::string_view what,
+                       std::uint64_t max_bytes);
 
 /// One rank's shard: its position in its part of the data and its metric states, packed exactly
 /// as the sync protocol packs them ([0, [state, ...]]).

@@ -8,6 +8,7 @@
 
 #include "registry.hpp"
 #include "tally/error.hpp"
+#include "text_safety.hpp"
 
 namespace tally {
 
@@ -166,7 +167,7 @@ void Tolerances::add_rules(const Located& map, const std::string& what) {
 }
 
 void Tolerances::add_file(const fs::path& file) {
-  add_rules(load_yaml_file(file), fmt::format("tolerances '{}'", file.string()));
+  add_rules(load_yaml_file(file, "tolerances"), fmt::format("tolerances '{}'", file.string()));
 }
 
 // ---- result specs -------------------------------------------------------------------------------
@@ -579,7 +580,8 @@ std::string format_comparison(const Comparison& c, bool color) {
   for (const auto& k : c.keys) {
     Row r;
     r.v = k.verdict;
-    r.key = k.name() + k.element;
+    // Keys and notes come from results files and plugins: control characters shown escaped.
+    r.key = escape_for_terminal(k.name() + k.element);
     const bool one_sided = k.verdict == Verdict::Missing || k.verdict == Verdict::New;
     r.baseline = k.verdict == Verdict::New ? "-" : format_number(k.baseline);
     r.value = k.verdict == Verdict::Missing ? "-" : format_number(k.value);
@@ -587,7 +589,7 @@ std::string format_comparison(const Comparison& c, bool color) {
     if (!one_sided && k.delta)
       r.tolerance = k.tolerance == 0 ? "exact" : fmt::format("±{:.3g}", k.tolerance);
     r.verdict = verdict_name(k.verdict);
-    r.note = k.note;
+    r.note = escape_for_terminal(k.note);
     rows.push_back(std::move(r));
   }
   std::size_t w[6] = {3, 8, 5, 5, 9, 7};
@@ -623,9 +625,10 @@ std::string format_comparison(const Comparison& c, bool color) {
   }
   std::string summary = c.summary();
   if (color && c.regressed()) summary = fmt::format("\x1b[1;31m{}\x1b[0m", summary);
-  out += fmt::format(
-      "\n{}{}\n", summary,
-      c.baseline_source.empty() ? "" : fmt::format(" (baseline: {})", c.baseline_source));
+  out += fmt::format("\n{}{}\n", summary,
+                     c.baseline_source.empty()
+                         ? ""
+                         : fmt::format(" (baseline: {})", escape_for_terminal(c.baseline_source)));
   return out;
 }
 

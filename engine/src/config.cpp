@@ -13,10 +13,12 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include "file_io.hpp"
 #include "tally/error.hpp"
+#include "text_safety.hpp"
 
 namespace tally {
 
@@ -52,11 +54,120 @@ Value resolve_scalar(const std::string& s, bool plain) {
     if (ec == std::errc() && p == s.data() + s.size()) return Value(static_cast<long long>(v));
     return Value(s);  // out of range: leave it a string, the schema check will say so
   }
-  if (std::regex_match(s, float_re)) return Value(std::strtod(s.c_str(), nullptr));
+  if (std::regex_match(s, float_re)) {
+    errno = 0;
+    const double d = std::strtod(s.c_str(), nullptr);
+    // Out of the range of a double (1e999): not infinity, but a string the schema check names.
+    if (errno == ERANGE && std::isinf(d)) return Value(s);
+    return Value(d);
+  }
   if (s == ".inf" || s == "+.inf" || s == ".Inf") return Value(HUGE_VAL);
   if (s == "-.inf" || s == "-.Inf") return Value(-HUGE_VAL);
   if (s == ".nan" || s == ".NaN" || s == ".NAN") return Value(std::nan(""));
   return Value(s);
+}
+
+// yaml-cpp shares an aliased node between its uses, so a few hundred bytes of anchors and
+// aliases ("billion laughs") stand for billions of nodes, which tally's own walk of the tree
+// (Builder) would expand. One pass over the parse events first counts the nodes the document
+// expands to and how deep they nest, and refuses the document past kMaxYamlNodes or
+// kMaxYamlDepth, naming the place where the limit was crossed; an alias inside the node it names
+// (a cycle) is refused too. yaml-cpp's own guard (2000 levels) throws "bad file", and deeper
+// recursion in tally's walk would overflow the stack.
+class YamlBounds final : public YAML::EventHandler {
+ public:
+  YamlBounds(std::string source, std::string fixed_where)
+      : source_(std::move(source)), fixed_where_(std::move(fixed_where)) {}
+
+  void OnDocumentStart(const YAML::Mark&) override {}
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t anchor) override { leaf(mark, anchor); }
+  void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+                const std::string&) override {
+    leaf(mark, anchor);
+  }
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t anchor) override {
+    const auto it = done_.find(anchor);
+    if (it == done_.end())
+      fail(mark,
+           "a YAML alias refers to a node that contains it (a cycle): expected an alias of "
+           "a node defined before it");
+    add(mark, it->second.nodes, it->second.height);
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+                       YAML::EmitterStyle::value) override {
+    open(mark, anchor);
+  }
+  void OnSequenceEnd() override { close(); }
+  void OnMapStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
+                  YAML::EmitterStyle::value) override {
+    open(mark, anchor);
+  }
+  void OnMapEnd() override { close(); }
+
+ private:
+  struct Size {
+    std::size_t nodes = 1;   // the node and everything below it, aliases expanded
+    std::size_t height = 0;  // levels below it
+  };
+  struct Open {
+    Size size;
+    YAML::anchor_t anchor;
+  };
+
+  [[noreturn]] void fail(const YAML::Mark& mark, const std::string& what) const {
+    throw ConfigError(
+        fmt::format("{}: {}", fixed_where_.empty() ? where_of(source_, mark) : fixed_where_, what));
+  }
+  // A node of `nodes` nodes, `height` levels deep, at the current depth.
+  void add(const YAML::Mark& mark, std::size_t nodes, std::size_t height) {
+    total_ += nodes;  // nodes <= total_ <= kMaxYamlNodes before: no overflow
+    if (total_ > kMaxYamlNodes)
+      fail(mark, fmt::format("the document expands to more than {} nodes (YAML aliases?)",
+                             kMaxYamlNodes));
+    if (open_.size() + height > kMaxYamlDepth)
+      fail(mark, fmt::format("nested deeper than {} levels", kMaxYamlDepth));
+    if (!open_.empty()) {
+      open_.back().size.nodes += nodes;
+      open_.back().size.height = std::max(open_.back().size.height, height + 1);
+    }
+  }
+  void leaf(const YAML::Mark& mark, YAML::anchor_t anchor) {
+    add(mark, 1, 0);
+    if (anchor != YAML::NullAnchor) done_[anchor] = Size{};
+  }
+  void open(const YAML::Mark& mark, YAML::anchor_t anchor) {
+    add(mark, 1, 0);
+    open_.push_back({Size{}, anchor});
+  }
+  void close() {
+    const Open o = open_.back();
+    open_.pop_back();
+    if (o.anchor != YAML::NullAnchor) done_[o.anchor] = o.size;
+    if (!open_.empty()) {
+      // add() counted the node itself in its parent already.
+      open_.back().size.nodes += o.size.nodes - 1;
+      open_.back().size.height = std::max(open_.back().size.height, o.size.height + 1);
+    }
+  }
+
+  std::string source_, fixed_where_;
+  std::vector<Open> open_;
+  std::map<YAML::anchor_t, Size> done_;  // anchors of finished nodes
+  std::size_t total_ = 0;
+};
+
+// YAML::Load, after checking that the document's expansion stays within the bounds (ConfigError
+// naming the place otherwise); YAML::Exception for syntax errors, as YAML::Load.
+YAML::Node load_bounded(const std::string& text, const std::string& source,
+                        const std::string& fixed_where) {
+  {
+    std::istringstream in(text);
+    YAML::Parser parser(in);
+    YamlBounds bounds(source, fixed_where);
+    parser.HandleNextDocument(bounds);
+  }
+  return YAML::Load(text);
 }
 
 struct Builder {
@@ -77,6 +188,8 @@ struct Builder {
         out.value = Value();
         break;
       case YAML::NodeType::Scalar:
+        // YAML is UTF-8: checked here, before any work.
+        require_utf8(n.Scalar(), out.where, "the value");
         out.value = resolve_scalar(n.Scalar(), n.Tag() == "?");
         break;
       case YAML::NodeType::Sequence: {
@@ -96,6 +209,10 @@ struct Builder {
           if (!key_node.IsScalar())
             throw ConfigError(fmt::format("{}: map keys must be plain strings", where(key_node)));
           const std::string key = key_node.Scalar();
+          require_utf8(key, where(key_node), "the key");
+          if (kv.second.IsScalar())
+            require_utf8(kv.second.Scalar(), where(kv.second),
+                         fmt::format("the value of '{}'", escape_for_terminal(key)));
           if (out.value.find(key) != nullptr)
             throw ConfigError(fmt::format("{}: duplicate key '{}'", where(key_node), key));
           Located c = build(kv.second);
@@ -141,7 +258,7 @@ void apply_override(Located& root, const std::string& spec) {
   const std::string where = fmt::format("--set {}", key);
   YAML::Node parsed;
   try {
-    parsed = YAML::Load(text);
+    parsed = load_bounded(text, "", where);
   } catch (const YAML::Exception& e) {
     throw ConfigError(fmt::format("{}: the value '{}' is not valid YAML: {}", where, text, e.msg));
   }
@@ -154,6 +271,9 @@ void apply_override(Located& root, const std::string& spec) {
       throw ConfigError(fmt::format("{}: empty component in the key '{}'", where, key));
     parts.push_back(part);
   }
+  if (parts.size() > kMaxYamlDepth)
+    throw ConfigError(fmt::format("{}: the key has {} components, expected at most {}", where,
+                                  parts.size(), kMaxYamlDepth));
   Located* node = &root;
   std::string path;
   for (std::size_t i = 0; i < parts.size(); ++i) {
@@ -395,7 +515,7 @@ Config Config::parse(const std::string& yaml_text, const std::string& source,
                      const fs::path& base_dir, const std::vector<std::string>& overrides) {
   YAML::Node doc;
   try {
-    doc = YAML::Load(yaml_text);
+    doc = load_bounded(yaml_text, source, "");
   } catch (const YAML::ParserException& e) {
     throw ConfigError(fmt::format("{}: YAML syntax error: {}", where_of(source, e.mark), e.msg));
   } catch (const YAML::Exception& e) {
@@ -437,7 +557,14 @@ Config Config::parse(const std::string& yaml_text, const std::string& source,
   if (const Located* p = root.child("plugins"); p && !p->value.is_null()) {
     require_map(*p, "plugins");
     for (const auto& [k, c] : p->children) {
-      if (k != "paths") fail_at_key(c, fmt::format("unknown key 'plugins.{}' (expected paths)", k));
+      if (k == "allow_unsafe") {
+        if (!c.value.is_bool())
+          fail_at(c, fmt::format("plugins.allow_unsafe expects true or false, found {}", found(c)));
+        cfg.allow_unsafe_plugins = c.value.as_bool();
+        continue;
+      }
+      if (k != "paths")
+        fail_at_key(c, fmt::format("unknown key 'plugins.{}' (expected paths, allow_unsafe)", k));
       const auto add = [&](const Located& e) {
         if (!e.value.is_string())
           fail_at(e, fmt::format("plugins.paths expects folder names, found {}", found(e)));
@@ -588,13 +715,11 @@ Config Config::parse(const std::string& yaml_text, const std::string& source,
   return cfg;
 }
 
-Located load_yaml_file(const fs::path& file) {
-  const auto text = read_whole_file(file);
-  if (!text)
-    throw ConfigError(fmt::format("cannot read '{}': {}", file.string(), std::strerror(errno)));
+Located load_yaml_file(const fs::path& file, std::string_view what) {
+  const std::string text = read_whole_file(file, what, kConfigMaxBytes);
   YAML::Node doc;
   try {
-    doc = YAML::Load(*text);
+    doc = load_bounded(text, file.string(), "");
   } catch (const YAML::ParserException& e) {
     throw ConfigError(
         fmt::format("{}: YAML syntax error: {}", where_of(file.string(), e.mark), e.msg));
@@ -607,15 +732,12 @@ Located load_yaml_file(const fs::path& file) {
 }
 
 Config Config::load(const fs::path& file, const std::vector<std::string>& overrides) {
-  const auto text = read_whole_file(file);
-  if (!text)
-    throw ConfigError(
-        fmt::format("cannot read config '{}': {}", file.string(), std::strerror(errno)));
+  const std::string text = read_whole_file(file, "config", kConfigMaxBytes);
   auto base = file.parent_path();
   if (base.empty()) base = ".";
   std::error_code ec;
   auto abs = fs::absolute(base, ec);
-  return parse(*text, file.string(), ec ? base : abs.lexically_normal(), overrides);
+  return parse(text, file.string(), ec ? base : abs.lexically_normal(), overrides);
 }
 
 }  // namespace tally

@@ -2,10 +2,12 @@
 // every key checked; errors name file:line:column (or the --set that introduced the value).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -16,6 +18,12 @@
 namespace tally {
 
 class Registry;
+
+/// Bounds of every YAML document tally reads (configs, --set values, tolerances): the nodes it
+/// expands to, YAML aliases expanded (a "billion laughs" of a few hundred bytes stands for
+/// billions), and how deep they nest. Past either: ConfigError naming the place (exit 2).
+inline constexpr std::size_t kMaxYamlNodes = 1'000'000;
+inline constexpr std::size_t kMaxYamlDepth = 64;
 
 /// A value from the config with where it came from ("eval.yaml:7:5" or "--set metrics.0.topk").
 struct Located {
@@ -77,6 +85,8 @@ struct Config {
   std::string backend_type = "nondist";
   Located backend_params;  // keys of `backend:` other than type
   std::vector<std::filesystem::path> plugin_paths;
+  /// plugins.allow_unsafe: load plugins that another user could have written (Registry::load).
+  bool allow_unsafe_plugins = false;
   std::optional<std::string> data_type;
   Located data_params;  // keys of `data:` other than type
   std::vector<MetricConfig> metrics;
@@ -97,9 +107,10 @@ struct Config {
                      const std::vector<std::string>& overrides = {});
 };
 
-/// A YAML file as Located values (file:line:column kept); ConfigError when it cannot be read or
-/// parsed. An empty file is null.
-Located load_yaml_file(const std::filesystem::path& file);
+/// A YAML file as Located values (file:line:column kept); `what` names it in errors
+/// ("tolerances"). InputError when it cannot be read (not a regular file, larger than
+/// kConfigMaxBytes), ConfigError when it cannot be parsed. An empty file is null.
+Located load_yaml_file(const std::filesystem::path& file, std::string_view what = "");
 
 /// Checks `given` against the component's schema: unknown keys, types, required parameters and
 /// choices; fills in defaults; resolves Path and PathMap values against `base_dir`. ConfigError

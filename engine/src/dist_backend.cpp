@@ -77,6 +77,20 @@ void move_in_rounds(std::span<const std::byte> object, std::span<const std::size
 
 DistBackend::~DistBackend() = default;
 
+void DistBackend::run_on_root(int root, const std::function<void()>& work) {
+  work_and_wait(root, work, nullptr);
+}
+
+void DistBackend::run_on_every_rank(const std::function<void()>& work,
+                                    const std::atomic<std::uint64_t>& progress) {
+  work_and_wait(-1, work, &progress);
+}
+
+void DistBackend::work_and_wait(int root, const std::function<void()>& work,
+                                const std::atomic<std::uint64_t>*) {
+  if (root < 0 || rank() == root) work();
+}
+
 void DistBackend::set_chunk_bytes(std::size_t n) {
   if (n == 0) throw ConfigError(name() + " backend: chunk_bytes must be at least 1");
   const auto world = static_cast<std::size_t>(world_size());

@@ -1,6 +1,7 @@
 #include "tally/evaluator.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -201,6 +202,11 @@ struct Evaluator::Impl {
 
   /// `stable`: the batch comes from a StableBatchReader.
   void add(const Batch& batch, bool stable = false);
+  /// The metrics of the config (from_yaml); throws on the first that cannot be made.
+  void build_metrics(const std::string& source);
+  /// The start exchange (sync::exchange_start): throws on every rank what one rank's failure or
+  /// a disagreement on the data makes every rank throw.
+  void agree_at_start(const Reader* reader);
   void read_checkpointed(Reader* reader, const ReadOptions& options);
   Value decide(Reader& reader, const ReadOptions& options, const checkpoint::Expected& expected);
   std::int64_t restore(Reader& reader, const checkpoint::Metadata& m, const ReadOptions& options);
@@ -229,13 +235,10 @@ Evaluator& Evaluator::operator=(Evaluator&&) noexcept = default;
 Evaluator::~Evaluator() = default;
 
 Evaluator Evaluator::from_file(const fs::path& config, EvaluatorOptions options) {
-  const auto text = read_whole_file(config);
-  if (!text)
-    throw ConfigError(
-        fmt::format("cannot read config '{}': {}", config.string(), std::strerror(errno)));
+  const std::string text = read_whole_file(config, "config", kConfigMaxBytes);
   fs::path base = config.parent_path();
   if (base.empty()) base = ".";
-  return from_yaml(*text, std::move(options), config.string(),
+  return from_yaml(text, std::move(options), config.string(),
                    fs::absolute(base).lexically_normal());
 }
 
@@ -243,25 +246,61 @@ Evaluator Evaluator::from_yaml(const std::string& yaml_text, EvaluatorOptions op
                                const std::string& source, const fs::path& base_dir) {
   auto impl = std::make_unique<Impl>();
   auto& c = impl->config;
-  c = Config::parse(yaml_text, source, base_dir.empty() ? fs::current_path() : base_dir,
-                    options.overrides);
-  impl->registry = Registry::load(c.plugin_paths);
-  const auto& reg = impl->registry;
-
-  // The backend first: its rank decides the reader's shard.
-  const Component& bc = at(c.backend_params.where, [&]() -> const Component& {
-    return reg.get(ComponentKind::Backend, c.backend_type);
-  });
-  const Params bp = make_params(*bc.info, c.backend_params,
-                                fmt::format("backend '{}'", c.backend_type), c.base_dir);
-  impl->backend_name = bc.info->name;
+  const Component* bc = nullptr;
+  std::optional<Params> bp;
+  try {
+    c = Config::parse(yaml_text, source, base_dir.empty() ? fs::current_path() : base_dir,
+                      options.overrides);
+    impl->registry = Registry::load(c.plugin_paths, c.allow_unsafe_plugins);
+    // The backend first: its rank decides the reader's shard.
+    bc = &at(c.backend_params.where, [&]() -> const Component& {
+      return impl->registry.get(ComponentKind::Backend, c.backend_type);
+    });
+    bp.emplace(make_params(*bc->info, c.backend_params, fmt::format("backend '{}'", c.backend_type),
+                           c.base_dir));
+  } catch (const Error& e) {
+    // The host program's backend spans several ranks that will wait for this one: fail them too.
+    if (options.backend && options.backend->world_size() > 1)
+      return failed(std::move(options.backend), e.exit_code(), e.what());
+    throw;
+  }
+  impl->backend_name = bc->info->name;
   if (options.backend) {
     impl->backend = std::move(options.backend);
     impl->backend_name = impl->backend->name();
   } else if (!options.validate_only) {
-    impl->backend = Registry::make_backend(bc, bp);
+    impl->backend = Registry::make_backend(*bc, *bp);
   }
 
+  // From here on a failure on one rank of several must reach the others, which are about to wait
+  // for it in the start exchange: it is recorded, and the first collective (read_all's start
+  // exchange, or compute()) fails every rank with it, naming this rank. Alone, it throws now.
+  if (impl->backend && impl->backend->world_size() > 1) {
+    try {
+      impl->build_metrics(source);
+    } catch (const Error& e) {
+      impl->record(e.exit_code(), e.what());
+    } catch (const std::exception& e) {
+      impl->record(1, e.what());
+    }
+  } else {
+    impl->build_metrics(source);
+  }
+  return Evaluator(std::move(impl));
+}
+
+Evaluator Evaluator::failed(std::shared_ptr<DistBackend> backend, int exit_code,
+                            const std::string& message) {
+  auto impl = std::make_unique<Impl>();
+  impl->backend_name = backend->name();
+  impl->backend = std::move(backend);
+  impl->record(exit_code, message);
+  return Evaluator(std::move(impl));
+}
+
+void Evaluator::Impl::build_metrics(const std::string& source) {
+  const auto& c = config;
+  const auto& reg = registry;
   if (c.metrics.empty())
     throw ConfigError(fmt::format("{}: no metrics: add a 'metrics:' list", source));
   std::string canonical = fmt::format("protocol {}\n", kProtocolVersion);
@@ -287,15 +326,14 @@ Evaluator Evaluator::from_yaml(const std::string& yaml_text, EvaluatorOptions op
     slot.inputs = mc.inputs;
     slot.where = mc.where;
     slot.metric = at(mc.where, [&] { return Registry::make_metric(comp, params); });
-    impl->metrics.push_back(std::move(slot));
+    metrics.push_back(std::move(slot));
     canonical += fmt::format("{}|{}|{}@{}|{}|", mc.label, comp.info->name, comp.plugin_name,
                              comp.plugin_version, Value(params.values()).to_json());
     for (const auto& [k, v] : mc.inputs) canonical += fmt::format("{}={};", k, v);
     canonical += '\n';
   }
-  impl->fingerprint = sync::fingerprint(canonical);
-  impl->metrics_canonical = std::move(canonical);
-  return Evaluator(std::move(impl));
+  fingerprint = sync::fingerprint(canonical);
+  metrics_canonical = std::move(canonical);
 }
 
 int Evaluator::rank() const { return impl_->backend ? impl_->backend->rank() : 0; }
@@ -304,6 +342,8 @@ const std::string& Evaluator::backend_name() const { return impl_->backend_name;
 std::optional<fs::path> Evaluator::output_json() const { return impl_->config.output_json; }
 
 std::shared_ptr<Reader> Evaluator::make_reader() const {
+  // An evaluator that failed to set up reads nothing (read_all's start exchange reports why).
+  if (impl_->error) throw_error(impl_->error->first, impl_->error->second);
   const auto& c = impl_->config;
   if (!c.data_type)
     throw ConfigError(fmt::format(
@@ -480,9 +520,10 @@ Results Evaluator::compute(std::optional<std::int64_t> dataset_size) {
   const auto gathered =
       backend.gather_object(std::as_bytes(std::span(payload.data(), payload.size())), 0);
 
-  // Rank 0 computes; every rank gets what it computed, or its error.
+  // Rank 0 computes; every rank gets what it computed, or its error. The others wait for it as
+  // long as it is alive and computing, whatever backend.timeout says (run_on_root).
   msgpack::sbuffer reply;
-  if (me == 0) {
+  backend.run_on_root(0, [&] {
     Value out = Value::map();
     out.set("status", 0);
     try {
@@ -561,7 +602,7 @@ Results Evaluator::compute(std::optional<std::int64_t> dataset_size) {
     out.set("wall_seconds",
             std::chrono::duration<double>(std::chrono::steady_clock::now() - s.start).count());
     msgpack::pack(reply, out);
-  }
+  });
   const auto answer =
       backend.broadcast_object(std::as_bytes(std::span(reply.data(), reply.size())), 0);
   Value out;
@@ -613,28 +654,62 @@ std::int64_t as_count(std::size_t n) { return static_cast<std::int64_t>(n); }
 
 }  // namespace
 
+void Evaluator::Impl::agree_at_start(const Reader* reader) {
+  sync::StartRecord mine;
+  mine.header.protocol = kProtocolVersion;
+  mine.header.fingerprint = fingerprint;
+  if (!error && reader != nullptr) {
+    recording("", [&] {
+      mine.layout = reader->layout();
+      mine.header.total_samples = reader->total_samples();
+    });
+    mine.header.layout_fingerprint = sync::fingerprint(mine.layout);
+  }
+  if (error) {
+    mine.header.status = error->first;
+    mine.message = error->second;
+  }
+  if (auto verdict = sync::exchange_start(*backend, mine)) {
+    // Recorded too: a compute() after this failure fails the same way, on every rank.
+    record(verdict->exit_code, verdict->message);
+    throw_error(verdict->exit_code, verdict->message);
+  }
+}
+
 void Evaluator::read_all(Reader* reader, const ReadOptions& options) {
   auto& s = *impl_;
   // A rank without a reader must fail the run, not count as an empty shard.
   if (reader == nullptr) s.record(1, "read_all: this rank has no reader");
+  if (!s.backend)
+    throw ConfigError(
+        "this evaluator was built to validate a config; it has no backend to read data with");
+  s.agree_at_start(reader);
   if (s.config.checkpoint) return s.read_checkpointed(reader, options);
   if (options.resume)
     throw ConfigError(fmt::format(
         "--resume: {} has no 'checkpoint:' section (checkpoint: {{dir: DIR, every_n_batches: "
         "N}}), so there is no checkpoint to resume from",
         s.config.source));
-  if (reader == nullptr || s.error) return;
-  bool failed = false;
-  const bool stable = is_stable(reader);
-  while (auto batch = s.next_batch(*reader, failed)) {
-    const auto n = batch->size();
-    try {
-      s.add(*batch, stable);
-    } catch (const std::exception&) {  // add() recorded it
-      return;
-    }
-    if (options.on_batch) options.on_batch(n);
-  }
+  // Every rank reads its shard, then waits for the others; a rank still reading is waited for as
+  // long as it reads batches (run_on_every_rank), however long that takes.
+  std::atomic<std::uint64_t> batches{0};
+  s.backend->run_on_every_rank(
+      [&] {
+        if (reader == nullptr || s.error) return;
+        bool failed = false;
+        const bool stable = is_stable(reader);
+        while (auto batch = s.next_batch(*reader, failed)) {
+          const auto n = batch->size();
+          try {
+            s.add(*batch, stable);
+          } catch (const std::exception&) {  // add() recorded it
+            return;
+          }
+          batches.fetch_add(1, std::memory_order_relaxed);
+          if (options.on_batch) options.on_batch(n);
+        }
+      },
+      batches);
 }
 
 checkpoint::Expected Evaluator::Impl::expectation() const {
@@ -688,7 +763,8 @@ Value Evaluator::Impl::decide(Reader& reader, const ReadOptions& options,
     if (chosen) {
       const fs::path step_dir = cc.dir / ck::step_name(*chosen);
       const fs::path meta_path = step_dir / ck::kMetadataName;
-      const std::string text = ck::read_bytes(meta_path, "checkpoint metadata");
+      const std::string text =
+          ck::read_bytes(meta_path, "checkpoint metadata", kCheckpointMetadataMaxBytes);
       const auto m = ck::Metadata::parse(text, meta_path);
       if (m.step != *chosen)
         throw InputError(fmt::format("checkpoint {}: step expected {} (its folder), found {}",
@@ -759,7 +835,7 @@ std::int64_t Evaluator::Impl::restore(Reader& reader, const checkpoint::Metadata
   const fs::path step_dir = cc.dir / ck::step_name(m.step);
   const fs::path meta_path = step_dir / ck::kMetadataName;
   const fs::path file = step_dir / m.shards[r].file;
-  const std::string bytes = ck::read_bytes(file, "checkpoint shard");
+  const std::string bytes = ck::read_bytes(file, "checkpoint shard", kCheckpointShardMaxBytes);
   ck::verify(bytes, m.shards[r], file, meta_path);
   const auto shard = ck::Shard::parse(bytes, file);
   if (shard.rank != me || shard.step != m.step || shard.samples != m.samples[r] ||
@@ -968,7 +1044,7 @@ void Evaluator::Impl::read_checkpointed(Reader* reader, const ReadOptions& optio
         shard.payload.assign(payload.data(), payload.size());
         const std::string bytes = shard.serialize();
         ck::make_dir(step_dir);
-        write_file_atomic(step_dir / ck::shard_name(me), bytes);
+        write_file_atomic(step_dir / ck::shard_name(me), bytes, "checkpoint shard");
         rec.set("crc32", static_cast<std::int64_t>(ck::crc32_of(bytes)));
         rec.set("size", as_count(bytes.size()));
       });
@@ -1009,7 +1085,7 @@ void Evaluator::Impl::read_checkpointed(Reader* reader, const ReadOptions& optio
           m.shards.push_back({ck::shard_name(r), static_cast<std::uint32_t>(v.at("crc32").as_int()),
                               static_cast<std::uint64_t>(v.at("size").as_int())});
         }
-        write_file_atomic(step_dir / ck::kMetadataName, m.to_json());
+        write_file_atomic(step_dir / ck::kMetadataName, m.to_json(), "checkpoint metadata");
         for (const auto& problem : ck::prune(cc.dir, step))
           if (options.on_notice) options.on_notice(fmt::format("checkpoint: {}", problem));
       });

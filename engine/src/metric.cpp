@@ -9,6 +9,7 @@ RestorableMetric::~RestorableMetric() = default;
 LocalComputeMetric::~LocalComputeMetric() = default;
 ReducibleMetric::~ReducibleMetric() = default;
 Reader::~Reader() = default;
+std::string Reader::layout() const { return {}; }
 StableBatchReader::~StableBatchReader() = default;
 
 }  // namespace tally

@@ -1,5 +1,7 @@
 #include "tally/params.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "tally/error.hpp"
@@ -79,6 +81,29 @@ std::vector<std::int64_t> Params::get_int_list(std::string_view name) const {
     return out;
   });
 }
+namespace {
+std::int64_t checked_size(const Params& p, std::string_view name, std::int64_t value,
+                          std::int64_t min, std::int64_t max, std::string_view why) {
+  max = std::min(max, kMaxSize);
+  if (value < min) p.fail(name, fmt::format("must be >= {}, got {}", min, value));
+  if (value > max)
+    p.fail(name, fmt::format("must be at most {}{}, got {}", max,
+                             why.empty() ? "" : fmt::format(" ({})", why), value));
+  return value;
+}
+}  // namespace
+
+std::int64_t Params::get_size(std::string_view name, std::int64_t min, std::int64_t max,
+                              std::string_view why) const {
+  return checked_size(*this, name, get_int(name), min, max, why);
+}
+std::vector<std::int64_t> Params::get_size_list(std::string_view name, std::int64_t min,
+                                                std::int64_t max, std::string_view why) const {
+  auto out = get_int_list(name);
+  for (const auto v : out) checked_size(*this, name, v, min, max, why);
+  return out;
+}
+
 std::vector<std::optional<double>> Params::get_optional_double_list(std::string_view name) const {
   return checked(*this, name, "a list of numbers or nulls", [](const Value& v) {
     std::vector<std::optional<double>> out;

@@ -27,8 +27,13 @@ class Registry {
  public:
   /// Searches, in order: `config_paths` (folders or .so files), TALLY_PLUGIN_PATH
   /// (colon-separated), then the built-in plugin folder beside libtally. ConfigError for a
-  /// missing folder, a library that is not a valid plugin, an ABI mismatch or a duplicate name.
-  static Registry load(const std::vector<std::filesystem::path>& config_paths = {});
+  /// missing folder, a library that is not a valid plugin, an ABI mismatch (read from the file's
+  /// ABI marker before the library is loaded) or a duplicate name, and for a plugin file or
+  /// folder that another user could have written (world-writable, group-writable by a group other
+  /// than root's or the caller's, owned by neither root nor the caller) unless `allow_unsafe`
+  /// (plugins.allow_unsafe) or TALLY_ALLOW_UNSAFE_PLUGINS=1.
+  static Registry load(const std::vector<std::filesystem::path>& config_paths = {},
+                       bool allow_unsafe = false);
 
   /// <libdir>/tally/plugins, where libtally lives.
   static std::filesystem::path builtin_dir();

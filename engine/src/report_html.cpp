@@ -603,11 +603,7 @@ std::optional<fs::path> find_chartjs() {
 }
 
 std::string read_chartjs(const fs::path& file) {
-  auto text = read_whole_file(file);
-  if (!text)
-    throw RuntimeError(
-        fmt::format("cannot read Chart.js '{}': {}", file.string(), std::strerror(errno)));
-  std::string js = std::move(*text);
+  std::string js = read_whole_file(file, "Chart.js", kChartjsMaxBytes);
   // A classic <script> cannot load an ES module, and must not contain its own end tag.
   if (js.find("Chart") == std::string::npos || js.find("export {") != std::string::npos ||
       js.find("export default") != std::string::npos)

@@ -9,12 +9,14 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <string_view>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "tally/error.hpp"
 #include "tally/version.hpp"
+#include "text_safety.hpp"
 
 namespace tally {
 
@@ -55,12 +57,86 @@ std::string inline_array(const Value& v, std::size_t max_items = 10) {
   return out + "]";
 }
 
+struct JsonTooDeep {};
+
+// "line L, column C" of byte `offset` of `text` (empty when offset is npos).
+std::string place_of(std::string_view text, std::size_t offset) {
+  if (offset == std::string_view::npos || offset > text.size()) return {};
+  std::size_t line = 1, column = 1;
+  for (std::size_t i = 0; i < offset; ++i) {
+    if (text[i] == '\n') {
+      ++line;
+      column = 1;
+    } else {
+      ++column;
+    }
+  }
+  return fmt::format("line {}, column {}", line, column);
+}
+
+// The place of the bracket that opens level `limit` + 1 of JSON `text` (strings skipped).
+std::string place_of_depth(std::string_view text, std::size_t limit) {
+  std::size_t depth = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      if (++depth > limit) return place_of(text, i);
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return "somewhere";
+}
+
+// A results file holds numbers (null for NaN), arrays and maps; strings only as the axis titles
+// of a curve ("x_label", "y_label"). Anything else (a number written as a string, a boolean)
+// would compare as "changed", never as a regression: bad input, named by its key path.
+void check_result_values(const nlohmann::ordered_json& j, const std::string& key,
+                         const fs::path& path) {
+  using T = nlohmann::ordered_json::value_t;
+  switch (j.type()) {
+    case T::array: {
+      std::size_t i = 0;
+      for (const auto& e : j) check_result_values(e, fmt::format("{}[{}]", key, i++), path);
+      return;
+    }
+    case T::object:
+      for (const auto& [k, e] : j.items()) {
+        if (e.is_string() && (k == "x_label" || k == "y_label")) continue;
+        check_result_values(e, key + "." + k, path);
+      }
+      return;
+    case T::null:
+    case T::number_integer:
+    case T::number_unsigned:
+    case T::number_float:
+      return;
+    default: {
+      std::string shown = j.dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
+      if (shown.size() > 60) shown = shown.substr(0, 57) + "...";
+      throw InputError(fmt::format(
+          "results '{}': \"{}\" is {} {}, expected a number (or null for NaN), an array or a map",
+          path.string(), key, j.is_string() ? "the string" : "the boolean", shown));
+    }
+  }
+}
+
 }  // namespace
 
 std::string Results::to_json() const {
   nlohmann::ordered_json doc;
   doc["results"] = report::to_json(metrics);
-  doc["run"] = {{"tally_version", kVersion}, {"config", run.config},
+  // The config's file name need not be UTF-8: its stray bytes are written as \xNN, never an error
+  // after the work; any other such text (a plugin's result keys) becomes U+FFFD in the dump.
+  doc["run"] = {{"tally_version", kVersion}, {"config", escape_invalid_utf8(run.config)},
                 {"backend", run.backend},    {"world_size", run.world_size},
                 {"samples", run.samples},    {"wall_seconds", run.wall_seconds}};
   auto types = nlohmann::ordered_json::object();
@@ -69,7 +145,7 @@ std::string Results::to_json() const {
   for (const auto& [name, version] : run.plugins) plugins[name] = version;
   doc["run"]["types"] = std::move(types);
   doc["run"]["plugins"] = std::move(plugins);
-  return doc.dump(2) + "\n";
+  return doc.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }
 
 Value value_from_json(const nlohmann::ordered_json& j) {
@@ -110,18 +186,48 @@ Value value_from_json(const nlohmann::ordered_json& j) {
 }
 
 Results read_results_json(const fs::path& path) {
-  const auto text = read_whole_file(path);
-  if (!text)
-    throw InputError(
-        fmt::format("cannot read results '{}': {}", path.string(), std::strerror(errno)));
+  const auto text = std::make_optional(read_whole_file(path, "results", kResultsMaxBytes));
   nlohmann::ordered_json doc;
   try {
-    doc = nlohmann::ordered_json::parse(*text);
+    // Nesting is bounded before anything recursive (value_from_json, the comparison) walks it.
+    doc = nlohmann::ordered_json::parse(
+        *text, [](int depth, nlohmann::ordered_json::parse_event_t event, nlohmann::ordered_json&) {
+          using E = nlohmann::ordered_json::parse_event_t;
+          if ((event == E::array_start || event == E::object_start) &&
+              depth >= static_cast<int>(kMaxJsonDepth))
+            throw JsonTooDeep{};
+          return true;
+        });
+  } catch (const JsonTooDeep&) {
+    throw InputError(fmt::format("results '{}': {}: nested deeper than {} levels", path.string(),
+                                 place_of_depth(*text, kMaxJsonDepth), kMaxJsonDepth));
   } catch (const nlohmann::json::parse_error& e) {
     // nlohmann's message: "[json.exception.parse_error.101] parse error at line 3, column 5: ..."
     std::string why = e.what();
     if (const auto p = why.find("] "); p != std::string::npos) why = why.substr(p + 2);
+    // Python's json module writes NaN and infinities as bare words, which JSON does not have.
+    const std::size_t at = e.byte > 0 ? e.byte - 1 : 0;
+    const std::string_view near = std::string_view(*text).substr(at > 8 ? at - 8 : 0, 24);
+    for (const char* word : {"NaN", "Infinity"})
+      if (near.find(word) != std::string_view::npos) {
+        why += fmt::format(" ({} is not a JSON value: write null for NaN, as tally does)", word);
+        break;
+      }
     throw InputError(fmt::format("results '{}' is not valid JSON: {}", path.string(), why));
+  } catch (const nlohmann::json::exception& e) {
+    // A number out of the range of a double (1e999): "[json.exception.out_of_range.406] number
+    // overflow parsing '1e999'".
+    std::string why = e.what();
+    if (const auto p = why.find("] "); p != std::string::npos) why = why.substr(p + 2);
+    std::string place;
+    if (const auto q = why.find('\''); q != std::string::npos) {
+      const auto token = why.substr(q + 1, why.find('\'', q + 1) - q - 1);
+      if (!token.empty()) place = place_of(*text, text->find(token));
+    }
+    throw InputError(
+        fmt::format("results '{}'{}: {} (expected a number within the range of a "
+                    "double, about 1.8e308)",
+                    path.string(), place.empty() ? "" : ": " + place, why));
   }
   const auto bad = [&](const std::string& what) -> Results {
     throw InputError(
@@ -130,6 +236,7 @@ Results read_results_json(const fs::path& path) {
   if (!doc.is_object()) return bad("the top level is not an object");
   const auto res = doc.find("results");
   if (res == doc.end() || !res->is_object()) return bad("no \"results\" object");
+  check_result_values(*res, "results", path);
   Results r;
   r.metrics = value_from_json(*res);
   if (const auto run = doc.find("run"); run != doc.end()) {
@@ -166,12 +273,15 @@ std::string format_table(const Results& r) {
   };
   std::vector<Row> rows;
   std::vector<std::string> blocks;  // matrices, printed below the table
-  for (const auto& [label, res] : r.metrics.as_map()) {
+  for (const auto& [raw_label, res] : r.metrics.as_map()) {
+    // Labels and keys come from the config and from plugins: control characters shown escaped.
+    const std::string label = escape_for_terminal(raw_label);
     if (!res.is_map()) {
-      rows.push_back({label, "", scalar_text(res)});
+      rows.push_back({label, "", escape_for_terminal(scalar_text(res))});
       continue;
     }
-    for (const auto& [key, v] : res.as_map()) {
+    for (const auto& [raw_key, v] : res.as_map()) {
+      const std::string key = escape_for_terminal(raw_key);
       if (is_matrix(v) && v.size() <= 30) {
         rows.push_back(
             {label, key, fmt::format("{}x{} matrix, below", v.size(), v.as_array()[0].size())});
@@ -189,9 +299,10 @@ std::string format_table(const Results& r) {
         }
         blocks.push_back(std::move(block));
       } else if (v.is_array()) {
-        rows.push_back({label, key, inline_array(v)});
+        rows.push_back({label, key, escape_for_terminal(inline_array(v))});
       } else {
-        rows.push_back({label, key, is_scalar(v) ? scalar_text(v) : v.to_json()});
+        rows.push_back(
+            {label, key, escape_for_terminal(is_scalar(v) ? scalar_text(v) : v.to_json())});
       }
     }
   }
@@ -212,20 +323,6 @@ std::string format_table(const Results& r) {
   out += fmt::format("\n{} samples, {} backend, world size {}, {:.3f} s\n", r.run.samples,
                      r.run.backend, r.run.world_size, r.run.wall_seconds);
   return out;
-}
-
-void check_writable(const fs::path& path) {
-  const fs::path dir = path.parent_path().empty() ? fs::path(".") : path.parent_path();
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec))
-    throw ConfigError(
-        fmt::format("output '{}': the folder '{}' does not exist", path.string(), dir.string()));
-  if (fs::is_directory(path, ec))
-    throw ConfigError(
-        fmt::format("output '{}' is a folder, a file name was expected", path.string()));
-  if (::access(dir.c_str(), W_OK) != 0)
-    throw ConfigError(fmt::format("output '{}': the folder '{}' is not writable: {}", path.string(),
-                                  dir.string(), std::strerror(errno)));
 }
 
 }  // namespace tally

@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "file_io.hpp"  // write_file_atomic
+#include "file_io.hpp"  // write_file_atomic, OutputSet, check_writable
 #include "tally/evaluator.hpp"
 
 namespace tally {
@@ -15,15 +15,14 @@ namespace tally {
 /// An aligned, readable table of every metric's results.
 std::string format_table(const Results& results);
 
+/// How deep a results JSON (or baseline) may nest: exit 2 past it, never a stack overflow.
+inline constexpr std::size_t kMaxJsonDepth = 64;
+
 /// A results JSON file back as Results (metrics, and the run info it records: types, plugins).
 /// InputError naming the file when it cannot be read, is not JSON, or has no "results" object.
 Results read_results_json(const std::filesystem::path& path);
 
 /// JSON -> Value: integers stay integers, null stays null (a NaN result was written as null).
 Value value_from_json(const nlohmann::ordered_json& j);
-
-/// ConfigError when `path` cannot be written (its folder is missing, say), checked before a run
-/// so that a long evaluation does not end with nowhere to put its results.
-void check_writable(const std::filesystem::path& path);
 
 }  // namespace tally

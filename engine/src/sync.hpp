@@ -40,6 +40,36 @@ struct Verdict {
 /// (status != 0) is reported by the caller after gathering messages.
 std::optional<Verdict> check_headers(const std::vector<Header>& headers);
 
+/// The start exchange: every rank's record before any shard is read, so that a rank that failed
+/// while setting up (a config, plugin or file error on that rank alone) or that would read other
+/// data fails every rank at once, instead of leaving them to wait or reading overlapping shards.
+inline constexpr std::uint32_t kStartMagic = 0x544C5953;  // "TLYS"
+
+/// Fixed layout, little-endian, 48 bytes.
+struct StartHeader {
+  std::uint32_t magic = kStartMagic;
+  std::uint32_t protocol = 0;
+  std::uint64_t fingerprint = 0;         // the metrics configuration (as Header::fingerprint)
+  std::uint64_t layout_fingerprint = 0;  // of Reader::layout()
+  std::int64_t total_samples = -1;       // Reader::total_samples(); -1 without a reader
+  std::int32_t status = 0;               // 0: ok; otherwise the exit code of this rank's failure
+  std::uint32_t reserved = 0;
+  std::uint64_t reserved2 = 0;
+};
+static_assert(sizeof(StartHeader) == 48);
+
+/// What this rank brings to the start exchange.
+struct StartRecord {
+  StartHeader header;
+  std::string message;  // this rank's failure, when header.status != 0
+  std::string layout;   // Reader::layout()
+};
+
+/// Exchanges the start records (one fixed-size all-gather; a second one, of the texts, only when
+/// a rank failed or the data differ) and returns what every rank must then throw, or nothing.
+/// Every rank reaches the same verdict.
+std::optional<Verdict> exchange_start(DistBackend& backend, const StartRecord& mine);
+
 /// FNV-1a, 64-bit: a fingerprint of the metrics configuration, not a security hash.
 std::uint64_t fingerprint(std::string_view canonical);
 

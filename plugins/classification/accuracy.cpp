@@ -57,10 +57,9 @@ struct AccuracyState {
 class Accuracy final : public TypedMetric<AccuracyState> {
  public:
   explicit Accuracy(const Params& p)
-      : topk_(p.get_int_list("topk")), thrs_(read_thrs(p)), check_(p.owner_or("Accuracy")) {
+      : topk_(p.get_size_list("topk")), thrs_(read_thrs(p)), check_(p.owner_or("Accuracy")) {
     if (topk_.empty()) p.fail("topk", "must hold at least one k");
     for (std::size_t i = 0; i < topk_.size(); ++i) {
-      if (topk_[i] < 1) p.fail("topk", "must be >= 1, got " + std::to_string(topk_[i]));
       for (std::size_t j = 0; j < i; ++j)
         if (topk_[j] == topk_[i]) p.fail("topk", "lists " + std::to_string(topk_[i]) + " twice");
       maxk_ = std::max(maxk_, topk_[i]);

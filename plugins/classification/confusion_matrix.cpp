@@ -44,14 +44,10 @@ struct ConfusionState {
 class ConfusionMatrix final : public TypedMetric<ConfusionState> {
  public:
   explicit ConfusionMatrix(const Params& p)
-      : k_(p.get_int("num_classes")), check_(p.owner_or("ConfusionMatrix")) {
-    if (k_ < 1) p.fail("num_classes", "must be >= 1, got " + std::to_string(k_));
-    // The matrix is state on every rank and travels at each sync as one msgpack bin (< 4 GiB).
-    if (k_ > kMaxClasses)
-      p.fail("num_classes", "must be at most " + std::to_string(kMaxClasses) +
-                                " (the matrix holds num_classes^2 int64 counters: 2 GiB at " +
-                                std::to_string(kMaxClasses) + ")");
-  }
+      // The matrix is state on every rank and travels at each sync as one msgpack bin (< 4 GiB).
+      : k_(p.get_size("num_classes", 1, kMaxClasses,
+                      "the matrix holds num_classes^2 int64 counters: 2 GiB at 16384")),
+        check_(p.owner_or("ConfusionMatrix")) {}
 
  protected:
   ConfusionState initial_state() const override {

@@ -41,9 +41,7 @@ struct F1State {
 class F1Score final : public TypedMetric<F1State> {
  public:
   explicit F1Score(const Params& p) : check_(p.owner_or("F1Score")) {
-    num_classes_ = p.get_int("num_classes");
-    if (num_classes_ < 1)
-      p.fail("num_classes", "must be >= 1, got " + std::to_string(num_classes_));
+    num_classes_ = p.get_size("num_classes");
     for (const auto& m : p.get_string_list("mode")) {
       if (m == "macro")
         macro_ = true;

@@ -63,15 +63,12 @@ class MultiLabelMetric final : public TypedMetric<MultiLabelState> {
     if (avg != "macro" && avg != "micro" && avg != "none")
       p.fail("average", "must be one of macro, micro, none; got '" + avg + "'");
     if (p.has("num_classes")) {
-      num_classes_ = p.get_int("num_classes");
-      if (num_classes_ < 1)
-        p.fail("num_classes", "must be >= 1, got " + std::to_string(num_classes_));
+      num_classes_ = p.get_size("num_classes");
     }
     if (p.has("thr") && p.has("topk"))
       p.fail("topk", "cannot be given together with thr (mmeval would use thr): give one");
     if (p.has("topk")) {
-      topk_ = p.get_int("topk");
-      if (topk_ < 1) p.fail("topk", "must be >= 1, got " + std::to_string(topk_));
+      topk_ = p.get_size("topk");
       suffix_ = "_top" + std::to_string(topk_);
     } else {
       thr_ = p.has("thr") ? p.get_double("thr") : 0.5;

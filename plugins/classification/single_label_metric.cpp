@@ -80,9 +80,7 @@ class SingleLabelMetric final : public TypedMetric<SingleLabelState> {
       p.fail("average", "must be one of macro, micro, none; got '" + avg + "'");
 
     if (p.has("num_classes")) {
-      num_classes_ = p.get_int("num_classes");
-      if (num_classes_ < 1)
-        p.fail("num_classes", "must be >= 1, got " + std::to_string(num_classes_));
+      num_classes_ = p.get_size("num_classes");
     }
 
     const auto items = p.get_string_list("items");

@@ -75,7 +75,7 @@ class COCODetection final : public TypedMetric<CocoState> {
       for (const double t : thrs)
         if (!(t >= 0 && t <= 1)) p.fail("iou_thrs", "values must lie in [0, 1]");
     }
-    proposal_nums_ = p.get_int_list("proposal_nums");
+    proposal_nums_ = p.get_size_list("proposal_nums");
     if (proposal_nums_.size() != 3)
       p.fail("proposal_nums", "must hold 3 numbers (pycocotools' summary reads maxDets[0..2])");
     for (std::size_t i = 0; i < 3; ++i) {
@@ -84,8 +84,7 @@ class COCODetection final : public TypedMetric<CocoState> {
         p.fail("proposal_nums", "must be strictly increasing (pycocotools sorts them)");
     }
     classwise_ = p.get_bool("classwise");
-    threads_ = static_cast<int>(p.get_int("threads"));
-    if (threads_ < 1) p.fail("threads", "must be >= 1");
+    threads_ = static_cast<int>(p.get_size("threads", 1, 256));
     if (p.has("cat_ids")) cat_ids_ = p.get_int_list("cat_ids");
     if (p.has("classes")) {
       classes_ = p.get_string_list("classes");
@@ -200,8 +199,8 @@ class COCODetection final : public TypedMetric<CocoState> {
     img.gt_crowd.clear();
     img.img_id = id;
     // Detections.
-    const auto* scores = ragged_or_null(b, "pred_scores", check_);
-    const auto* labels = ragged_or_null(b, "pred_labels", check_);
+    const auto scores = per_image(b, "pred_scores", check_);
+    const auto labels = per_image(b, "pred_labels", check_);
     if (!scores) check_.fail("pred_scores", "is missing from the batch");
     if (!labels) check_.fail("pred_labels", "is missing from the batch");
     const std::int64_t nd =
@@ -216,7 +215,7 @@ class COCODetection final : public TypedMetric<CocoState> {
       check_.fail("pred_masks",
                   "is missing: segm needs pred_masks or pred_rle_counts with "
                   "pred_rle_lengths");
-    if (const auto* areas = ragged_or_null(b, "pred_areas", check_)) {
+    if (const auto areas = per_image(b, "pred_areas", check_)) {
       read_floats((*areas)[i], "pred_areas", sample, 0, nd, check_, img.dt_area);
       img.dt_area_segm = img.dt_area;
     } else {
@@ -226,7 +225,7 @@ class COCODetection final : public TypedMetric<CocoState> {
       for (const auto& r : img.dt_rle) img.dt_area_segm.push_back(mask::rle_area(r));
     }
     // Ground truth.
-    const auto* glabels = ragged_or_null(b, "gt_labels", check_);
+    const auto glabels = per_image(b, "gt_labels", check_);
     if (!glabels) check_.fail("gt_labels", "is missing from the batch");
     const std::int64_t ng = read_ints((*glabels)[i], "gt_labels", sample, -1, check_, img.gt_label);
     check_labels(img.gt_label, "gt_labels", sample);
@@ -235,7 +234,7 @@ class COCODetection final : public TypedMetric<CocoState> {
       check_.fail("gt_bboxes",
                   "is missing: bbox and proposal need gt_bboxes (x1, y1, x2, y2) or "
                   "gt_bboxes_xywh");
-    const auto* gareas = ragged_or_null(b, "gt_areas", check_);
+    const auto gareas = per_image(b, "gt_areas", check_);
     const bool masks_in_batch = b.has("gt_masks") || b.has("gt_rle_counts");
     if (need_masks_ || (!gareas && masks_in_batch)) {
       if (!read_masks(b, "gt", ii, sample, ng, height, width, check_, img.gt_rle))
@@ -251,13 +250,13 @@ class COCODetection final : public TypedMetric<CocoState> {
       for (std::size_t g = 0; g < static_cast<std::size_t>(ng); ++g)
         img.gt_area.push_back(have_boxes ? img.gt_box[g * 4 + 2] * img.gt_box[g * 4 + 3] : 0.0);
     }
-    if (const auto* gid = ragged_or_null(b, "gt_ids", check_)) {
+    if (const auto gid = per_image(b, "gt_ids", check_)) {
       read_ints((*gid)[i], "gt_ids", sample, ng, check_, img.gt_id);
     } else {
       for (std::int64_t g = 0; g < ng; ++g) img.gt_id.push_back(g + 1);
     }
     img.gt_crowd.assign(static_cast<std::size_t>(ng), 0);
-    if (const auto* crowd = ragged_or_null(b, "gt_iscrowd", check_)) {
+    if (const auto crowd = per_image(b, "gt_iscrowd", check_)) {
       std::vector<std::int64_t> c;
       read_ints((*crowd)[i], "gt_iscrowd", sample, ng, check_, c);
       for (std::size_t g = 0; g < c.size(); ++g) img.gt_crowd[g] = c[g] != 0;
@@ -327,24 +326,24 @@ ComponentInfo coco_detection_info() {
              "result.")
            .def(1)},
       {InputSpec{"img_id", "Image ids [N], any integer dtype.", true},
-       InputSpec{"pred_bboxes", "Ragged [n, 4] float boxes x1, y1, x2, y2.", false},
-       InputSpec{"pred_bboxes_xywh", "Ragged [n, 4] float boxes x, y, w, h (COCO).", false},
-       InputSpec{"pred_scores", "Ragged [n] float scores (NaN is an error).", true},
-       InputSpec{"pred_labels", "Ragged [n] int category ids.", true},
-       InputSpec{"pred_areas", "Ragged [n] float areas (default w*h, or the mask area for segm).",
-                 false},
-       InputSpec{"pred_masks", "Ragged [n, H, W] bool/uint8 masks (segm).", false},
-       InputSpec{"pred_rle_counts", "Ragged uint32 RLE counts, concatenated (segm).", false},
-       InputSpec{"pred_rle_lengths", "Ragged [n] int: counts per mask.", false},
-       InputSpec{"gt_bboxes", "Ragged [g, 4] float boxes x1, y1, x2, y2.", false},
-       InputSpec{"gt_bboxes_xywh", "Ragged [g, 4] float boxes x, y, w, h (COCO).", false},
-       InputSpec{"gt_labels", "Ragged [g] int category ids.", true},
-       InputSpec{"gt_ids", "Ragged [g] int annotation ids (default 1..g).", false},
-       InputSpec{"gt_areas", "Ragged [g] float areas (COCO's `area`).", false},
-       InputSpec{"gt_iscrowd", "Ragged [g] int/bool crowd flags (ignored ground truth).", false},
-       InputSpec{"gt_masks", "Ragged [g, H, W] bool/uint8 masks (segm).", false},
-       InputSpec{"gt_rle_counts", "Ragged uint32 RLE counts, concatenated (segm).", false},
-       InputSpec{"gt_rle_lengths", "Ragged [g] int: counts per mask.", false},
+       InputSpec{"pred_bboxes", "Per image [n, 4] float boxes x1, y1, x2, y2.", false},
+       InputSpec{"pred_bboxes_xywh", "Per image [n, 4] float boxes x, y, w, h (COCO).", false},
+       InputSpec{"pred_scores", "Per image [n] float scores (NaN is an error).", true},
+       InputSpec{"pred_labels", "Per image [n] int category ids.", true},
+       InputSpec{"pred_areas",
+                 "Per image [n] float areas (default w*h, or the mask area for segm).", false},
+       InputSpec{"pred_masks", "Per image [n, H, W] bool/uint8 masks (segm).", false},
+       InputSpec{"pred_rle_counts", "Per image uint32 RLE counts, concatenated (segm).", false},
+       InputSpec{"pred_rle_lengths", "Per image [n] int: counts per mask.", false},
+       InputSpec{"gt_bboxes", "Per image [g, 4] float boxes x1, y1, x2, y2.", false},
+       InputSpec{"gt_bboxes_xywh", "Per image [g, 4] float boxes x, y, w, h (COCO).", false},
+       InputSpec{"gt_labels", "Per image [g] int category ids.", true},
+       InputSpec{"gt_ids", "Per image [g] int annotation ids (default 1..g).", false},
+       InputSpec{"gt_areas", "Per image [g] float areas (COCO's `area`).", false},
+       InputSpec{"gt_iscrowd", "Per image [g] int/bool crowd flags (ignored ground truth).", false},
+       InputSpec{"gt_masks", "Per image [g, H, W] bool/uint8 masks (segm).", false},
+       InputSpec{"gt_rle_counts", "Per image uint32 RLE counts, concatenated (segm).", false},
+       InputSpec{"gt_rle_lengths", "Per image [g] int: counts per mask.", false},
        InputSpec{"height", "Image heights [N] (masks given as RLE counts).", false},
        InputSpec{"width", "Image widths [N] (masks given as RLE counts).", false}});
   info.results = {{"*_precision", Better::Higher, Plot::None, "AP of one category (classwise)"},

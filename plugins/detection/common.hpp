@@ -1,5 +1,9 @@
-// Shared input handling of the detection metrics: the per-image fields (one ragged tensor per
-// image), their checks, box formats and masks.
+// Shared input handling of the detection metrics: the per-image fields (one tensor per image),
+// their checks, box formats and masks. A per-image field may be ragged (one tensor per image) or
+// dense [N, ...] (image i is row i: a reader makes it so when every image has the same number of
+// boxes); both read the same (tally::PerSample). Boxes, scores and areas may be float or integer
+// (integers are read as float64, exactly, as numpy does); an empty 1-D tensor (`[]`) is an image
+// with no boxes.
 //
 // Fields, per image (sample):
 //   img_id                    dense int [N]       image id (COCO's image_id)
@@ -24,6 +28,7 @@
 #include <cmath>
 #include <cstdint>
 #include <exception>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -35,13 +40,12 @@
 
 namespace tally::detection {
 
-/// The ragged field `name`, or nullptr when the batch does not have it; InputError when it is
-/// dense.
-inline const Batch::Ragged* ragged_or_null(const Batch& b, std::string_view name,
-                                           const InputChecker& check) {
-  if (!b.has(name)) return nullptr;
-  if (!b.is_ragged(name)) check.fail(name, "must be a ragged field (one tensor per image)");
-  return &b.ragged(name);
+/// The per-image field `name` (ragged, or dense [N, ...] whose row i is image i: a reader makes a
+/// field dense when every image has the same number of boxes), or nothing when the batch does not
+/// have it.
+inline std::optional<PerSample> per_image(const Batch& b, std::string_view name,
+                                          const InputChecker& check) {
+  return PerSample::if_present(b, name, check);
 }
 
 /// A dense per-image integer field as int64 (nullptr-free: InputError when missing).
@@ -59,16 +63,26 @@ inline std::vector<std::int64_t> dense_ints(const Batch& b, std::string_view nam
 
 inline std::string sample_str(std::int64_t s) { return "sample " + std::to_string(s); }
 
-/// One image's tensor of a ragged field, checked: float, `cols` columns (0: 1-D), `n` rows
-/// (-1: any), no NaN. Appends its values as double.
+/// Whether an image's tensor holds values at float64 precision (float64, or integers: integer
+/// boxes, as VOC annotation files hold them, are read as float64, exactly, as numpy does).
+inline bool is_wide(const Tensor& t) { return t.dtype() != DType::F32; }
+
+/// The largest integer magnitude a float64 holds exactly (2^53).
+inline constexpr std::int64_t kExactIntLimit = std::int64_t{1} << 53;
+
+/// One image's tensor of a per-image field, checked: float or integer (converted to float64
+/// exactly), `cols` columns (0: 1-D), `n` rows (-1: any), no NaN. An empty 1-D tensor (`[]`, an
+/// image with no boxes) is zero rows of `cols` columns. Appends its values as double.
 inline std::int64_t read_floats(const Tensor& t, std::string_view field, std::int64_t sample,
                                 std::int64_t cols, std::int64_t n, const InputChecker& check,
                                 std::vector<double>& out) {
   if (t.is_cuda()) check.fail(field, sample_str(sample) + ": is a CUDA tensor");
-  if (!is_floating(t.dtype()))
-    check.fail(field, sample_str(sample) + ": must hold float32 or float64, got " + t.describe());
-  const std::int64_t rows = t.dim() >= 1 ? t.size(0) : 0;
-  const bool shape_ok = cols == 0 ? t.dim() == 1 : (t.dim() == 2 && t.size(1) == cols);
+  if (!is_floating(t.dtype()) && !is_integral(t.dtype()))
+    check.fail(field, sample_str(sample) + ": must hold numbers, got " + t.describe());
+  const bool empty_list = t.dim() == 1 && t.numel() == 0;
+  const std::int64_t rows = empty_list ? 0 : t.dim() >= 1 ? t.size(0) : 0;
+  const bool shape_ok =
+      empty_list || (cols == 0 ? t.dim() == 1 : (t.dim() == 2 && t.size(1) == cols));
   if (!shape_ok)
     check.fail(field, sample_str(sample) + ": must be " +
                           (cols == 0 ? std::string("[n]") : "[n, " + std::to_string(cols) + "]") +
@@ -78,6 +92,19 @@ inline std::int64_t read_floats(const Tensor& t, std::string_view field, std::in
                           std::to_string(n));
   const std::size_t at = out.size();
   out.resize(at + static_cast<std::size_t>(t.numel()));
+  if (is_integral(t.dtype())) {
+    visit_integral(t, [&](const auto* p) {
+      for (std::int64_t i = 0; i < t.numel(); ++i) {
+        const auto v = static_cast<std::int64_t>(p[i]);
+        if (v > kExactIntLimit || v < -kExactIntLimit)
+          check.fail(field, sample_str(sample) + ": value " + std::to_string(i) + " (" +
+                                std::to_string(v) +
+                                ") is beyond 2^53 in magnitude: not exact as a float64");
+        out[at + static_cast<std::size_t>(i)] = static_cast<double>(v);
+      }
+    });
+    return rows;
+  }
   visit_floating(t, [&](const auto* p) {
     for (std::int64_t i = 0; i < t.numel(); ++i) {
       if (std::isnan(p[i]))
@@ -92,12 +119,14 @@ inline std::int64_t read_ints(const Tensor& t, std::string_view field, std::int6
                               std::int64_t n, const InputChecker& check,
                               std::vector<std::int64_t>& out) {
   if (t.is_cuda()) check.fail(field, sample_str(sample) + ": is a CUDA tensor");
-  if (!is_integral(t.dtype()) && t.dtype() != DType::Bool)
+  const bool empty_list = t.dim() == 1 && t.numel() == 0;  // `[]`: no labels, whatever its dtype
+  if (!empty_list && !is_integral(t.dtype()) && t.dtype() != DType::Bool)
     check.fail(field, sample_str(sample) + ": must hold integers, got " + t.describe());
   if (t.dim() != 1) check.fail(field, sample_str(sample) + ": must be [n], got " + t.describe());
   if (n >= 0 && t.size(0) != n)
     check.fail(field, sample_str(sample) + ": has " + std::to_string(t.size(0)) +
                           " values, expected " + std::to_string(n));
+  if (empty_list) return 0;
   const std::size_t at = out.size();
   out.resize(at + static_cast<std::size_t>(t.numel()));
   if (t.dtype() == DType::Bool) {
@@ -125,12 +154,12 @@ inline void xyxy_to_xywh(std::vector<double>& b) {
 inline bool read_boxes(const Batch& b, const std::string& side, std::int64_t i, std::int64_t sample,
                        std::int64_t n, const InputChecker& check, std::vector<double>& out) {
   const std::string xyxy = side + "_bboxes", xywh = side + "_bboxes_xywh";
-  if (const auto* r = ragged_or_null(b, xywh, check)) {
-    read_floats((*r)[static_cast<std::size_t>(i)], xywh, sample, 4, n, check, out);
+  if (const auto r = per_image(b, xywh, check)) {
+    read_floats((*r)[i], xywh, sample, 4, n, check, out);
     return true;
   }
-  if (const auto* r = ragged_or_null(b, xyxy, check)) {
-    read_floats((*r)[static_cast<std::size_t>(i)], xyxy, sample, 4, n, check, out);
+  if (const auto r = per_image(b, xyxy, check)) {
+    read_floats((*r)[i], xyxy, sample, 4, n, check, out);
     xyxy_to_xywh(out);
     return true;
   }
@@ -143,10 +172,10 @@ inline bool read_masks(const Batch& b, const std::string& side, std::int64_t i, 
                        const InputChecker& check, std::vector<mask::Rle>& out) {
   const std::string masks = side + "_masks", counts = side + "_rle_counts",
                     lengths = side + "_rle_lengths";
-  const auto ui = static_cast<std::size_t>(i);
-  if (const auto* r = ragged_or_null(b, masks, check)) {
-    const Tensor& t = (*r)[ui];
+  if (const auto r = per_image(b, masks, check)) {
+    const Tensor t = (*r)[i];
     if (t.is_cuda()) check.fail(masks, sample_str(sample) + ": is a CUDA tensor");
+    if (n == 0 && t.dim() == 1 && t.numel() == 0) return true;  // `[]`: no masks
     if ((t.dtype() != DType::Bool && t.dtype() != DType::U8) || t.dim() != 3)
       check.fail(masks,
                  sample_str(sample) + ": must be bool or uint8 [n, H, W], got " + t.describe());
@@ -159,23 +188,30 @@ inline bool read_masks(const Batch& b, const std::string& side, std::int64_t i, 
       out.push_back(mask::rle_encode_row_major(p + static_cast<std::size_t>(j) * h * w, h, w));
     return true;
   }
-  const auto* rc = ragged_or_null(b, counts, check);
-  const auto* rl = ragged_or_null(b, lengths, check);
+  const auto rc = per_image(b, counts, check);
+  const auto rl = per_image(b, lengths, check);
   if (!rc && !rl) return false;
   if (!rc || !rl)
     check.fail(rc ? lengths : counts,
                "is missing: masks as RLE need both '" + counts + "' and '" + lengths + "'");
   if (height < 0 || width < 0)
     check.fail("height", "is needed (with 'width') for masks given as RLE counts");
+  if (height >= mask::kMaxSide || width >= mask::kMaxSide)
+    check.fail(height >= mask::kMaxSide ? "height" : "width",
+               sample_str(sample) + ": image size " + std::to_string(height) + "x" +
+                   std::to_string(width) + " is out of range (each side must be below 2^31)");
   std::vector<std::int64_t> lens;
-  read_ints((*rl)[ui], lengths, sample, n, check, lens);
-  const Tensor& c = (*rc)[ui];
+  read_ints((*rl)[i], lengths, sample, n, check, lens);
+  const Tensor c = (*rc)[i];
   if (c.is_cuda() || c.dtype() != DType::U32 || c.dim() != 1)
     check.fail(counts,
                sample_str(sample) + ": must be uint32 [sum of lengths], got " + c.describe());
   std::int64_t total = 0;
   for (const auto l : lens) {
-    if (l < 0) check.fail(lengths, sample_str(sample) + ": a negative length");
+    if (l < 0 || l > c.size(0))
+      check.fail(lengths, sample_str(sample) + ": length " + std::to_string(l) +
+                              " is outside [0, " + std::to_string(c.size(0)) +
+                              "] (the number of counts)");
     total += l;
   }
   if (total != c.size(0))
@@ -227,7 +263,7 @@ inline std::int64_t read_boxes_f32(const Tensor& t, std::string_view field, std:
                                    std::vector<float>& f32, std::vector<double>& f64, bool& wide) {
   const std::size_t at = f64.size();
   const std::int64_t rows = read_floats(t, field, sample, 4, n, check, f64);
-  wide = t.dtype() == DType::F64;
+  wide = is_wide(t);
   for (std::size_t i = at; i < f64.size(); ++i) f32.push_back(static_cast<float>(f64[i]));
   return rows;
 }

@@ -174,23 +174,59 @@ inline void rle_to_bbox(const Rle& r, double* bb) {
   bb[3] = static_cast<double>(ye - ys + 1);
 }
 
-/// rleFrPoly: `xy` holds k (x, y) pairs.
+/// The bounds a mask's geometry must keep: an image side below 2^31 and h * w below 2^32 (RLE
+/// counts, areas and intersections are uint32, as in maskApi.c), and polygon or box coordinates
+/// finite and at most 1e8 in magnitude (maskApi.c scales them by 5 into int: 5e8 and the
+/// difference of two such values stay inside int). Readers refuse values outside them with a
+/// message naming the annotation; the functions below also stay defined on them (clamped).
+inline constexpr std::int64_t kMaxSide = std::int64_t{1} << 31;
+inline constexpr double kMaxCoordinate = 1e8;
+inline bool size_ok(std::int64_t h, std::int64_t w) {
+  return h >= 0 && w >= 0 && h < kMaxSide && w < kMaxSide &&
+         static_cast<std::uint64_t>(h) * static_cast<std::uint64_t>(w) < (std::uint64_t{1} << 32);
+}
+inline bool coordinate_ok(double v) { return std::isfinite(v) && std::fabs(v) <= kMaxCoordinate; }
+
+/// rleFrPoly: `xy` holds k (x, y) pairs. The same mask as maskApi.c's, which walks every point of
+/// the polygon's edges upsampled 5x (gigabytes for a polygon far outside the image) and keeps the
+/// points where an edge crosses a pixel centre's column inside the image: here each edge yields
+/// only those crossings, with maskApi.c's arithmetic, so time and memory are bounded by the
+/// number of edges times the image width. Coordinates are clamped to +-kMaxCoordinate (NaN: 0).
 inline Rle rle_from_poly(const double* xy, std::size_t k, std::uint32_t h, std::uint32_t w) {
   const double scale = 5;
+  const auto scaled = [&](double v) {
+    if (!(v == v)) v = 0;
+    v = std::clamp(v, -kMaxCoordinate, kMaxCoordinate);
+    return static_cast<int>(scale * v + .5);
+  };
   std::vector<int> x(k + 1), y(k + 1);
-  for (std::size_t j = 0; j < k; ++j) x[j] = static_cast<int>(scale * xy[j * 2 + 0] + .5);
-  for (std::size_t j = 0; j < k; ++j) y[j] = static_cast<int>(scale * xy[j * 2 + 1] + .5);
+  for (std::size_t j = 0; j < k; ++j) x[j] = scaled(xy[j * 2 + 0]);
+  for (std::size_t j = 0; j < k; ++j) y[j] = scaled(xy[j * 2 + 1]);
   if (k > 0) {
     x[k] = x[0];
     y[k] = y[0];
   }
-  std::size_t m = 0;
-  for (std::size_t j = 0; j < k; ++j)
-    m += std::max(static_cast<std::uint32_t>(std::abs(x[j] - x[j + 1])),
-                  static_cast<std::uint32_t>(std::abs(y[j] - y[j + 1]))) +
-         1;
-  std::vector<int> u(m), v(m);
-  m = 0;
+  // maskApi.c keeps the pair (previous point, point) of the walk whose upsampled columns differ
+  // when the column it records, (col + .5) / 5 - .5, is a whole pixel column X in [0, w): col =
+  // 5 X + 2. Pairs that join two edges share their vertex (or lie left of the image), so every
+  // kept pair lies inside one edge, and the order of the pairs does not matter (the points are
+  // sorted below).
+  const std::int64_t lo = 2, hi = 5 * (static_cast<std::int64_t>(w) - 1) + 2;
+  const auto first_col = [&](std::int64_t from) {  // the first column >= from that is 5 X + 2
+    from = std::max(from, lo);
+    return lo + (from - lo + 4) / 5 * 5;
+  };
+  std::vector<std::uint32_t> a;
+  const auto add = [&](std::int64_t col, std::int64_t vmin) {
+    double yd = static_cast<double>(vmin);
+    yd = (yd + .5) / scale - .5;
+    if (yd < 0)
+      yd = 0;
+    else if (yd > h)
+      yd = h;
+    yd = std::ceil(yd);
+    a.push_back(static_cast<std::uint32_t>((col - 2) / 5) * h + static_cast<std::uint32_t>(yd));
+  };
   for (std::size_t j = 0; j < k; ++j) {
     int xs = x[j], xe = x[j + 1], ys = y[j], ye = y[j + 1];
     const int dx = std::abs(xe - xs), dy = std::abs(ys - ye);
@@ -199,53 +235,49 @@ inline Rle rle_from_poly(const double* xy, std::size_t k, std::uint32_t h, std::
       std::swap(xs, xe);
       std::swap(ys, ye);
     }
-    // A repeated point (dx = dy = 0): maskApi.c divides 0 by 0 and casts the NaN to int (UB; x86
-    // gives INT_MIN). Its one point lies between two points of the same u, so the boundary
-    // pass below skips it whatever its v: 0 gives the same mask without the UB.
-    const double s = dx == 0 && dy == 0 ? 0.0
-                     : dx >= dy         ? static_cast<double>(ye - ys) / dx
-                                        : static_cast<double>(xe - xs) / dy;
+    if (dx == 0 && dy == 0) continue;  // one point: no pair
     if (dx >= dy) {
-      for (int d = 0; d <= dx; ++d) {
-        const int t = flip ? dx - d : d;
-        u[m] = t + xs;
-        v[m] = static_cast<int>(ys + s * t + .5);
-        ++m;
+      // The walk's points are (t + xs, v(t)), t = 0..dx: pair (t, t + 1) records column xs + t.
+      const double s = static_cast<double>(ye - ys) / dx;
+      const auto v = [&](std::int64_t t) { return static_cast<int>(ys + s * t + .5); };
+      const std::int64_t last = std::min<std::int64_t>(dx - 1, hi - xs);
+      for (std::int64_t t = first_col(xs) - xs; t <= last; t += 5)
+        add(xs + t, std::min(v(t), v(t + 1)));
+      continue;
+    }
+    // The walk's points are (u(t), t + ys), t = 0..dy, u monotone; walked from t = 0 (or from dy
+    // when flipped). A pair (t - 1, t) whose u differ records the lower u, except when the walk
+    // steps up by more than one column: then u - 1 of the point it reaches, as maskApi.c does.
+    const double s = static_cast<double>(xe - xs) / dy;
+    if (s == 0) continue;
+    const auto u = [&](std::int64_t t) { return static_cast<int>(xs + s * t + .5); };
+    const std::int64_t u0 = u(0), u1 = u(dy);
+    // The first t in [1, dy] where pred(t) holds (pred is monotone: false, then true).
+    const auto first = [&](auto pred) {
+      std::int64_t a0 = 1, b0 = dy;
+      while (a0 < b0) {
+        const std::int64_t mid = a0 + (b0 - a0) / 2;
+        if (pred(mid))
+          b0 = mid;
+        else
+          a0 = mid + 1;
+      }
+      return a0;
+    };
+    if (s > 0) {
+      for (std::int64_t c = first_col(u0); c <= std::min(hi, u1 - 1); c += 5) {
+        const std::int64_t t = first([&](std::int64_t q) { return u(q) > c; });
+        if (flip ? u(t - 1) == c : u(t) == c + 1) add(c, ys + t - 1);
       }
     } else {
-      for (int d = 0; d <= dy; ++d) {
-        const int t = flip ? dy - d : d;
-        v[m] = t + ys;
-        u[m] = static_cast<int>(xs + s * t + .5);
-        ++m;
+      for (std::int64_t c = first_col(u1); c <= std::min(hi, u0 - 1); c += 5) {
+        const std::int64_t t = first([&](std::int64_t q) { return u(q) <= c; });
+        if (flip ? u(t - 1) == c + 1 : u(t) == c) add(c, ys + t - 1);
       }
     }
   }
-  // Points along the y-boundary, downsampled.
-  const std::size_t kk = m;
-  std::vector<int> bx, by;
-  bx.reserve(kk);
-  by.reserve(kk);
-  for (std::size_t j = 1; j < kk; ++j) {
-    if (u[j] == u[j - 1]) continue;
-    double xd = static_cast<double>(u[j] < u[j - 1] ? u[j] : u[j] - 1);
-    xd = (xd + .5) / scale - .5;
-    if (std::floor(xd) != xd || xd < 0 || xd > w - 1.0) continue;
-    double yd = static_cast<double>(v[j] < v[j - 1] ? v[j] : v[j - 1]);
-    yd = (yd + .5) / scale - .5;
-    if (yd < 0)
-      yd = 0;
-    else if (yd > h)
-      yd = h;
-    yd = std::ceil(yd);
-    bx.push_back(static_cast<int>(xd));
-    by.push_back(static_cast<int>(yd));
-  }
   // The RLE from the y-boundary points.
-  std::vector<std::uint32_t> a(bx.size() + 1);
-  for (std::size_t j = 0; j < bx.size(); ++j)
-    a[j] = static_cast<std::uint32_t>(bx[j] * static_cast<int>(h) + by[j]);
-  a[bx.size()] = h * w;
+  a.push_back(h * w);
   std::sort(a.begin(), a.end());
   std::uint32_t p = 0;
   for (auto& e : a) {
@@ -275,7 +307,8 @@ inline Rle rle_from_bbox(const double* bb, std::uint32_t h, std::uint32_t w) {
   return rle_from_poly(xy, 4, h, w);
 }
 
-/// rleFrString. Returns false for a character outside the encoding's alphabet.
+/// rleFrString. Returns false for a character outside the encoding's alphabet or a count outside
+/// [0, 2^32).
 inline bool rle_from_string(std::string_view s, std::uint32_t h, std::uint32_t w, Rle& r) {
   r.h = h;
   r.w = w;
@@ -298,6 +331,8 @@ inline bool rle_from_string(std::string_view s, std::uint32_t h, std::uint32_t w
     }
     const std::size_t m = r.cnts.size();
     if (m > 2) x += static_cast<std::int64_t>(r.cnts[m - 2]);
+    // maskApi.c casts to uint, silently cutting a count outside [0, 2^32): refused here.
+    if (x < 0 || x > static_cast<std::int64_t>(UINT32_MAX)) return false;
     r.cnts.push_back(static_cast<std::uint32_t>(x));
   }
   return true;

@@ -55,10 +55,8 @@ class ProposalRecall final : public TypedMetric<RecallState> {
       thrs_ = p.get_double_list("iou_thrs");
       if (thrs_.empty()) p.fail("iou_thrs", "must hold at least one threshold");
     }
-    nums_ = p.get_int_list("proposal_nums");
+    nums_ = p.get_size_list("proposal_nums");
     if (nums_.empty()) p.fail("proposal_nums", "must hold at least one number");
-    for (const auto n : nums_)
-      if (n < 1) p.fail("proposal_nums", "values must be >= 1");
     extra_ = p.get_bool("use_legacy_coordinate") ? 1.0f : 0.0f;
   }
 
@@ -71,11 +69,11 @@ class ProposalRecall final : public TypedMetric<RecallState> {
 
   void update(RecallState& s, const Batch& b) override {
     if (b.fields().empty() || b.size() == 0) return;
-    const auto* pb = ragged_or_null(b, "pred_bboxes", check_);
-    const auto* gb = ragged_or_null(b, "gt_bboxes", check_);
+    const auto pb = per_image(b, "pred_bboxes", check_);
+    const auto gb = per_image(b, "gt_bboxes", check_);
     if (!pb) check_.fail("pred_bboxes", "is missing from the batch");
     if (!gb) check_.fail("gt_bboxes", "is missing from the batch");
-    const auto* ps = ragged_or_null(b, "pred_scores", check_);
+    const auto ps = per_image(b, "pred_scores", check_);
     std::vector<float> pf, gf;
     std::vector<double> pd, gd, scores;
     std::vector<float> ious, gt_ious;
@@ -194,9 +192,10 @@ ComponentInfo proposal_recall_info() {
        param("use_legacy_coordinate", ParamType::Bool,
              "mmdet v1 boxes: width = x2 - x1 + 1, height = y2 - y1 + 1.")
            .def(false)},
-      {InputSpec{"pred_bboxes", "Ragged [n, 4] float proposals x1, y1, x2, y2.", true},
-       InputSpec{"pred_scores", "Ragged [n] float scores (optional: without, input order).", false},
-       InputSpec{"gt_bboxes", "Ragged [g, 4] float boxes x1, y1, x2, y2.", true}});
+      {InputSpec{"pred_bboxes", "Per image [n, 4] float proposals x1, y1, x2, y2.", true},
+       InputSpec{"pred_scores", "Per image [n] float scores (optional: without, input order).",
+                 false},
+       InputSpec{"gt_bboxes", "Per image [g, 4] float boxes x1, y1, x2, y2.", true}});
   info.results = {{"AR@*", Better::Higher, Plot::None, "average recall at n proposals"}};
   return info;
 }

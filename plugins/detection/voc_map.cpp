@@ -83,8 +83,7 @@ class VOCMeanAP final : public TypedMetric<VocState> {
   explicit VOCMeanAP(const Params& p) : check_(p.owner()) {
     thrs_ = p.get_double_list("iou_thrs");
     if (thrs_.empty()) p.fail("iou_thrs", "must hold at least one threshold");
-    num_classes_ = p.get_int("num_classes");
-    if (num_classes_ < 1) p.fail("num_classes", "must be >= 1");
+    num_classes_ = p.get_size("num_classes");
     mode_11_ = p.get_string("eval_mode") == "11points";
     extra_ = p.get_bool("use_legacy_coordinate") ? 1.0 : 0.0;
     drop_class_ap_ = p.get_bool("drop_class_ap");
@@ -123,14 +122,14 @@ class VOCMeanAP final : public TypedMetric<VocState> {
 
   void update(VocState& s, const Batch& b) override {
     if (b.fields().empty() || b.size() == 0) return;
-    const auto* pb = required(b, "pred_bboxes");
-    const auto* ps = required(b, "pred_scores");
-    const auto* pl = required(b, "pred_labels");
-    const auto* gb = required(b, "gt_bboxes");
-    const auto* gl = required(b, "gt_labels");
-    const auto* ib = ragged_or_null(b, "gt_bboxes_ignore", check_);
-    const auto* il = ragged_or_null(b, "gt_labels_ignore", check_);
-    if ((ib == nullptr) != (il == nullptr))
+    const auto pb = required(b, "pred_bboxes");
+    const auto ps = required(b, "pred_scores");
+    const auto pl = required(b, "pred_labels");
+    const auto gb = required(b, "gt_bboxes");
+    const auto gl = required(b, "gt_labels");
+    const auto ib = per_image(b, "gt_bboxes_ignore", check_);
+    const auto il = per_image(b, "gt_labels_ignore", check_);
+    if (ib.has_value() != il.has_value())
       check_.fail(ib ? "gt_labels_ignore" : "gt_bboxes_ignore",
                   "is missing: ignored boxes need gt_bboxes_ignore and gt_labels_ignore");
     const std::size_t I = thrs_.size(), S = scales_.size(), W = words();
@@ -139,14 +138,14 @@ class VOCMeanAP final : public TypedMetric<VocState> {
       const std::int64_t sample = s.images + static_cast<std::int64_t>(i);
       img = Img{};
       const std::int64_t n =
-          read_boxes_f32((*pb)[i], "pred_bboxes", sample, -1, check_, img.pf, img.pd, img.p_wide);
-      read_floats((*ps)[i], "pred_scores", sample, 0, n, check_, img.score);
-      img.p_wide = img.p_wide || (*ps)[i].dtype() == DType::F64;
-      read_ints((*pl)[i], "pred_labels", sample, n, check_, img.plabel);
+          read_boxes_f32(pb[i], "pred_bboxes", sample, -1, check_, img.pf, img.pd, img.p_wide);
+      read_floats(ps[i], "pred_scores", sample, 0, n, check_, img.score);
+      img.p_wide = img.p_wide || is_wide(ps[i]);
+      read_ints(pl[i], "pred_labels", sample, n, check_, img.plabel);
       check_labels(img.plabel, "pred_labels", sample);
       const std::int64_t g =
-          read_boxes_f32((*gb)[i], "gt_bboxes", sample, -1, check_, img.gf, img.gd, img.g_wide);
-      read_ints((*gl)[i], "gt_labels", sample, g, check_, img.glabel);
+          read_boxes_f32(gb[i], "gt_bboxes", sample, -1, check_, img.gf, img.gd, img.g_wide);
+      read_ints(gl[i], "gt_labels", sample, g, check_, img.glabel);
       check_labels(img.glabel, "gt_labels", sample);
       std::int64_t k = 0;
       if (ib) {
@@ -269,10 +268,10 @@ class VOCMeanAP final : public TypedMetric<VocState> {
 
   std::size_t words() const { return (2 * thrs_.size() * scales_.size() + 63) / 64; }
 
-  const Batch::Ragged* required(const Batch& b, std::string_view name) const {
-    const auto* r = ragged_or_null(b, name, check_);
+  PerSample required(const Batch& b, std::string_view name) const {
+    auto r = per_image(b, name, check_);
     if (!r) check_.fail(name, "is missing from the batch");
-    return r;
+    return std::move(*r);
   }
 
   void check_labels(const std::vector<std::int64_t>& labels, std::string_view field,
@@ -430,13 +429,13 @@ ComponentInfo voc_mean_ap_info() {
            .def(true),
        param("classwise", ParamType::Bool, "Also return AP{t}_classwise: the AP of each class.")
            .def(false)},
-      {InputSpec{"pred_bboxes", "Ragged [n, 4] float boxes x1, y1, x2, y2.", true},
-       InputSpec{"pred_scores", "Ragged [n] float scores (NaN is an error).", true},
-       InputSpec{"pred_labels", "Ragged [n] int class ids in [0, num_classes).", true},
-       InputSpec{"gt_bboxes", "Ragged [g, 4] float boxes x1, y1, x2, y2.", true},
-       InputSpec{"gt_labels", "Ragged [g] int class ids.", true},
-       InputSpec{"gt_bboxes_ignore", "Ragged [k, 4] float ignored boxes (optional).", false},
-       InputSpec{"gt_labels_ignore", "Ragged [k] int classes of the ignored boxes.", false}});
+      {InputSpec{"pred_bboxes", "Per image [n, 4] float boxes x1, y1, x2, y2.", true},
+       InputSpec{"pred_scores", "Per image [n] float scores (NaN is an error).", true},
+       InputSpec{"pred_labels", "Per image [n] int class ids in [0, num_classes).", true},
+       InputSpec{"gt_bboxes", "Per image [g, 4] float boxes x1, y1, x2, y2.", true},
+       InputSpec{"gt_labels", "Per image [g] int class ids.", true},
+       InputSpec{"gt_bboxes_ignore", "Per image [k, 4] float ignored boxes (optional).", false},
+       InputSpec{"gt_labels_ignore", "Per image [k] int classes of the ignored boxes.", false}});
   info.results = {{"*_classwise", Better::Higher, Plot::Bars, "AP per class, index = class id"},
                   {"*", Better::Higher, Plot::None, "mean average precision (fraction)"}};
   return info;

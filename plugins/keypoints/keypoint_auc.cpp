@@ -25,11 +25,9 @@ namespace {
 class KeypointAUC final : public CountMetric {
  public:
   explicit KeypointAUC(const Params& p)
-      : CountMetric(p.owner_or("KeypointAUC"), 1 + p.get_int("num_thrs")),
+      : CountMetric(p.owner_or("KeypointAUC"), 1 + p.get_size("num_thrs", 1, 100000)),
         norm_factor_(p.get_double("norm_factor")),
-        num_thrs_(p.get_int("num_thrs")) {
-    if (num_thrs_ < 1) p.fail("num_thrs", fmt::format("must be >= 1, got {}", num_thrs_));
-    if (num_thrs_ > 100000) p.fail("num_thrs", fmt::format("must be <= 100000, got {}", num_thrs_));
+        num_thrs_(p.get_size("num_thrs", 1, 100000)) {
     if (std::isnan(norm_factor_)) p.fail("norm_factor", "must not be NaN");
     // mmeval masks every keypoint out at the first threshold, then (its calc_distances having
     // replaced the 0 by 1e6 in place) counts every keypoint as correct at the others: AUC

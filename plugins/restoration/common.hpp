@@ -214,7 +214,7 @@ struct Transform {
   bool bgr = false;   // channel_order bgr (for Y)
 
   explicit Transform(const Params& p)
-      : crop_border(p.get_int("crop_border")),
+      : crop_border(p.get_size("crop_border", 0)),
         chw(p.get_string("input_order") == "CHW"),
         to_y(p.has("convert_to")),
         bgr(p.get_string("channel_order") == "bgr") {

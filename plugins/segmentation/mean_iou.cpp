@@ -167,17 +167,12 @@ TALLY_SIMD_CLONES bool bin_indices(const P* pred, const G* gt, std::int64_t m, s
 class MeanIoU final : public TypedMetric<MeanIoUState> {
  public:
   explicit MeanIoU(const Params& p)
-      : k_(p.get_int("num_classes")),
+      : k_(p.get_size("num_classes", 1, kMaxClasses, "the state is a num_classes^2 int64 matrix")),
         ignore_index_(p.get_int("ignore_index")),
         beta_(p.get_double("beta")),
         classwise_(p.get_bool("classwise_results")),
         reduce_zero_label_(p.get_bool("reduce_zero_label")),
         check_(p.owner_or("MeanIoU")) {
-    if (k_ < 1) p.fail("num_classes", "must be >= 1, got " + std::to_string(k_));
-    if (k_ > kMaxClasses)
-      p.fail("num_classes", "must be at most " + std::to_string(kMaxClasses) +
-                                " (the state is a num_classes^2 int64 matrix), got " +
-                                std::to_string(k_));
     if (p.has("nan_to_num")) {
       nan_to_num_ = p.get_double("nan_to_num");
       has_nan_to_num_ = true;
@@ -189,10 +184,7 @@ class MeanIoU final : public TypedMetric<MeanIoUState> {
              "maps ground truth 0 to 255 (MMSegmentation's convention), so ignore_index must be "
              "255, got " +
                  std::to_string(ignore_index_));
-    const auto threads = p.get_int("threads");
-    if (threads < 1 || threads > 256)
-      p.fail("threads", "must be in [1, 256], got " + std::to_string(threads));
-    threads_ = static_cast<int>(threads);
+    threads_ = static_cast<int>(p.get_size("threads", 1, 256));
     counters_.resize(1);  // the others when a batch first runs on several threads
   }
 

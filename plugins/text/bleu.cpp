@@ -56,9 +56,7 @@ class Bleu final : public TypedMetric<BleuState> {
  public:
   explicit Bleu(const Params& p) : check_(p.owner_or("BLEU")) {
     sacre_ = p.get_string("convention") == "sacrebleu";
-    n_gram_ = p.get_int("n_gram");
-    if (n_gram_ < 1 || n_gram_ > 100)
-      p.fail("n_gram", "must be in [1, 100], got " + std::to_string(n_gram_));
+    n_gram_ = p.get_size("n_gram", 1, 100);
     const auto only = [&](const char* name, const char* convention) {
       if (p.has(name)) p.fail(name, fmt::format("applies only to convention: {}", convention));
     };

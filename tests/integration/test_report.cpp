@@ -479,7 +479,7 @@ TEST_F(ReportTest, ConfigAndCommandLineErrorsAreOneClearLine) {
       "validate " +
           config(kMetricsYaml, "regression:\n  baseline: baseline.json\n  tolerances: nope.yaml\n")
               .string(),
-      "cannot read '" + (dir / "nope.yaml").string() + "'");
+      "cannot read tolerances '" + (dir / "nope.yaml").string() + "'");
   // A bad TALLY_CHARTJS is a configuration error found before the run: no results are written.
   const auto r = run_command("TALLY_CHARTJS=" + (dir / "none.js").string() + " " + kTally +
                              " run " + config().string() + " -o " + (dir / "r.json").string() +

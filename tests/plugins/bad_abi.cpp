@@ -1,11 +1,29 @@
-// A plugin built for another plugin ABI: the registry must refuse it after reading only the
-// version field.
+// A plugin built for another plugin ABI (999): the registry must refuse it from its ABI marker,
+// read from the file, before the library is loaded. Its static constructor, which would run at
+// dlopen, writes the file named by TALLY_TEST_LOAD_MARKER: a test asserts it never appears.
+#include <cstdio>
+#include <cstdlib>
+
 #include "tally/plugin.hpp"
 
 namespace {
+struct LoadMarker {
+  LoadMarker() {
+    if (const char* path = std::getenv("TALLY_TEST_LOAD_MARKER"))
+      if (FILE* f = std::fopen(path, "w")) {
+        std::fputs("bad_abi: static constructor ran\n", f);
+        std::fclose(f);
+      }
+  }
+};
+const LoadMarker marker;
+
 const tally::PluginManifest* entry() noexcept {
-  static const tally::PluginManifest m{tally::kAbiVersion + 41, "bad_abi", "9.9.9", {}};
+  static const tally::PluginManifest m{999, "bad_abi", "9.9.9", {}};
   return &m;
 }
 }  // namespace
+
+// What TALLY_PLUGIN exports, for ABI 999.
+extern "C" __attribute__((visibility("default"), used)) const std::uint32_t tally_abi_v999 = 999;
 BOOST_DLL_ALIAS(entry, tally_plugin)

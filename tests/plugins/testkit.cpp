@@ -6,15 +6,17 @@
 // was lost, duplicated or reordered. With `fail_on: V`, a sample equal to V is an InputError, so
 // tests can make exactly one rank fail; `kill_on: V` makes the rank kill itself with SIGKILL,
 // `exit_on: V` makes it exit at once with code 7 (a crash that skips every cleanup), and
-// `hang_on: V` makes it sleep for an hour (a hung rank). With `once_file: PATH`, kill_on and
-// exit_on fire only while PATH does not exist, and create it first: a run resumed from a
-// checkpoint with the same config (the same fingerprint) goes past the sample that stopped it.
+// `hang_on: V` makes it sleep for an hour (a hung rank); `compute_sleep: S` makes compute() (rank
+// 0, at the sync) sleep S seconds first (a long but live computation). With `once_file: PATH`,
+// kill_on and exit_on fire only while PATH does not exist, and create it first: a run resumed from
+// a checkpoint with the same config (the same fingerprint) goes past the sample that stopped it.
 //
 // CountProbe counts the values of `x` by x mod `bins`: a state of counts (a ReducibleMetric), so
 // at sync it is summed to rank 0, not gathered; its result says how many states compute() got
 // (1 when reduced). `corrupt: V` overwrites its first count with V after each batch (a corrupt
 // state: negative, or too large to sum exactly); `bins_by_rank: true` adds the MPI rank to the
 // number of bins (a plugin whose reduced size depends on more than its parameters).
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdint>
@@ -58,6 +60,9 @@ class SequenceProbe : public tally::TypedMetric<ProbeState> {
         kill_on_(opt(p, "kill_on")),
         exit_on_(opt(p, "exit_on")),
         hang_on_(opt(p, "hang_on")),
+        compute_sleep_(p.has("compute_sleep") ? p.get_double("compute_sleep") : 0.0),
+        batch_sleep_(p.has("batch_sleep") ? p.get_double("batch_sleep") : 0.0),
+        slow_from_(opt(p, "slow_from")),
         once_file_(p.has("once_file") ? p.get_string("once_file") : std::string()) {}
 
  protected:
@@ -66,6 +71,8 @@ class SequenceProbe : public tally::TypedMetric<ProbeState> {
     if (x.dtype() != tally::DType::I64 || x.dim() != 1)
       throw tally::InputError("field 'x' must be i64[N], found " + x.describe());
     const auto* v = x.data_as<std::int64_t>();
+    if (batch_sleep_ > 0 && std::any_of(v, v + x.size(0), [&](auto e) { return e >= slow_from_; }))
+      std::this_thread::sleep_for(std::chrono::duration<double>(batch_sleep_));
     for (std::int64_t i = 0; i < x.size(0); ++i) {
       if (v[i] == kill_on_ && fire()) ::kill(::getpid(), SIGKILL);
       if (v[i] == exit_on_ && fire()) ::_exit(7);
@@ -82,6 +89,8 @@ class SequenceProbe : public tally::TypedMetric<ProbeState> {
   }
 
   tally::Value compute(const std::vector<ProbeState>& states) const override {
+    if (compute_sleep_ > 0)
+      std::this_thread::sleep_for(std::chrono::duration<double>(compute_sleep_));
     ProbeState all;
     for (const auto& s : states) {
       if (s.count == 0) continue;
@@ -116,6 +125,9 @@ class SequenceProbe : public tally::TypedMetric<ProbeState> {
     return true;
   }
   std::int64_t fail_on_, kill_on_, exit_on_, hang_on_;
+  double compute_sleep_;
+  double batch_sleep_;
+  std::int64_t slow_from_;
   std::string once_file_;
 };
 
@@ -154,7 +166,7 @@ struct CountState {
 class CountProbe : public tally::TypedMetric<CountState> {
  public:
   explicit CountProbe(const tally::Params& p)
-      : bins_(p.get_int("bins")),
+      : bins_(p.get_size("bins")),
         corrupt_(p.has("corrupt") ? std::optional(p.get_int("corrupt")) : std::nullopt) {
     if (bins_ < 1) p.fail("bins", "must be >= 1");
     if (p.get_bool("bins_by_rank"))
@@ -218,6 +230,14 @@ TALLY_PLUGIN("testkit", "0.0.1", [] {
                .optional(),
            tally::param("hang_on", tally::ParamType::Int,
                         "a value that makes the rank sleep for an hour")
+               .optional(),
+           tally::param("compute_sleep", tally::ParamType::Float,
+                        "seconds compute() sleeps before computing (a long, live computation)")
+               .optional(),
+           tally::param("batch_sleep", tally::ParamType::Float,
+                        "seconds each batch holding a value >= slow_from sleeps (a slow reader)")
+               .optional(),
+           tally::param("slow_from", tally::ParamType::Int, "see batch_sleep (default: any value)")
                .optional(),
            tally::param("once_file", tally::ParamType::Path,
                         "kill_on and exit_on fire only while this file does not exist, and "

@@ -53,7 +53,7 @@ def shoelace(p):
 
 def make_data():
     rng = np.random.default_rng(20241122)
-    images, anns, bbox_res, segm_res = [], [], [], []
+    images, anns, bbox_res, segm_res, poly_res = [], [], [], [], []
     ann_id = 0  # the first annotation has id 0: pycocotools reads a match to it as no match
     for i in range(60):
         img_id = int(1000 + 7 * i) if i != 5 else 0  # an image id of 0 too
@@ -120,9 +120,17 @@ def make_data():
             segm_res.append({"image_id": img_id, "category_id": cat,
                              "segmentation": {"size": [h, w], "counts": rle["counts"].decode()},
                              "score": score})
+            # The same result with its polygons and its box (pycocotools' loadRes keeps the box;
+            # annToRLE rasterises the polygons); every 9th also gets a vertex far outside the
+            # image (no randomness drawn: the other files stay as they were).
+            ppolys = [list(p) for p in polys]
+            if len(poly_res) % 9 == 4:
+                ppolys[0] = ppolys[0][:2] + [x1 - 1.5e5, y1 + 4e4] + ppolys[0][2:]
+            poly_res.append({"image_id": img_id, "category_id": cat, "bbox": b,
+                             "segmentation": ppolys, "score": score})
     cats = [{"id": c, "name": f"cat{c}", "supercategory": "x"} for c in CATS + [99]]  # 99: no GT
     gt = {"images": images, "annotations": anns, "categories": cats}
-    return gt, bbox_res, segm_res
+    return gt, bbox_res, segm_res, poly_res
 
 
 def rle_counts(rle):
@@ -192,6 +200,23 @@ def mask_cases():
             polys.append(polygon(rng, w / 3, h / 3, min(h, w) / 4, 4))
         if i == 5:
             polys = [[2.5, 2.5, 10.5, 2.5, 10.5, 7.25, 2.5, 7.25]]  # the fractional-box traps
+        rles = mask_util.frPyObjects(polys, h, w)
+        merged = mask_util.merge(rles)
+        cases.append({
+            "h": h, "w": w, "polygons": polys,
+            "counts": [int(c) for c in rle_counts(merged)],
+            "string": merged["counts"].decode(),
+            "area": int(mask_util.area(merged)),
+            "bbox": [float(v) for v in mask_util.toBbox(merged)],
+        })
+    # Polygons far outside the image (issue 16): pycocotools walks every upsampled point of
+    # their edges; tally must give the same masks. Fixed values (no randomness drawn).
+    for h, w, polys in (
+            (31, 47, [[-1.0e5, 10.0, 20.0, -2.0e5, 40.5, 25.25]]),
+            (40, 40, [[-5.0e4, -5.0e4, 5.0e4, -5.0e4, 5.0e4, 5.0e4, -5.0e4, 5.0e4]]),
+            (25, 60, [[3.0, 4.0, 1.2e5, 20.0, 2.0, 21.0], [10.0, 10.0, 20.0, 3.0, 30.0, 12.5]]),
+            (33, 29, [[-7.0e4, 16.6, 14.2, 15.0, 9.0e4, 17.3, 15.1, 2.0e5]]),
+            (17, 23, [[-3.3e4, -1.0e4, 40.0, 9.5, 11.0, 3.0e4, -2.0, 8.0]])):
         rles = mask_util.frPyObjects(polys, h, w)
         merged = mask_util.merge(rles)
         cases.append({
@@ -276,9 +301,9 @@ def example_results(case):
 def main():
     os.makedirs(DATA, exist_ok=True)
     example = make_example()
-    gt, bbox_res, segm_res = make_data()
-    paths = {n: os.path.join(DATA, f"coco_{n}.json") for n in ("gt", "bbox", "segm")}
-    for name, obj in (("gt", gt), ("bbox", bbox_res), ("segm", segm_res)):
+    gt, bbox_res, segm_res, poly_res = make_data()
+    paths = {n: os.path.join(DATA, f"coco_{n}.json") for n in ("gt", "bbox", "segm", "segm_poly")}
+    for name, obj in (("gt", gt), ("bbox", bbox_res), ("segm", segm_res), ("segm_poly", poly_res)):
         with open(paths[name], "w") as f:
             json.dump(obj, f, separators=(",", ":"))
 
@@ -299,6 +324,11 @@ def main():
     e = run_eval(paths["gt"], paths["segm"], "segm")
     add("segm", "COCOeval(gt, gt.loadRes('coco_segm.json'), 'segm'); stats", stats_map(e, "segm"),
         params={"metric": ["segm"]}, results="segm")
+    e = run_eval(paths["gt"], paths["segm_poly"], "segm")
+    add("segm_polygons", "COCOeval(gt, gt.loadRes('coco_segm_poly.json'), 'segm'); stats: results "
+        "with polygon segmentations and a bbox (loadRes keeps them; annToRLE rasterises them "
+        "with frPyObjects(polygons, h, w) and merges), some with a vertex 1.5e5 px outside the "
+        "image", stats_map(e, "segm"), params={"metric": ["segm"]}, results="segm_poly")
     e = run_eval(paths["gt"], paths["bbox"], "bbox", use_cats=False)
     add("proposal", "COCOeval(..., 'bbox') with params.useCats = 0 (mmeval's proposal); "
         "stats[6:12]", stats_map(e, "", proposal=True), params={"metric": ["proposal"]})

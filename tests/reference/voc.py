@@ -154,6 +154,133 @@ def example_section():
             "results": {m["label"]: m["expected"] for m in metrics}}
 
 
+def users_section():
+    """Box data as users have it (issue 16), as .jsonl files for the jsonl reader:
+      voc_users_same_count.jsonl  every image has 3 detections and 2 ground-truth boxes (a detector
+                                  capped at N boxes: the reader makes every field dense), ground
+                                  truth in integer pixels as VOC annotation files hold them;
+      voc_users_empty_int.jsonl   images with no detections or no ground truth (`[]`, the first
+                                  line among them), integer boxes on some lines, ignored boxes.
+    mmeval is fed each line's numbers as numpy reads them (np.array(v): int64 for a line of
+    integers, float64 otherwise), an empty list as zeros((0, 4)) boxes / zeros(0) labels: the
+    shape mmeval needs (np.array([]) is 1-D and mmeval indexes it as [n, 4]). Every result is
+    checked to equal mmeval's on the same data converted to float64."""
+    rng = np.random.default_rng(16)
+
+    def box(w=200, h=150, integer=False):
+        x, y = rng.uniform(0, w - 40), rng.uniform(0, h - 40)
+        bw, bh = rng.uniform(6, 130), rng.uniform(6, 130)
+        b = [x, y, x + bw, y + bh]
+        return [int(round(v)) for v in b] if integer else [round(float(v), 2) for v in b]
+
+    def jitter(b, integer=False):
+        out = [v + rng.normal(0, 3) for v in b]
+        return [int(round(v)) for v in out] if integer else [round(float(v), 2) for v in out]
+
+    def image(n_gt, n_extra, int_gt, int_pred, n_ign=0):
+        gt = [box(integer=int_gt) for _ in range(n_gt)]
+        gl = [int(rng.integers(0, 3)) for _ in gt]
+        preds = [jitter(b, int_pred) for b in gt if rng.random() < 0.8]
+        labels = [l for b, l in zip(gt, gl)][:len(preds)]
+        preds += [box(integer=int_pred) for _ in range(n_extra)]
+        labels += [int(rng.integers(0, 3)) for _ in range(n_extra)]
+        scores = [round(float(v), 6) for v in rng.uniform(0.01, 0.99, len(preds))]
+        ign = [box(integer=True) for _ in range(n_ign)]
+        return {"pred_bboxes": preds, "pred_scores": scores, "pred_labels": labels,
+                "gt_bboxes": gt, "gt_labels": gl, "gt_bboxes_ignore": ign,
+                "gt_labels_ignore": [int(rng.integers(0, 3)) for _ in ign]}
+
+    same = []
+    for i in range(21):
+        while True:
+            im = image(2, 0, True, False)
+            n = len(im["pred_bboxes"])
+            if n <= 3:
+                break
+        im["pred_bboxes"] += [box() for _ in range(3 - n)]
+        im["pred_labels"] += [int(rng.integers(0, 3)) for _ in range(3 - n)]
+        im["pred_scores"] = [round(float(v), 6) for v in rng.uniform(0.01, 0.99, 3)]
+        for k in ("gt_bboxes_ignore", "gt_labels_ignore"):
+            del im[k]
+        same.append(im)
+    mixed = []
+    for i in range(23):
+        kind = i % 6
+        if i == 0:
+            im = image(2, 0, False, False)
+            im.update(pred_bboxes=[], pred_scores=[], pred_labels=[])  # first line: no detections
+        elif kind == 1:
+            im = image(0, int(rng.integers(1, 4)), False, False)  # no ground truth
+        elif kind == 2:
+            im = image(0, 0, False, False)  # nothing at all
+        elif kind == 3:
+            im = image(int(rng.integers(1, 5)), int(rng.integers(0, 3)), True, True, 1)
+        else:
+            im = image(int(rng.integers(1, 5)), int(rng.integers(0, 4)), kind == 4, False,
+                       int(rng.integers(0, 2)))
+        mixed.append(im)
+    for images in (same, mixed):  # tied scores sort in an order mmeval leaves unspecified
+        scores = [v for im in images for v in im["pred_scores"]]
+        assert len(set(scores)) == len(scores), "scores must not tie"
+    out = {}
+    for name, lines, fields in (
+            ("same_count", same, ["pred_bboxes", "pred_scores", "pred_labels", "gt_bboxes",
+                                  "gt_labels"]),
+            ("empty_int", mixed, ["pred_bboxes", "pred_scores", "pred_labels", "gt_bboxes",
+                                  "gt_labels", "gt_bboxes_ignore", "gt_labels_ignore"])):
+        path = os.path.join(DATA, f"voc_users_{name}.jsonl")
+        with open(path, "w") as f:
+            for line in lines:
+                f.write(json.dumps({k: line[k] for k in fields}, separators=(",", ":")) + "\n")
+        with open(path) as f:
+            lines = [json.loads(line) for line in f]
+
+        def arr(v, dtype=None, cols=None):
+            a = np.array(v, dtype=dtype) if v else np.zeros(0, dtype=dtype or np.float64)
+            return a.reshape(-1, cols) if cols else a
+
+        def inputs(as_float):
+            d = np.float64 if as_float else None
+            preds = [{"bboxes": arr(x["pred_bboxes"], d, 4), "scores": arr(x["pred_scores"], d),
+                      "labels": arr(x["pred_labels"], np.int64)} for x in lines]
+            gts = [{"bboxes": arr(x["gt_bboxes"], d, 4), "labels": arr(x["gt_labels"], np.int64),
+                    "bboxes_ignore": arr(x.get("gt_bboxes_ignore", []), d, 4),
+                    "labels_ignore": arr(x.get("gt_labels_ignore", []), np.int64)} for x in lines]
+            return preds, gts
+
+        voc_kw = {"num_classes": 3, "iou_thrs": [0.5, 0.75],
+                  "scale_ranges": [(0, 32), (32, 96), (96, None)]}
+        rec_kw = {"proposal_nums": (1, 3, 10)}
+        results = {}
+        for as_float in (False, True):
+            preds, gts = inputs(as_float)
+            voc = VOCMeanAP(nproc=1, dist_backend="non_dist",
+                            **dict(voc_kw, scale_ranges=list(voc_kw["scale_ranges"])))
+            rec = ProposalRecall(nproc=1, print_results=False, dist_backend="non_dist", **rec_kw)
+            results[as_float] = {
+                "VOCMeanAP": {k: float(v) for k, v in voc(preds, gts).items()},
+                "ProposalRecall": {k: float(v) for k, v in rec(preds, gts).items()}}
+        assert json.dumps(results[False]) == json.dumps(results[True]), (name, results)
+        out[name] = {
+            "data": os.path.relpath(path, ROOT),
+            "metrics": [
+                {"label": "VOCMeanAP", "metric": "VOCMeanAP",
+                 "params": {"num_classes": 3, "iou_thrs": [0.5, 0.75],
+                            "scale_ranges": [[0, 32], [32, 96], [96, None]]},
+                 "call": f"mmeval.VOCMeanAP(nproc=1, **{voc_kw!r})(predictions, groundtruths)",
+                 "expected": results[False]["VOCMeanAP"]},
+                {"label": "ProposalRecall", "metric": "ProposalRecall",
+                 "params": {"proposal_nums": [1, 3, 10]},
+                 "call": f"mmeval.ProposalRecall(nproc=1, **{rec_kw!r})(predictions, "
+                         "groundtruths)",
+                 "expected": results[False]["ProposalRecall"]}]}
+    out["inputs"] = ("predictions[i] = {bboxes, scores, labels}, groundtruths[i] = {bboxes, "
+                     "labels, bboxes_ignore, labels_ignore} of line i: np.array(v) as numpy "
+                     "reads the line (int64 for integers), [] as zeros((0, 4)) / zeros(0); the "
+                     "same values with every box as float64 give the same results")
+    return out
+
+
 def main():
     os.makedirs(DATA, exist_ok=True)
     images = make_data()
@@ -204,13 +331,16 @@ def main():
                      "labels, bboxes_ignore, labels_ignore} of image i (float32 boxes, int64 "
                      "labels)",
            "cases": cases,
-           "example": example_section()}
+           "example": example_section(),
+           "users": users_section()}
     with open(os.path.join(ROOT, "tests", "reference", "expected_voc.json"), "w") as f:
         json.dump(out, f, indent=1)
         f.write("\n")
     for c in cases:
         print(c["name"], c["expected"])
     print("example", out["example"]["results"])
+    for name in ("same_count", "empty_int"):
+        print("users", name, [m["expected"] for m in out["users"][name]["metrics"]])
 
 
 if __name__ == "__main__":

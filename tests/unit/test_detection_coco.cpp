@@ -171,9 +171,9 @@ TEST_P(GeneratedCase, MatchesPycocotools) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Coco, GeneratedCase,
-                         ::testing::Values("bbox", "bbox_classwise", "segm", "proposal",
-                                           "proposal_nums", "bbox_iou_thrs", "bbox_max_dets",
-                                           "bbox_xyxy"));
+                         ::testing::Values("bbox", "bbox_classwise", "segm", "segm_polygons",
+                                           "proposal", "proposal_nums", "bbox_iou_thrs",
+                                           "bbox_max_dets", "bbox_xyxy"));
 
 TEST(COCODetection, ExampleConfigDataMatchesPycocotools) {
   // configs/examples/detection.yaml: one results file holding bbox and segmentation, so loadRes

@@ -21,8 +21,11 @@
 #include "config.hpp"
 #include "registry.hpp"
 #include "support/reduce_check.hpp"
+#include "sync.hpp"
 #include "tally/dist_backend.hpp"
 #include "tally/error.hpp"
+
+#include <fmt/format.h>
 
 using tally::DistBackend;
 using tally::Value;
@@ -471,3 +474,93 @@ TEST(ThreadWorld, ChunkSmallerThanTheWorldIsRejected) {
 }
 
 }  // namespace
+
+// ---- the start exchange (tally::sync::exchange_start): every rank reaches the same verdict
+// ----------
+
+namespace {
+
+// Runs the start exchange on a W-thread world where `edit(rank, record)` shapes each rank's
+// record; returns every rank's verdict ("" for none, else "CODE: message").
+std::vector<std::string> start_verdicts(
+    int w, const std::function<void(int, tally::sync::StartRecord&)>& edit) {
+  ThreadWorld world(w);
+  std::vector<std::string> verdicts(static_cast<std::size_t>(w));
+  run_world(world, true, 1 << 30, [&](ThreadBackend& b) {
+    tally::sync::StartRecord rec;
+    rec.header.protocol = 3;
+    rec.header.fingerprint = 42;
+    rec.header.total_samples = 50;
+    rec.layout = "x: int64 ()";
+    rec.header.layout_fingerprint = tally::sync::fingerprint(rec.layout);
+    edit(b.rank(), rec);
+    const auto v = tally::sync::exchange_start(b, rec);
+    verdicts[static_cast<std::size_t>(b.rank())] =
+        v ? std::to_string(v->exit_code) + ": " + v->message : "";
+  });
+  EXPECT_TRUE(world.violations.empty()) << world.violations.front();
+  for (const auto& v : verdicts) EXPECT_EQ(v, verdicts.front()) << "ranks disagree";
+  return verdicts;
+}
+
+}  // namespace
+
+TEST(StartExchange, EveryRankAgreesOrEveryRankFailsAlike) {
+  for (const int w : {1, 2, 3, 4, 7}) {
+    SCOPED_TRACE(w);
+    EXPECT_EQ(start_verdicts(w, [](int, tally::sync::StartRecord&) {}).front(), "");
+    if (w == 1) continue;
+    const int last = w - 1;
+    // One rank failed while setting up: its message, naming it, with its exit code.
+    EXPECT_EQ(start_verdicts(w,
+                             [&](int r, tally::sync::StartRecord& rec) {
+                               if (r != last) return;
+                               rec.header.status = 2;
+                               rec.message = "eval.yaml:3:5: unknown key 'bogus'";
+                             })
+                  .front(),
+              fmt::format("2: rank {}: eval.yaml:3:5: unknown key 'bogus'", last));
+    // Every rank failed alike: one message, no rank.
+    EXPECT_EQ(start_verdicts(w,
+                             [](int, tally::sync::StartRecord& rec) {
+                               rec.header.status = 2;
+                               rec.message = "cannot read config 'x.yaml'";
+                             })
+                  .front(),
+              "2: cannot read config 'x.yaml'");
+    // Another dataset size, another layout, another metrics configuration on the last rank.
+    EXPECT_EQ(start_verdicts(w,
+                             [&](int r, tally::sync::StartRecord& rec) {
+                               if (r == last) rec.header.total_samples = 60;
+                             })
+                  .front()
+                  .substr(0, 60),
+              fmt::format("2: start failed: rank {} reads a dataset of 60 samples, rank 0", last)
+                  .substr(0, 60));
+    const auto layout = start_verdicts(w, [&](int r, tally::sync::StartRecord& rec) {
+      if (r != last) return;
+      rec.layout = "x: float32 ()";
+      rec.header.layout_fingerprint = tally::sync::fingerprint(rec.layout);
+    });
+    EXPECT_NE(layout.front().find(
+                  fmt::format("rank {}: {{x: float32 ()}}, rank 0: {{x: int64 ()}}", last)),
+              std::string::npos)
+        << layout.front();
+    const auto metrics = start_verdicts(w, [&](int r, tally::sync::StartRecord& rec) {
+      if (r == last) rec.header.fingerprint = 43;
+    });
+    EXPECT_NE(metrics.front().find("a different metrics configuration"), std::string::npos)
+        << metrics.front();
+    // A failure wins over a disagreement (a failed rank's data says nothing).
+    EXPECT_EQ(start_verdicts(w,
+                             [&](int r, tally::sync::StartRecord& rec) {
+                               if (r == 0) rec.header.total_samples = 7;
+                               if (r == last) {
+                                 rec.header.status = 1;
+                                 rec.message = "boom";
+                               }
+                             })
+                  .front(),
+              fmt::format("1: rank {}: boom", last));
+  }
+}

@@ -160,7 +160,11 @@ TEST_F(JsonlReaderTest, BadFilesNameFileLineFieldAndProblem) {
                "number");
   expect_error("{\"a\": [[1, 2], [3]]}\n", "a ragged nested array");
   expect_error("{\"a\": null}\n", "found null");
-  expect_error("{\"a\": []}\n", "empty array on the first line");
+  // `[]` on the first line takes its kind from a later line (test_detection_input.cpp); a later
+  // line must still agree with it.
+  expect_error("{\"a\": []}\n{\"a\": [\"x\", 2]}\n", "d.jsonl:2: field 'a'");
+  expect_error("{\"a\": []}\n{\"a\": [true]}\n",
+               "d.jsonl:2: field 'a': expected an array of strings or of numbers");
   expect_error("{\"a\": {\"b\": 1}}\n{\"a\": {}}\n", "field 'x' (key 'a.b'): the key is missing",
                {{"x", "a.b"}});
   expect_error("{\"a\": \"\xC3\x28\"}\n", "d.jsonl:1:");  // invalid UTF-8

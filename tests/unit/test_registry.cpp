@@ -4,7 +4,15 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <elf.h>
+
+#include <cstddef>
 #include <cstdlib>
+#include <cstring>
+#include <set>
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "config.hpp"
 #include "registry.hpp"
@@ -66,7 +74,8 @@ TEST(Registry, ConfigPathsComeFirstThenEnvironmentThenBuiltIn) {
   EXPECT_EQ(from_env.search_path().back(), Registry::builtin_dir());
   ::unsetenv("TALLY_PLUGIN_PATH");
 
-  const fs::path other = "/tmp";
+  tally::test::TempDir other_dir;  // an empty folder only this user can write
+  const fs::path other = other_dir.path;
   ::setenv("TALLY_PLUGIN_PATH", other.c_str(), 1);
   const auto both = Registry::load({testkit});
   EXPECT_EQ(both.search_path()[0], testkit);
@@ -129,12 +138,125 @@ TEST(Registry, LibraryWithoutEntryIsRefused) {
 
 TEST(Registry, AbiMismatchNamesTheFileAndBothVersions) {
   const auto msg = load_error({kTestPlugins / "bad_abi"});
-  // tests/plugins/bad_abi.cpp declares kAbiVersion + 41.
-  EXPECT_NE(msg.find(fmt::format("libtally_bad_abi.so' was built for plugin ABI version {}",
-                                 tally::kAbiVersion + 41)),
+  // tests/plugins/bad_abi.cpp exports the marker of ABI 999.
+  EXPECT_NE(msg.find("libtally_bad_abi.so' was built for plugin ABI version 999"),
             std::string::npos)
       << msg;
   EXPECT_NE(msg.find(fmt::format("uses ABI version {}", tally::kAbiVersion)), std::string::npos)
+      << msg;
+}
+
+// The ABI version is read from the file (the exported tally_abi_vN symbol) before the library is
+// loaded: a plugin built for another ABI, or without the marker, is refused and not one of its
+// static constructors runs (each writes TALLY_TEST_LOAD_MARKER when it does).
+TEST(Registry, AbiIsCheckedBeforeAnyPluginCodeRuns) {
+  for (const char* name : {"bad_abi", "no_abi_marker"}) {
+    SCOPED_TRACE(name);
+    tally::test::TempDir dir;
+    const fs::path marker = dir / "constructor-ran";
+    ::setenv("TALLY_TEST_LOAD_MARKER", marker.c_str(), 1);
+    const fs::path so = kTestPlugins / name / fmt::format("libtally_{}.so", name);
+    const auto msg = load_error({so.parent_path()});
+    EXPECT_NE(msg.find(fmt::format("libtally_{}.so'", name)), std::string::npos) << msg;
+    EXPECT_NE(msg.find(fmt::format("ABI version {}", tally::kAbiVersion)), std::string::npos)
+        << msg;
+    EXPECT_FALSE(fs::exists(marker)) << "the plugin's static constructor ran: " << msg;
+    EXPECT_FALSE(is_loaded(so)) << "the library was loaded";
+    // The control: loading the library does run the constructor, so the check above means
+    // something.
+    void* h = ::dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+    ASSERT_NE(h, nullptr) << ::dlerror();
+    EXPECT_TRUE(fs::exists(marker));
+    ::dlclose(h);
+    ::unsetenv("TALLY_TEST_LOAD_MARKER");
+  }
+  const auto msg = load_error({kTestPlugins / "no_abi_marker"});
+  EXPECT_NE(msg.find("carries no plugin ABI version marker"), std::string::npos) << msg;
+}
+
+TEST(Registry, PluginsBuiltWithTallyPluginPassTheAbiMarkerCheck) {
+  // TALLY_PLUGIN exports it; every built-in plugin loads, so each one passed the check.
+  const auto reg = Registry::load({kTestPlugins / "testkit"});
+  std::set<fs::path> files;
+  for (const auto& c : reg.components()) files.insert(c.file);
+  EXPECT_GE(files.size(), 5u);
+}
+
+namespace {
+// A copy of a real plugin with some bytes of its ELF headers overwritten.
+template <class Patch>
+fs::path patched_copy(const tally::test::TempDir& dir, const std::string& name, Patch patch) {
+  auto bytes = tally::test::read_file(kTestPlugins / "testkit" / "libtally_testkit.so");
+  patch(bytes);
+  const fs::path folder = dir / name;
+  fs::create_directory(folder);
+  tally::test::write_text(folder / "libtally_patched.so", bytes);
+  return folder;
+}
+template <class T>
+T get_at(const std::string& b, std::size_t off) {
+  T v;
+  std::memcpy(&v, b.data() + off, sizeof v);
+  return v;
+}
+template <class T>
+void set_at(std::string& b, std::size_t off, T v) {
+  std::memcpy(b.data() + off, &v, sizeof v);
+}
+}  // namespace
+
+// The file is read before it is loaded, so the reader must hold against any bytes: truncations,
+// and headers whose offsets, counts and sizes point outside the file (no crash, no allocation of
+// what a header claims, one ConfigError naming the file).
+TEST(Registry, HostileElfHeadersAreRefusedNamingTheFile) {
+  tally::test::TempDir dir;
+  const auto real = tally::test::read_file(kTestPlugins / "testkit" / "libtally_testkit.so");
+  ASSERT_GT(real.size(), 4096u);
+  std::vector<fs::path> folders;
+  for (std::size_t cut : {std::size_t{0}, std::size_t{3}, std::size_t{16}, std::size_t{63},
+                          std::size_t{64}, std::size_t{1000}, real.size() / 2, real.size() - 1})
+    folders.push_back(
+        patched_copy(dir, fmt::format("cut{}", cut), [&](std::string& b) { b.resize(cut); }));
+  // e_shoff far out; e_shnum huge; e_shentsize wrong; an ELF class that is neither.
+  folders.push_back(patched_copy(dir, "shoff", [](std::string& b) {
+    set_at<std::uint64_t>(b, offsetof(Elf64_Ehdr, e_shoff), ~std::uint64_t{0} - 8);
+  }));
+  folders.push_back(patched_copy(dir, "shnum", [](std::string& b) {
+    set_at<std::uint16_t>(b, offsetof(Elf64_Ehdr, e_shnum), 0xffff);
+  }));
+  folders.push_back(patched_copy(dir, "shentsize", [](std::string& b) {
+    set_at<std::uint16_t>(b, offsetof(Elf64_Ehdr, e_shentsize), 12);
+  }));
+  folders.push_back(patched_copy(dir, "class", [](std::string& b) { b[EI_CLASS] = 7; }));
+  // The dynamic symbol table's size, offset and string-table link pointing anywhere.
+  const auto patch_dynsym = [&](const std::string& name, auto change) {
+    folders.push_back(patched_copy(dir, name, [&](std::string& b) {
+      const auto shoff = get_at<std::uint64_t>(b, offsetof(Elf64_Ehdr, e_shoff));
+      const auto shnum = get_at<std::uint16_t>(b, offsetof(Elf64_Ehdr, e_shnum));
+      for (std::size_t i = 0; i < shnum; ++i) {
+        const std::size_t at = shoff + i * sizeof(Elf64_Shdr);
+        auto sh = get_at<Elf64_Shdr>(b, at);
+        if (sh.sh_type != SHT_DYNSYM) continue;
+        change(sh);
+        set_at(b, at, sh);
+      }
+    }));
+  };
+  patch_dynsym("dynsym_size", [](Elf64_Shdr& sh) { sh.sh_size = std::uint64_t{1} << 62; });
+  patch_dynsym("dynsym_offset", [](Elf64_Shdr& sh) { sh.sh_offset = ~std::uint64_t{0}; });
+  patch_dynsym("dynsym_link", [](Elf64_Shdr& sh) { sh.sh_link = 60000; });
+  for (const auto& folder : folders) {
+    SCOPED_TRACE(folder.filename().string());
+    const auto msg = load_error({folder});
+    EXPECT_NE(msg.find("libtally_patched.so' cannot be loaded"), std::string::npos) << msg;
+  }
+}
+
+TEST(Registry, ManifestTextThatIsNotUtf8IsRefused) {
+  const auto msg = load_error({kTestPlugins / "bad_text"});
+  EXPECT_NE(msg.find("libtally_bad_text.so': the plugin name is not valid UTF-8: byte 0xe9 at "
+                     "offset 12 (\"bad_text_caf\\xe9\")"),
+            std::string::npos)
       << msg;
 }
 
@@ -199,4 +321,225 @@ TEST(Registry, BatchesKeepTheirReaderLibraryLoaded) {
   EXPECT_EQ(batch->tensor("x").data_as<std::int64_t>()[2], 6);
   batch.reset();
   EXPECT_FALSE(is_loaded(so));
+}
+
+// ---- Who may have written a plugin -------------------------------------------------------------
+
+namespace {
+
+// A copy of a real plugin in a folder of its own (0755, owned by the caller).
+struct PluginCopy {
+  tally::test::TempDir dir;
+  fs::path folder, file;
+  explicit PluginCopy(const fs::path& so = kTestPlugins / "testkit" / "libtally_testkit.so") {
+    folder = dir / "plugins";
+    fs::create_directory(folder);
+    fs::permissions(folder, fs::perms(0755));
+    file = folder / so.filename();
+    fs::copy_file(so, file);
+    fs::permissions(file, fs::perms(0755));
+  }
+};
+
+void chmod_or_fail(const fs::path& p, mode_t mode) {
+  ASSERT_EQ(::chmod(p.c_str(), mode), 0) << p << ": " << std::strerror(errno);
+}
+
+// The real plugins the checks are tried on: a test plugin and built-in ones.
+std::vector<fs::path> sample_plugins() {
+  return {kTestPlugins / "testkit" / "libtally_testkit.so",
+          Registry::builtin_dir() / "libtally_classification.so",
+          Registry::builtin_dir() / "libtally_npy.so",
+          Registry::builtin_dir() / "libtally_nondist.so"};
+}
+
+void expect_refused(const std::vector<fs::path>& paths, const std::string& expected) {
+  const auto msg = load_error(paths);
+  EXPECT_NE(msg.find(expected), std::string::npos) << msg;
+  EXPECT_NE(msg.find("TALLY_ALLOW_UNSAFE_PLUGINS=1"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("allow_unsafe: true"), std::string::npos) << msg;
+}
+
+}  // namespace
+
+TEST(PluginSafety, WorldWritableFolderOrFileIsRefused) {
+  ::unsetenv("TALLY_ALLOW_UNSAFE_PLUGINS");
+  for (const auto& so : sample_plugins()) {
+    SCOPED_TRACE(so.filename().string());
+    PluginCopy c(so);
+    for (mode_t mode : {0777, 01777, 0757, 0703}) {  // sticky or not: anyone may add a file
+      chmod_or_fail(c.folder, mode);
+      expect_refused({c.folder}, fmt::format("plugins.paths: plugin folder '{}' is world-writable "
+                                             "(mode {:04o}",
+                                             c.folder.string(), mode));
+    }
+    chmod_or_fail(c.folder, 0755);
+    for (mode_t mode : {0666, 0777, 0757}) {
+      chmod_or_fail(c.file, mode);
+      expect_refused({c.folder}, fmt::format("plugins.paths: plugin file '{}' is world-writable "
+                                             "(mode {:04o}",
+                                             c.file.string(), mode));
+      // Named as a file on the search path, too.
+      expect_refused({c.file}, fmt::format("plugin file '{}' is world-writable", c.file.string()));
+    }
+    // A folder holding the file named directly is checked as well.
+    chmod_or_fail(c.file, 0755);
+    chmod_or_fail(c.folder, 0777);
+    expect_refused({c.file},
+                   fmt::format("plugin folder '{}' is world-writable", c.folder.string()));
+  }
+}
+
+TEST(PluginSafety, TallyPluginPathIsCheckedToo) {
+  PluginCopy c;
+  chmod_or_fail(c.folder, 0777);
+  ::setenv("TALLY_PLUGIN_PATH", c.folder.c_str(), 1);
+  const auto msg = load_error({});
+  ::unsetenv("TALLY_PLUGIN_PATH");
+  EXPECT_NE(msg.find(fmt::format("TALLY_PLUGIN_PATH: plugin folder '{}' is world-writable",
+                                 c.folder.string())),
+            std::string::npos)
+      << msg;
+}
+
+TEST(PluginSafety, SafeCopiesLoad) {
+  PluginCopy c;
+  for (mode_t mode : {0755, 0700, 0750, 0555}) {
+    chmod_or_fail(c.folder, mode);
+    const auto reg = Registry::load({c.folder});
+    EXPECT_NE(reg.find(ComponentKind::Metric, "SequenceProbe"), nullptr);
+  }
+  chmod_or_fail(c.folder, 0755);
+  // Group-writable by the caller's own group (or root's) is the caller's business.
+  ASSERT_EQ(::chown(c.folder.c_str(), static_cast<uid_t>(-1), ::getegid()), 0);
+  chmod_or_fail(c.folder, 0775);
+  chmod_or_fail(c.file, 0775);
+  EXPECT_NE(Registry::load({c.folder}).find(ComponentKind::Metric, "SequenceProbe"), nullptr);
+}
+
+// Tests run as root in CI; owner and group checks need chown to another user or group.
+#define SKIP_UNLESS_ROOT()                                                                        \
+  if (::geteuid() != 0)                                                                           \
+  GTEST_SKIP() << "needs root: the test gives a plugin to another user (chown), which only root " \
+                  "may do"
+
+TEST(PluginSafety, GroupWritableByAnotherGroupIsRefused) {
+  SKIP_UNLESS_ROOT();
+  const gid_t other = 65534;  // nogroup
+  for (const auto& so : sample_plugins()) {
+    SCOPED_TRACE(so.filename().string());
+    PluginCopy c(so);
+    ASSERT_EQ(::chown(c.folder.c_str(), static_cast<uid_t>(-1), other), 0);
+    chmod_or_fail(c.folder, 0775);
+    expect_refused({c.folder},
+                   fmt::format("plugin folder '{}' is writable by group 65534", c.folder.string()));
+    chmod_or_fail(c.folder, 0755);  // the group may read, not write: fine
+    ASSERT_EQ(::chown(c.file.c_str(), static_cast<uid_t>(-1), other), 0);
+    chmod_or_fail(c.file, 0775);
+    expect_refused({c.folder},
+                   fmt::format("plugin file '{}' is writable by group 65534", c.file.string()));
+  }
+}
+
+TEST(PluginSafety, OwnedByAnotherUserIsRefused) {
+  SKIP_UNLESS_ROOT();
+  const uid_t other = 65534;  // nobody
+  for (const auto& so : sample_plugins()) {
+    SCOPED_TRACE(so.filename().string());
+    PluginCopy c(so);
+    ASSERT_EQ(::chown(c.file.c_str(), other, static_cast<gid_t>(-1)), 0);
+    expect_refused({c.folder},
+                   fmt::format("plugin file '{}' is owned by uid 65534", c.file.string()));
+    ASSERT_EQ(::chown(c.file.c_str(), 0, static_cast<gid_t>(-1)), 0);
+    ASSERT_EQ(::chown(c.folder.c_str(), other, static_cast<gid_t>(-1)), 0);
+    expect_refused({c.folder},
+                   fmt::format("plugin folder '{}' is owned by uid 65534", c.folder.string()));
+  }
+}
+
+TEST(PluginSafety, TheTargetOfASymbolicLinkIsChecked) {
+  PluginCopy unsafe;
+  chmod_or_fail(unsafe.folder, 0777);
+  tally::test::TempDir dir;
+  const fs::path folder = dir / "links";
+  fs::create_directory(folder);
+  fs::permissions(folder, fs::perms(0755));
+  // A link in a safe folder to a plugin in a world-writable one: the target's folder is named.
+  fs::create_symlink(unsafe.file, folder / "libtally_testkit.so");
+  expect_refused({folder},
+                 fmt::format("plugin folder '{}' is world-writable", unsafe.folder.string()));
+  // A link to a world-writable file: refused, naming the link as found on the search path.
+  chmod_or_fail(unsafe.folder, 0755);
+  chmod_or_fail(unsafe.file, 0666);
+  expect_refused({folder}, fmt::format("plugin file '{}' is world-writable",
+                                       (folder / "libtally_testkit.so").string()));
+  // A search-path entry that is a link to a world-writable folder.
+  chmod_or_fail(unsafe.file, 0755);
+  chmod_or_fail(unsafe.folder, 0777);
+  fs::create_directory_symlink(unsafe.folder, dir / "folder_link");
+  expect_refused({dir / "folder_link"}, fmt::format("plugin folder '{}' is world-writable",
+                                                    (dir / "folder_link").string()));
+}
+
+TEST(PluginSafety, TheOptInLoadsThem) {
+  PluginCopy c;
+  chmod_or_fail(c.folder, 0777);
+  chmod_or_fail(c.file, 0666);
+  // plugins.allow_unsafe
+  EXPECT_NE(Registry::load({c.folder}, true).find(ComponentKind::Metric, "SequenceProbe"), nullptr);
+  // TALLY_ALLOW_UNSAFE_PLUGINS=1; any other value is no opt-in.
+  ::setenv("TALLY_ALLOW_UNSAFE_PLUGINS", "1", 1);
+  EXPECT_NE(Registry::load({c.folder}).find(ComponentKind::Metric, "SequenceProbe"), nullptr);
+  for (const char* v : {"0", "", "yes", "true"}) {
+    ::setenv("TALLY_ALLOW_UNSAFE_PLUGINS", v, 1);
+    EXPECT_NE(load_error({c.folder}).find("is world-writable"), std::string::npos) << v;
+  }
+  ::unsetenv("TALLY_ALLOW_UNSAFE_PLUGINS");
+}
+
+// ---- Errors of the folder walk
+// -------------------------------------------------------------------
+
+TEST(Registry, SymbolicLinkLoopsAndBrokenLinksAreOneClearLine) {
+  tally::test::TempDir dir;
+  const fs::path folder = dir / "plugins";
+  fs::create_directory(folder);
+  fs::permissions(folder, fs::perms(0755));
+  // A loop that is not named like a plugin is not looked at.
+  fs::create_symlink(folder / "other.so", folder / "other.so");
+  EXPECT_NO_THROW(Registry::load({folder}));
+  // A plugin name that loops, or that points nowhere.
+  fs::create_symlink(folder / "libtally_loop.so", folder / "libtally_loop.so");
+  auto msg = load_error({folder});
+  EXPECT_NE(msg.find(fmt::format("plugins.paths: plugin '{}' cannot be read: it is a symbolic link "
+                                 "loop",
+                                 (folder / "libtally_loop.so").string())),
+            std::string::npos)
+      << msg;
+  EXPECT_EQ(msg.find("filesystem error"), std::string::npos) << msg;
+  fs::remove(folder / "libtally_loop.so");
+  fs::create_symlink(dir / "gone.so", folder / "libtally_gone.so");
+  msg = load_error({folder});
+  EXPECT_NE(msg.find(fmt::format("plugin '{}' cannot be read: No such file or directory",
+                                 (folder / "libtally_gone.so").string())),
+            std::string::npos)
+      << msg;
+  // A search-path entry that is itself a loop, or lies under a file.
+  fs::create_symlink(dir / "looping", dir / "looping");
+  msg = load_error({dir / "looping"});
+  EXPECT_NE(msg.find(fmt::format("plugin path '{}' cannot be read: it is a symbolic link loop",
+                                 (dir / "looping").string())),
+            std::string::npos)
+      << msg;
+  tally::test::write_text(dir / "a_file", "x");
+  msg = load_error({dir / "a_file" / "plugins"});
+  EXPECT_NE(msg.find("cannot be read: Not a directory"), std::string::npos) << msg;
+  // A FIFO named like a plugin: refused at once (opening it must not wait for a writer).
+  fs::remove(folder / "libtally_gone.so");
+  ASSERT_EQ(::mkfifo((folder / "libtally_fifo.so").c_str(), 0644), 0);
+  msg = load_error({folder});
+  EXPECT_NE(msg.find(fmt::format("plugin '{}' cannot be loaded: not a regular file",
+                                 (folder / "libtally_fifo.so").string())),
+            std::string::npos)
+      << msg;
 }

@@ -7,8 +7,10 @@
 // supplies only the transport primitives in the protected section.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <utility>
@@ -73,6 +75,21 @@ class TALLY_API DistBackend {
   /// are reduced rather than gathered. `sum` wraps on overflow, as MPI_SUM does: callers bound
   /// their values (the evaluator keeps each rank's counts under 2^62 / world_size).
   void reduce(std::span<std::int64_t> values, ReduceOp op, int root);
+  /// Collective: rank `root` runs `work` (local work that may take long, such as computing the
+  /// results) while the other ranks wait for it. Their wait is bounded by the backend's timeout
+  /// only while `root` shows no sign of life: a root that is working says so (the mpi backend:
+  /// a heartbeat every timeout / 4 from a thread of the root), so work longer than the timeout
+  /// never makes the others give up on a live root. An exception from `work` is rethrown on
+  /// `root` once the others are released. `work` must not use this backend.
+  void run_on_root(int root, const std::function<void()>& work);
+  /// Collective: every rank runs `work` (reading its shard, say), then waits until every rank has
+  /// finished. A rank's wait is bounded by the timeout only while a rank still working shows no
+  /// progress: the mpi backend sends a heartbeat every timeout / 4 while `progress` (which `work`
+  /// increments, a batch at a time) has moved since the last one, so a slow but moving rank is
+  /// waited for and a stuck one is not. An exception from `work` is rethrown on its rank once
+  /// every rank has finished. `work` must not use this backend.
+  void run_on_every_rank(const std::function<void()>& work,
+                         const std::atomic<std::uint64_t>& progress);
 
   /// Largest number of bytes one transport call may move in all (sum over ranks); larger objects
   /// go in rounds. Backends set it from their limits (MPI: int counts); tests set it small.
@@ -105,6 +122,11 @@ class TALLY_API DistBackend {
   /// root holds world_size * n values for the round); MPI overrides it with MPI_Reduce and NCCL
   /// with ncclReduce.
   virtual void reduce_values(std::int64_t* values, std::size_t n, ReduceOp op, int root);
+  /// run_on_root (`root` >= 0, `progress` null) and run_on_every_rank (`root` -1). The default
+  /// runs `work` where it is due and returns: the ranks then wait for each other in the next
+  /// collective, under the transport's own deadline.
+  virtual void work_and_wait(int root, const std::function<void()>& work,
+                             const std::atomic<std::uint64_t>* progress);
 
  private:
   /// Every rank's object size into sizes_ and counts_ (all_gather_fixed); returns the total and

@@ -79,6 +79,14 @@ class TALLY_API Evaluator {
                              const std::string& source = "<yaml>",
                              const std::filesystem::path& base_dir = {});
   static Evaluator from_file(const std::filesystem::path& config, EvaluatorOptions options = {});
+  /// On a rank of several where the config could not even be read (so from_file threw before it
+  /// had a backend): an evaluator that only takes part in the collectives, over `backend`, so
+  /// that read_all() (or compute()) fails every rank with this rank's error instead of leaving
+  /// the others waiting. With a world size above 1, from_yaml() itself records a failure that
+  /// comes after its backend is up (a metric that cannot be made) the same way instead of
+  /// throwing it.
+  static Evaluator failed(std::shared_ptr<DistBackend> backend, int exit_code,
+                          const std::string& message);
 
   Evaluator(Evaluator&&) noexcept;
   Evaluator& operator=(Evaluator&&) noexcept;
@@ -96,7 +104,11 @@ class TALLY_API Evaluator {
 
   /// Accumulates one batch of this rank's samples into every metric.
   void add(const Batch& batch);
-  /// Reads `reader` (from make_reader(), not read from yet) to its end through add(). Errors
+  /// Reads `reader` (from make_reader(), not read from yet) to its end through add(). Collective:
+  /// first every rank says whether it set up and what data it reads (Reader::total_samples() and
+  /// Reader::layout()); a rank that failed, or that reads other data, fails every rank here with
+  /// one message naming it, before any shard is read (InputError or ConfigError for exit code 2,
+  /// RuntimeError otherwise). Errors
   /// reading or in a metric are remembered, as add() does, for compute() to report on every rank.
   /// A null `reader` means this rank could not open its shard and has recorded why.
   ///

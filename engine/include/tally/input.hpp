@@ -22,10 +22,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "tally/batch.hpp"
 #include "tally/error.hpp"
@@ -225,6 +228,62 @@ class InputChecker {
 
  private:
   std::string owner_;
+};
+
+/// A field read one tensor per sample (an image's boxes, scores, labels, masks): ragged (one
+/// tensor per sample) or dense [N, ...], whose sample i is the [...] tensor of row i. Whether a
+/// reader makes a field ragged or dense can depend on the data (the jsonl reader makes a field
+/// dense when every line has the same shape, as a detector capped at K boxes gives), so a metric
+/// that reads one tensor per sample reads it through this class and gets the same tensors either
+/// way. A dense sample is a view that keeps the field's memory alive.
+class PerSample {
+ public:
+  PerSample() = default;
+  /// The field `field` of `batch`: InputError (naming the owner and the field) when it is
+  /// missing, a text field, or a dense tensor with no sample dimension.
+  PerSample(const Batch& batch, std::string_view field, const InputChecker& check) {
+    if (!batch.has(field)) (void)check.tensor(batch, field);  // the "is missing" message
+    if (batch.is_text(field))
+      check.fail(field, "must hold one tensor per sample, got a text field (strings)");
+    if (batch.is_ragged(field)) {
+      ragged_ = &batch.ragged(field);
+      size_ = static_cast<std::int64_t>(ragged_->size());
+      return;
+    }
+    const Tensor& t = batch.tensor(field);
+    if (t.dim() < 1) check.fail(field, "must have a leading sample dimension, got " + t.describe());
+    dense_ = std::make_shared<const Tensor>(t);
+    size_ = t.size(0);
+    row_shape_.assign(t.shape().begin() + 1, t.shape().end());
+    row_bytes_ = dtype_size(t.dtype());
+    for (const auto d : row_shape_) row_bytes_ *= static_cast<std::size_t>(d);
+  }
+
+  /// The field `field` when the batch has it, else an empty optional.
+  static std::optional<PerSample> if_present(const Batch& batch, std::string_view field,
+                                             const InputChecker& check) {
+    if (!batch.has(field)) return std::nullopt;
+    return PerSample(batch, field, check);
+  }
+
+  std::int64_t size() const noexcept { return size_; }
+  bool is_ragged() const noexcept { return ragged_ != nullptr; }
+
+  /// Sample i (0 <= i < size(); unchecked).
+  Tensor operator[](std::int64_t i) const {
+    if (ragged_ != nullptr) return (*ragged_)[static_cast<std::size_t>(i)];
+    const auto* base = static_cast<const char*>(dense_->data());
+    return Tensor::view(base + static_cast<std::size_t>(i) * row_bytes_, dense_->dtype(),
+                        row_shape_, dense_->device(), dense_);
+  }
+  Tensor operator[](std::size_t i) const { return (*this)[static_cast<std::int64_t>(i)]; }
+
+ private:
+  const Batch::Ragged* ragged_ = nullptr;
+  std::shared_ptr<const Tensor> dense_;
+  std::vector<std::int64_t> row_shape_;
+  std::size_t row_bytes_ = 0;
+  std::int64_t size_ = 0;
 };
 
 }  // namespace tally

@@ -71,6 +71,12 @@ inline ParamBuilder param(std::string name, ParamType type, std::string doc) {
   return ParamBuilder{ParamSpec{std::move(name), type, std::move(doc), {}, false, false, {}}};
 }
 
+/// The upper bound of every size parameter: a parameter that sizes an allocation (num_classes,
+/// num_thrs, topk, n_gram, proposal_nums, threads, ...), read with Params::get_size. 2^20 (a
+/// million classes); a metric whose state grows faster than the parameter (a num_classes^2
+/// matrix) passes a smaller bound and says why.
+inline constexpr std::int64_t kMaxSize = std::int64_t{1} << 20;
+
 /// Checked parameter values of one component, with defaults filled in. Accessors throw
 /// ConfigError naming the component and parameter on a type mismatch.
 class TALLY_API Params {
@@ -100,6 +106,16 @@ class TALLY_API Params {
   std::vector<double> get_double_list(std::string_view name) const;
   std::vector<std::string> get_string_list(std::string_view name) const;
   std::vector<std::pair<std::string, std::string>> get_string_map(std::string_view name) const;
+  /// A size parameter: an integer in [min, max], max at most kMaxSize. ConfigError naming the
+  /// owner, the parameter, the bound (and `why`, when given) and the value otherwise, before
+  /// anything is allocated: "<owner>: parameter 'num_classes' must be at most 1048576, got
+  /// 1000000000000".
+  std::int64_t get_size(std::string_view name, std::int64_t min = 1, std::int64_t max = kMaxSize,
+                        std::string_view why = {}) const;
+  /// The same for every element of an int list (a single integer is a list of one).
+  std::vector<std::int64_t> get_size_list(std::string_view name, std::int64_t min = 1,
+                                          std::int64_t max = kMaxSize,
+                                          std::string_view why = {}) const;
 
   /// ConfigError("<owner>: parameter '<name>' <message>").
   [[noreturn]] void fail(std::string_view name, std::string_view message) const;

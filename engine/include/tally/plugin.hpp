@@ -1,7 +1,9 @@
 // Plugin manifest and export macro. A plugin is a shared library (libtally_<name>.so) exporting
-// one entry, `tally_plugin`, through BOOST_DLL_ALIAS. The entry returns the manifest: the ABI
-// version (always the first member, read before anything else), the plugin's version, and its
-// components with their parameter schemas and factories. Nothing registers itself at load time.
+// one entry, `tally_plugin`, through BOOST_DLL_ALIAS, and an ABI marker: a symbol whose name
+// carries the ABI version (tally_abi_v5), which the registry reads from the file before it loads
+// the library. The entry returns the manifest: the ABI version again (the first member), the
+// plugin's version, and its components with their parameter schemas and factories. Nothing
+// registers itself at load time.
 //
 //   TALLY_PLUGIN("classification", "0.1.0", [] {
 //     return std::vector<tally::ComponentInfo>{
@@ -139,9 +141,21 @@ using PluginEntry = const PluginManifest*() noexcept;
 
 }  // namespace tally
 
-/// Defines and exports the plugin entry. The third argument is a callable returning
-/// std::vector<tally::ComponentInfo> (it may contain commas: a lambda with a braced list); it runs
-/// once, on the first call of the entry, never at load.
+// TALLY_PLUGIN_ABI_VERSION (tally/version.hpp) is kAbiVersion as a preprocessor number, so that
+// it can be part of a symbol's name.
+static_assert(TALLY_PLUGIN_ABI_VERSION == ::tally::kAbiVersion,
+              "TALLY_PLUGIN_ABI_VERSION must equal tally::kAbiVersion");
+#define TALLY_PLUGIN_CAT_(a, b) a##b
+#define TALLY_PLUGIN_CAT(a, b) TALLY_PLUGIN_CAT_(a, b)
+/// The ABI marker: an exported symbol whose NAME carries the ABI version (tally_abi_v5). The
+/// registry reads it from the library's dynamic symbol table without loading the library, so a
+/// plugin built for another ABI is refused before any of its code (static constructors
+/// included) runs.
+#define TALLY_PLUGIN_ABI_MARKER TALLY_PLUGIN_CAT(tally_abi_v, TALLY_PLUGIN_ABI_VERSION)
+
+/// Defines and exports the plugin entry and the ABI marker. The third argument is a callable
+/// returning std::vector<tally::ComponentInfo> (it may contain commas: a lambda with a braced
+/// list); it runs once, on the first call of the entry, never at load.
 #define TALLY_PLUGIN(NAME, VERSION, ...)                                                 \
   namespace tally_plugin_export {                                                        \
   static const ::tally::PluginManifest* entry() noexcept {                               \
@@ -154,4 +168,6 @@ using PluginEntry = const PluginManifest*() noexcept;
     }                                                                                    \
   }                                                                                      \
   }                                                                                      \
+  extern "C" __attribute__((visibility("default"), used))                                \
+  const ::std::uint32_t TALLY_PLUGIN_ABI_MARKER = TALLY_PLUGIN_ABI_VERSION;              \
   BOOST_DLL_ALIAS(tally_plugin_export::entry, tally_plugin)

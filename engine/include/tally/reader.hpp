@@ -42,6 +42,12 @@ class TALLY_API Reader {
   virtual std::int64_t shard_samples() const = 0;
   /// The next batch of this rank's shard, or nullopt when the shard is done.
   virtual std::optional<Batch> next() = 0;
+  /// The layout every rank must agree on before any shard is read: each field's dtype and
+  /// per-sample shape, as text ("pred_scores: float32 [10]; gt_labels: int64 []"). Ranks reading
+  /// the same data return the same text; the engine compares it, and total_samples(), across
+  /// ranks before reading, so a rank that reads other data fails every rank instead of reading
+  /// an overlapping shard. Empty (the default): nothing to compare beyond total_samples().
+  virtual std::string layout() const;
 };
 
 /// Optional interface (a marker) of a reader whose batches are views of memory that nothing

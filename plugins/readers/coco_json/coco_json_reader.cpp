@@ -11,7 +11,15 @@
 //     gets the box's polygon as its mask, as loadRes gives it;
 //   - ground truth keeps its `area`, `iscrowd` (default 0) and `id`; annotations and results of
 //     categories absent from `categories` are left out (pycocotools evaluates params.catIds only);
-//   - a result whose image is not in the annotations is an error (pycocotools asserts).
+//   - a result whose image is not in the annotations is an error (pycocotools asserts);
+//   - result polygons are rasterised at the image's size when the results carry a bbox (loadRes
+//     keeps them, annToRLE rasterises them); without a bbox they are an error, as loadRes
+//     cannot take their area.
+// Bounds (mask.hpp): box and polygon coordinates finite and at most 1e8 in magnitude; image
+// sides and RLE sizes below 2^31, and h * w below 2^32 when masks are read; RLE counts below
+// 2^32 and covering the image exactly. A value outside them, of the wrong type, or a key that is
+// missing is an InputError naming the file, the entry (`annotations[i] (id N)`, `images[i]`,
+// `[i] (image_id N)` of the results) and the key.
 // The results file is parsed in blocks of whole array elements (`block_bytes`, simdjson's DOM
 // parser, whose kernels are picked at run time for the CPU), so memory stays near the size of the
 // parsed arrays, not of the file; with `threads: 2` the next block is parsed while the current one
@@ -61,56 +69,165 @@ std::int64_t get_id(dom::element v) {
   throw simdjson::simdjson_error(simdjson::INCORRECT_TYPE);
 }
 
-/// The xywh box [4] of a JSON array; false when it does not hold 4 numbers.
-bool get_box(dom::element v, double* out) {
-  std::size_t n = 0;
-  for (dom::element e : v.get_array()) {
-    const double x = e.get_double();
-    if (n < 4) out[n] = x;
-    ++n;
+/// What a JSON value is, for messages: its kind and, for short values, the value itself.
+std::string found(dom::element v) {
+  const char* kind = "?";
+  switch (v.type()) {
+    case dom::element_type::ARRAY:
+      kind = "an array";
+      break;
+    case dom::element_type::OBJECT:
+      kind = "an object";
+      break;
+    case dom::element_type::INT64:
+    case dom::element_type::UINT64:
+    case dom::element_type::DOUBLE:
+      kind = "the number";
+      break;
+    case dom::element_type::STRING:
+      kind = "the string";
+      break;
+    case dom::element_type::BOOL:
+      kind = "the bool";
+      break;
+    case dom::element_type::NULL_VALUE:
+      return "null";
   }
+  std::string text = simdjson::minify(v);
+  if (text.size() > 40) text = text.substr(0, 37) + "...";
+  return std::string(kind) + " " + text;
+}
+
+/// What a key of an annotation, image or result holds, for messages.
+const char* expected_for(std::string_view key) {
+  if (key == "image_id" || key == "category_id" || key == "id") return "an integer id";
+  if (key == "score" || key == "area") return "a number";
+  if (key == "bbox") return "[x, y, w, h] (4 numbers)";
+  if (key == "segmentation") return "a list of polygons or an RLE {size, counts}";
+  if (key == "iscrowd") return "0, 1 or a bool";
+  if (key == "height" || key == "width") return "an integer";
+  return "another value";
+}
+
+/// Runs f() and turns a simdjson type error inside it into one line naming `where`, the key
+/// being read and what it holds.
+template <class W, class F>
+void naming_the_key(const W& where, const std::string_view& key, const dom::element& v, F&& f) {
+  try {
+    f();
+  } catch (const simdjson::simdjson_error& e) {
+    fail(where() + ": key '" + std::string(key) + "': expected " + expected_for(key) + ", found " +
+         found(v) + (e.error() == simdjson::NUMBER_OUT_OF_RANGE ? " (out of range)" : ""));
+  }
+}
+
+/// A box or polygon coordinate: finite and within mask::kMaxCoordinate.
+template <class W>
+double get_coordinate(dom::element e, const W& where, std::string_view key) {
+  double x = 0;
+  if (e.get_double().get(x))
+    fail(where() + ": key '" + std::string(key) + "': expected numbers, found " + found(e));
+  if (!mask::coordinate_ok(x))
+    fail(where() + ": key '" + std::string(key) + "': coordinate " + simdjson::minify(e) +
+         " is out of range (finite, at most 1e8 in magnitude)");
+  return x;
+}
+
+/// The xywh box [4] of a JSON array: InputError naming `where` when it does not hold 4 numbers
+/// in range; false for an empty array.
+template <class W>
+bool get_box(dom::element v, double* out, const W& where) {
+  dom::array a;
+  if (v.get_array().get(a) || (a.size() != 4 && a.size() != 0))
+    fail(where() + ": key 'bbox': expected [x, y, w, h] (4 numbers), found " + found(v));
+  std::size_t n = 0;
+  for (dom::element e : a) out[n++] = get_coordinate(e, where, "bbox");
   return n == 4;
 }
 
-/// A COCO RLE segmentation ({size, counts} with counts a list or a compressed string).
-/// Polygons are read by the caller (they need the image's size).
-mask::Rle get_segmentation(dom::element v, bool polygons_ok, const std::string& where) {
-  if (v.is_array() && !polygons_ok)
-    fail(where +
-         ": polygon segmentations in results are not supported; give RLE "
-         "({size, counts}) as pycocotools' loadRes expects");
-  if (!v.is_object()) fail(where + ": segmentation must be a list of polygons or an RLE");
+/// The polygons of a segmentation list ([[x1, y1, ...], ...]), coordinates checked.
+template <class W>
+std::vector<std::vector<double>> get_polygons(dom::element v, const W& where) {
+  std::vector<std::vector<double>> polys;
+  for (dom::element p : v.get_array()) {
+    dom::array a;
+    if (p.get_array().get(a))
+      fail(where() +
+           ": key 'segmentation': expected a list of polygons [x1, y1, x2, y2, ...], "
+           "found " +
+           found(p) + " in the list");
+    std::vector<double> xy;
+    xy.reserve(a.size());
+    for (dom::element c : a) xy.push_back(get_coordinate(c, where, "segmentation"));
+    polys.push_back(std::move(xy));
+  }
+  if (polys.empty()) fail(where() + ": key 'segmentation': an empty list of polygons");
+  return polys;
+}
+
+/// A COCO RLE segmentation ({size, counts} with counts a list or a compressed string). Size and
+/// counts are checked here (sides below 2^31, h * w below 2^32, counts below 2^32); that they
+/// cover the image is checked once the image is known.
+template <class W>
+mask::Rle get_segmentation(dom::element v, const W& where) {
+  dom::object o;
+  if (v.get_object().get(o))
+    fail(where() +
+         ": key 'segmentation': expected a list of polygons or an RLE {size, counts}, "
+         "found " +
+         found(v));
   mask::Rle r;
   bool have_size = false, have_counts = false;
-  std::string counts_str;
+  std::string_view counts_str;
   std::vector<std::uint32_t> counts_list;
   bool counts_is_list = false;
-  for (const auto f : v.get_object()) {
+  for (const auto f : o) {
     const std::string_view key = f.key;
     if (key == "size") {
-      std::vector<std::int64_t> s;
-      for (dom::element e : f.value.get_array()) s.push_back(e.get_int64());
-      if (s.size() != 2 || s[0] < 0 || s[1] < 0) fail(where + ": RLE size must be [h, w]");
-      r.h = static_cast<std::uint32_t>(s[0]);
-      r.w = static_cast<std::uint32_t>(s[1]);
+      dom::array a;
+      std::int64_t hw[2] = {-1, -1};
+      bool ok = !f.value.get_array().get(a) && a.size() == 2;
+      std::size_t n = 0;
+      if (ok)
+        for (dom::element e : a) ok = ok && !e.get_int64().get(hw[n++]);
+      if (!ok || !mask::size_ok(hw[0], hw[1]))
+        fail(where() +
+             ": key 'segmentation.size': expected [h, w] (each side below 2^31, h * w "
+             "below 2^32), found " +
+             found(f.value));
+      r.h = static_cast<std::uint32_t>(hw[0]);
+      r.w = static_cast<std::uint32_t>(hw[1]);
       have_size = true;
     } else if (key == "counts") {
       const dom::element c = f.value;
-      if (c.is_array()) {
+      dom::array a;
+      if (!c.get_array().get(a)) {
         counts_is_list = true;
-        for (dom::element e : c.get_array())
-          counts_list.push_back(static_cast<std::uint32_t>(std::uint64_t(e.get_uint64())));
-      } else {
-        counts_str = std::string(std::string_view(c.get_string()));
+        counts_list.reserve(a.size());
+        for (dom::element e : a) {
+          std::uint64_t x = 0;
+          if (e.get_uint64().get(x) || x > UINT32_MAX)
+            fail(where() + ": key 'segmentation.counts': expected counts in [0, 2^32), found " +
+                 found(e));
+          counts_list.push_back(static_cast<std::uint32_t>(x));
+        }
+      } else if (c.get_string().get(counts_str)) {
+        fail(where() +
+             ": key 'segmentation.counts': expected a list of counts or a compressed RLE string, "
+             "found " +
+             found(c));
       }
       have_counts = true;
     }
   }
-  if (!have_size || !have_counts) fail(where + ": RLE needs 'size' and 'counts'");
+  if (!have_size || !have_counts)
+    fail(where() + ": key 'segmentation': an RLE needs 'size' and 'counts'");
   if (counts_is_list) {
     r.cnts = std::move(counts_list);
   } else if (!mask::rle_from_string(counts_str, r.h, r.w, r)) {
-    fail(where + ": malformed compressed RLE counts");
+    fail(where() +
+         ": key 'segmentation.counts': malformed compressed RLE (a character outside "
+         "the encoding, or a count outside [0, 2^32))");
   }
   return r;
 }
@@ -321,12 +438,14 @@ class CocoJsonReader final : public tally::Reader {
     try {
       read_results(res_path, masks, static_cast<std::size_t>(block), threads);
     } catch (const simdjson::simdjson_error& e) {
-      fail("results '" + res_path + "': " + e.what());
+      fail("results '" + res_path +
+           "': not valid JSON, or a value of an unexpected type (simdjson: " + e.what() + ")");
     }
     try {
       read_annotations(ann_path);
     } catch (const simdjson::simdjson_error& e) {
-      fail("annotations '" + ann_path + "': " + e.what());
+      fail("annotations '" + ann_path +
+           "': not valid JSON, or a value of an unexpected type (simdjson: " + e.what() + ")");
     }
     group(shard, res_path);
   }
@@ -429,53 +548,55 @@ class CocoJsonReader final : public tally::Reader {
       double score = std::nan(""), box[4] = {0, 0, 0, 0};
       bool has_image = false, has_cat = false, has_score = false, has_box = false, has_seg = false;
       mask::Rle rle;
+      std::vector<std::vector<double>> polys;
+      // Built only for a message.
+      const auto where = [&] {
+        std::string w = "results '" + path + "': [" + std::to_string(idx) + "]";
+        dom::element id;
+        std::int64_t v = 0;
+        if (!o.at_key("image_id").get(id) && !id.get_int64().get(v))
+          w += " (image_id " + std::to_string(v) + ")";
+        return w;
+      };
       for (const auto f : o) {
         const std::string_view key = f.key;
         if (key == "image_id") {
-          image = get_id(f.value);
+          naming_the_key(where, key, f.value, [&] { image = get_id(f.value); });
           has_image = true;
         } else if (key == "category_id") {
-          cat = get_id(f.value);
+          naming_the_key(where, key, f.value, [&] { cat = get_id(f.value); });
           has_cat = true;
         } else if (key == "score") {
-          score = f.value.get_double();
+          naming_the_key(where, key, f.value, [&] { score = f.value.get_double(); });
           has_score = true;
         } else if (key == "bbox") {
-          const dom::element v = f.value;
-          if (v.is_array()) {
-            std::size_t n = 0;
-            for (dom::element e : v.get_array()) {
-              const double x = e.get_double();
-              if (n < 4) box[n] = x;
-              ++n;
-            }
-            if (n == 4)
-              has_box = true;
-            else if (n != 0)
-              fail("results '" + path + "': entry " + std::to_string(idx) +
-                   ": bbox must hold 4 numbers");
-          }
+          has_box = get_box(f.value, box, where);
         } else if (key == "segmentation" &&
                    (masks == "true" || (masks == "auto" && (first || with_masks_)))) {
-          rle = get_segmentation(f.value, false,
-                                 "results '" + path + "': entry " + std::to_string(idx));
+          if (f.value.is_array())
+            polys = get_polygons(f.value, where);  // rasterised in group(): needs h, w
+          else
+            rle = get_segmentation(f.value, where);
           has_seg = true;
         }
       }
-      // Built only for a message: this runs once per result.
-      const auto where = [&] { return "results '" + path + "': entry " + std::to_string(idx); };
-      if (!has_image) fail(where() + ": no image_id");
-      if (!has_cat) fail(where() + ": no category_id");
-      if (!has_score) fail(where() + ": no score");
-      if (std::isnan(score)) fail(where() + ": score is NaN");
+      if (!has_image) fail(where() + ": no 'image_id'");
+      if (!has_cat) fail(where() + ": no 'category_id'");
+      if (!has_score) fail(where() + ": no 'score'");
+      if (std::isnan(score)) fail(where() + ": key 'score' is NaN");
       if (first) {
         bbox_mode = has_box;  // loadRes decides on the first entry
         first = false;
         if (masks == "auto") with_masks_ = has_seg;
       }
-      if (bbox_mode && !has_box) fail(where() + ": no bbox (the first entry has one)");
-      if (!bbox_mode && !has_seg && !has_box) fail(where() + ": neither bbox nor segmentation");
-      if (with_masks_ && !has_seg && !has_box) fail(where() + ": no segmentation");
+      if (bbox_mode && !has_box) fail(where() + ": no 'bbox' (the first entry has one)");
+      if (!bbox_mode && !has_seg && !has_box) fail(where() + ": neither 'bbox' nor 'segmentation'");
+      if (with_masks_ && !has_seg && !has_box) fail(where() + ": no 'segmentation'");
+      if (!polys.empty() && !bbox_mode)
+        fail(where() +
+             ": key 'segmentation': polygons in a result need a 'bbox' in the results' entries "
+             "(pycocotools' loadRes takes the area of a result without one from an RLE); give "
+             "RLE {size, counts} or bboxes");
       dt.image.push_back(image);
       dt.label.push_back(check_cat(cat, where));
       dt.value.push_back(score);
@@ -485,7 +606,16 @@ class CocoJsonReader final : public tally::Reader {
           rle.h = rle.w = 0;
           rle.cnts.clear();
         }
-        dt.lengths.push_back(has_seg ? static_cast<std::int32_t>(rle.cnts.size()) : -1);
+        if (!polys.empty()) {
+          // annToRLE: frPyObjects(polygons, h, w), merged; rasterised in group(). The length
+          // -2 - slot names the polygons' slot.
+          if (dt_polys_.size() >= static_cast<std::size_t>(INT32_MAX) - 2)
+            fail(where() + ": too many polygon results");
+          dt.lengths.push_back(-2 - static_cast<std::int32_t>(dt_polys_.size()));
+          dt_polys_.push_back(std::move(polys));
+        } else {
+          dt.lengths.push_back(has_seg ? static_cast<std::int32_t>(rle.cnts.size()) : -1);
+        }
         dt.counts.insert(dt.counts.end(), rle.cnts.begin(), rle.cnts.end());
         dt.mask_hw.push_back(rle.h);
         dt.mask_hw.push_back(rle.w);
@@ -509,6 +639,7 @@ class CocoJsonReader final : public tally::Reader {
     std::size_t count = 0;
     if (!for_each_element_chunked(path, block, threads, on_element, count)) {
       dt = Instances{};
+      dt_polys_.clear();
       first = true;
       with_masks_ = masks == "true";
       const simdjson::padded_string json = load_file(path, "results");
@@ -518,7 +649,15 @@ class CocoJsonReader final : public tally::Reader {
       if (doc.get_array().get(arr) != simdjson::SUCCESS)
         fail("results '" + path + "': must be a JSON array of objects");
       std::size_t idx = 0;
-      for (dom::element e : arr) on_element(e.get_object(), idx++);
+      for (dom::element e : arr) {
+        dom::object o;
+        if (e.get_object().get(o))
+          fail("results '" + path + "': [" + std::to_string(idx) +
+               "]: expected an object {image_id, category_id, bbox and/or segmentation, score}, "
+               "found " +
+               found(e));
+        on_element(o, idx++);
+      }
     }
   }
 
@@ -534,82 +673,119 @@ class CocoJsonReader final : public tally::Reader {
     dom::parser parser;
     const dom::element doc = parser.parse(json);
     Instances& gt = data_->gt;
-    std::vector<std::vector<std::vector<double>>> polys;  // per GT (masks), rasterised later
     gt_segs_.clear();
     bool have_images = false;
-    for (const auto field : doc.get_object()) {
+    dom::object top;
+    if (doc.get_object().get(top))
+      fail("annotations '" + path +
+           "': expected an object {images, annotations, categories}, found " + found(doc));
+    for (const auto field : top) {
       const std::string_view key = field.key;
+      const auto list = [&](dom::element v) {
+        dom::array a;
+        if (v.get_array().get(a))
+          fail("annotations '" + path + "': key '" + std::string(key) +
+               "': expected a list, found " + found(v));
+        return a;
+      };
+      // "annotations 'FILE': images[3] (id 17)": the entry and, when it has one, its id.
+      const auto entry_where = [&](dom::element e, std::size_t at) {
+        std::string w =
+            "annotations '" + path + "': " + std::string(key) + "[" + std::to_string(at) + "]";
+        dom::object o;
+        dom::element id;
+        std::int64_t v = 0;
+        if (!e.get_object().get(o) && !o.at_key("id").get(id) && !id.get_int64().get(v))
+          w += " (id " + std::to_string(v) + ")";
+        return w;
+      };
+      const auto object = [&](dom::element e, std::size_t at) {
+        dom::object o;
+        if (e.get_object().get(o))
+          fail(entry_where(e, at) + ": expected an object, found " + found(e));
+        return o;
+      };
       if (key == "images") {
         have_images = true;
-        for (dom::element e : field.value.get_array()) {
+        std::size_t at = 0;
+        for (dom::element e : list(field.value)) {
+          const auto where = [&, e, at] { return entry_where(e, at); };
           ImageInfo im{0, 0, 0};
           bool has_id = false;
-          for (const auto f : e.get_object()) {
+          for (const auto f : object(e, at)) {
             const std::string_view k = f.key;
             if (k == "id") {
-              im.id = get_id(f.value);
+              naming_the_key(where, k, f.value, [&] { im.id = get_id(f.value); });
               has_id = true;
-            } else if (k == "height") {
-              im.height = f.value.get_int64();
-            } else if (k == "width") {
-              im.width = f.value.get_int64();
+            } else if (k == "height" || k == "width") {
+              std::int64_t v = 0;
+              naming_the_key(where, k, f.value, [&] { v = f.value.get_int64(); });
+              if (v < 0 || v >= mask::kMaxSide)
+                fail(where() + ": key '" + std::string(k) + "': " + std::to_string(v) +
+                     " is out of range (an image side is in [0, 2^31))");
+              (k == "height" ? im.height : im.width) = v;
             }
           }
-          if (!has_id) fail("annotations '" + path + "': an image has no id");
+          if (!has_id) fail(where() + ": no 'id'");
           images_.push_back(im);
+          ++at;
         }
       } else if (key == "categories") {
-        for (dom::element e : field.value.get_array())
-          for (const auto f : e.get_object())
-            if (f.key == "id") cats_.push_back(get_id(f.value));
+        std::size_t at = 0;
+        for (dom::element e : list(field.value)) {
+          const auto where = [&, e, at] { return entry_where(e, at); };
+          for (const auto f : object(e, at))
+            if (f.key == "id")
+              naming_the_key(where, f.key, f.value, [&] { cats_.push_back(get_id(f.value)); });
+          ++at;
+        }
       } else if (key == "annotations") {
         std::size_t idx = 0;
-        for (dom::element e : field.value.get_array()) {
+        for (dom::element e : list(field.value)) {
           const std::size_t at = idx++;
-          const auto where = [&] {
-            return "annotations '" + path + "': annotation " + std::to_string(at);
-          };
+          const auto where = [&, e, at] { return entry_where(e, at); };
           std::int64_t image = 0, cat = 0, id = 0, crowd = 0;
           double area = 0, box[4] = {0, 0, 0, 0};
           bool has_image = false, has_cat = false, has_area = false, has_box = false,
                has_id = false;
           GtSeg seg;
-          for (const auto f : e.get_object()) {
+          for (const auto f : object(e, at)) {
             const std::string_view k = f.key;
             if (k == "image_id") {
-              image = get_id(f.value);
+              naming_the_key(where, k, f.value, [&] { image = get_id(f.value); });
               has_image = true;
             } else if (k == "category_id") {
-              cat = get_id(f.value);
+              naming_the_key(where, k, f.value, [&] { cat = get_id(f.value); });
               has_cat = true;
             } else if (k == "id") {
-              id = get_id(f.value);
+              naming_the_key(where, k, f.value, [&] { id = get_id(f.value); });
               has_id = true;
             } else if (k == "area") {
-              area = f.value.get_double();
+              naming_the_key(where, k, f.value, [&] { area = f.value.get_double(); });
               has_area = true;
             } else if (k == "iscrowd") {
               const dom::element v = f.value;
-              if (v.is_bool())
-                crowd = bool(v.get_bool());
-              else
-                crowd = get_id(v);
+              naming_the_key(where, k, v, [&] {
+                if (v.is_bool())
+                  crowd = bool(v.get_bool());
+                else
+                  crowd = get_id(v);
+              });
             } else if (k == "bbox") {
-              has_box = get_box(f.value, box);
-              if (!has_box) fail(where() + ": bbox must hold 4 numbers");
+              has_box = get_box(f.value, box, where);
+              if (!has_box)
+                fail(where() + ": key 'bbox': expected [x, y, w, h] (4 numbers), found []");
             } else if (k == "segmentation" && with_masks_) {
-              seg = read_gt_seg(f.value, where());
+              seg = read_gt_seg(f.value, where);
             }
           }
-          if (!has_image) fail(where() + ": no image_id");
-          if (!has_cat) fail(where() + ": no category_id");
-          if (!has_id) fail(where() + ": no id");
-          if (!has_area) fail(where() + ": no area");
-          if (!has_box) fail(where() + ": no bbox");
-          if (with_masks_ && seg.kind == GtSeg::None) fail(where() + ": no segmentation");
-          if (std::isnan(area)) fail(where() + ": area is NaN");
-          for (const double x : box)
-            if (std::isnan(x)) fail(where() + ": bbox holds NaN");
+          if (!has_image) fail(where() + ": no 'image_id'");
+          if (!has_cat) fail(where() + ": no 'category_id'");
+          if (!has_id) fail(where() + ": no 'id'");
+          if (!has_area) fail(where() + ": no 'area'");
+          if (!has_box) fail(where() + ": no 'bbox'");
+          if (with_masks_ && seg.kind == GtSeg::None) fail(where() + ": no 'segmentation'");
+          if (std::isnan(area)) fail(where() + ": key 'area' is NaN");
           gt.image.push_back(image);
           gt.label.push_back(check_cat(cat, where));
           gt.id.push_back(id);
@@ -629,19 +805,15 @@ class CocoJsonReader final : public tally::Reader {
     mask::Rle rle;
   };
 
-  GtSeg read_gt_seg(dom::element v, const std::string& where) {
+  template <class W>
+  GtSeg read_gt_seg(dom::element v, const W& where) {
     GtSeg s;
     if (v.is_array()) {
       s.kind = GtSeg::Polygons;
-      for (dom::element p : v.get_array()) {
-        std::vector<double> xy;
-        for (dom::element c : p.get_array()) xy.push_back(c.get_double());
-        s.polys.push_back(std::move(xy));
-      }
-      if (s.polys.empty()) fail(where + ": an empty segmentation list");
+      s.polys = get_polygons(v, where);
     } else {
       s.kind = GtSeg::Rle;
-      s.rle = get_segmentation(v, false, where);
+      s.rle = get_segmentation(v, where);
     }
     return s;
   }
@@ -709,9 +881,11 @@ class CocoJsonReader final : public tally::Reader {
                        gt.box.begin() + static_cast<std::ptrdiff_t>(j * 4 + 4));
         if (with_masks_) {
           const GtSeg& s = gt_segs_[j];
+          const std::string where = "annotations: annotation id " + std::to_string(gt.id[j]) +
+                                    " (image id " + std::to_string(images_[im].id) + ")";
+          check_image_size(images_[im], where);
           const auto h = static_cast<std::uint32_t>(images_[im].height),
                      w = static_cast<std::uint32_t>(images_[im].width);
-          const std::string where = "annotations: annotation id " + std::to_string(gt.id[j]);
           mask::Rle r = s.kind == GtSeg::Polygons ? polys_to_rle(s.polys, h, w, where) : s.rle;
           check_mask_size(r, images_[im], where);
           out.lengths.push_back(static_cast<std::int32_t>(r.cnts.size()));
@@ -817,7 +991,14 @@ class CocoJsonReader final : public tally::Reader {
             const std::string where =
                 "results '" + res_path + "': a result of image " + std::to_string(im.id);
             mask::Rle r;
-            if (dt.lengths[k] < 0) {
+            check_image_size(im, where);
+            if (dt.lengths[k] <= -2) {
+              // Polygons (the result has a bbox): annToRLE rasterises them at the image's size.
+              const auto slot =
+                  static_cast<std::size_t>(-2 - static_cast<std::int64_t>(dt.lengths[k]));
+              r = polys_to_rle(dt_polys_[slot], static_cast<std::uint32_t>(im.height),
+                               static_cast<std::uint32_t>(im.width), where);
+            } else if (dt.lengths[k] < 0) {
               const double* b = &dt.box[k * 4];
               const double x1 = b[0], x2 = b[0] + b[2], y1 = b[1], y2 = b[1] + b[3];
               const double xy[8] = {x1, y1, x1, y2, x2, y2, x2, y1};
@@ -839,8 +1020,17 @@ class CocoJsonReader final : public tally::Reader {
         }
         dt.counts.swap(counts);
         dt.mask_hw.clear();
+        dt_polys_.clear();
+        dt_polys_.shrink_to_fit();
       }
     }
+  }
+
+  /// Masks need an image whose h * w is below 2^32 (RLE counts are uint32, as in maskApi.c).
+  static void check_image_size(const ImageInfo& im, const std::string& where) {
+    if (!mask::size_ok(im.height, im.width))
+      fail(where + ": the image's size " + std::to_string(im.height) + "x" +
+           std::to_string(im.width) + " is too large for a mask (h * w must be below 2^32)");
   }
 
   static void check_mask_size(const mask::Rle& r, const ImageInfo& im, const std::string& where) {
@@ -859,6 +1049,7 @@ class CocoJsonReader final : public tally::Reader {
   std::vector<ImageInfo> images_;
   std::vector<std::int64_t> cats_;
   std::vector<GtSeg> gt_segs_;
+  std::vector<std::vector<std::vector<double>>> dt_polys_;  // polygon results, by slot
   bool with_masks_ = false;
   std::int64_t batch_size_ = 0;
   tally::ShardRange range_;

@@ -11,13 +11,17 @@
 //
 // Without `fields`, every key of the first line is a field (nested objects flattened to dotted
 // names). A field's kind comes from its value on the first line and every line must agree:
-//   string                  -> text field, one string per sample
-//   array of strings        -> text field, a list of strings per sample (may be empty on later
-//   lines) true/false              -> dense [N] bool tensor number                  -> dense [N]
-//   tensor: int64 when every value of the field in the file
-//                              is written as an integer, else float64 (1.0 counts as a float)
-//   (nested) array of numbers -> dense [N, d1, ...] when every line has the same shape, else ragged
-//                              (one tensor per sample); int64 or float64 by the same rule
+//   - string: a text field, one string per sample;
+//   - array of strings: a text field, a list of strings per sample (may be empty on later lines);
+//   - true/false: a dense [N] bool tensor;
+//   - number: a dense [N] tensor, int64 when every value of the field in the file is written as
+//     an integer, else float64 (1.0 counts as a float);
+//   - (nested) array of numbers: dense [N, d1, ...] when every line has the same shape, else
+//     ragged (one tensor per sample); int64 or float64 by the same rule.
+// An empty array `[]` (an image with no boxes) has the kind of the field's first non-empty array
+// in the file (numbers when every line is empty); its sample is a [0] tensor. Metrics that read
+// one tensor per sample (detection) take dense and ragged fields alike (tally::PerSample), so
+// the layout the data happen to give does not change what they compute.
 // Numeric fields are scanned over the whole file when the reader opens (their dtype and shape
 // depend on every line, and must not depend on the number of ranks); text and bool fields are
 // parsed lazily, batch by batch. Line offsets are indexed at open (memchr over a memory-mapped
@@ -222,12 +226,16 @@ class JsonlReader final : public tally::Reader {
               "'fields')",
               where(0)));
       }
+      std::vector<std::size_t> empty_first;
       for (auto& [name, key] : mapping) {
         Field f = make_field(name, key);
         const dom::element v = lookup(first, f, 0);
         f.kind = kind_of_first(v, f);
+        if (v.type() == dom::element_type::ARRAY && as_array(v).size() == 0)
+          empty_first.push_back(fields_.size());
         fields_.push_back(std::move(f));
       }
+      if (!empty_first.empty()) kind_of_empty_first(empty_first);
       scan_numeric_fields();
     }
     total_ = static_cast<std::int64_t>(lines_.size());
@@ -385,10 +393,7 @@ class JsonlReader final : public tally::Reader {
         return Kind::Number;
       case dom::element_type::ARRAY: {
         dom::array a = as_array(v);
-        if (a.size() == 0)
-          throw InputError(where(0, f) +
-                           ": an empty array on the first line leaves the field's kind unknown "
-                           "(strings or numbers?); put a non-empty one first");
+        if (a.size() == 0) return Kind::Array;  // resolved by kind_of_empty_first()
         const dom::element e0 = first_of(a);
         if (e0.type() == dom::element_type::STRING) return Kind::TextList;
         if (is_number(e0) || e0.type() == dom::element_type::ARRAY) return Kind::Array;
@@ -402,6 +407,37 @@ class JsonlReader final : public tally::Reader {
                      ": expected a string, a list of strings, a number, a bool or an array of "
                      "numbers, found " +
                      found_text(v));
+  }
+
+  // Fields whose first line holds `[]` (an image with no boxes, no references) take their kind
+  // from the first line with a non-empty array: strings make a text list, numbers a numeric
+  // array. A field empty on every line is numeric (an empty [N, 0] field: no boxes anywhere).
+  void kind_of_empty_first(const std::vector<std::size_t>& pending) {
+    std::vector<bool> done(fields_.size(), false);
+    std::size_t left = pending.size();
+    for (std::size_t i = 1; i < lines_.size() && left > 0; ++i) {
+      const dom::element line = parse_line(i);
+      for (const std::size_t k : pending) {
+        if (done[k]) continue;
+        Field& f = fields_[k];
+        const dom::element v = lookup(line, f, i);
+        if (v.type() != dom::element_type::ARRAY)
+          throw InputError(where(i, f) + ": expected an array (as on line 1), found " +
+                           found_text(v));
+        const dom::array a = as_array(v);
+        if (a.size() == 0) continue;
+        const dom::element e0 = first_of(a);
+        if (e0.type() == dom::element_type::STRING)
+          f.kind = Kind::TextList;
+        else if (is_number(e0) || e0.type() == dom::element_type::ARRAY)
+          f.kind = Kind::Array;
+        else
+          throw InputError(where(i, f) + ": expected an array of strings or of numbers, found " +
+                           "an array of " + found_text(e0) + " values");
+        done[k] = true;
+        --left;
+      }
+    }
   }
 
   [[noreturn]] void mismatch(std::size_t i, const Field& f, const std::string& found) const {

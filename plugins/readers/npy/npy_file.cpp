@@ -1,14 +1,18 @@
 #include "npy_file.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <optional>
 #include <string_view>
 #include <tuple>
@@ -24,6 +28,12 @@ static_assert(std::endian::native == std::endian::little,
               "the npy reader hands out little-endian file data as it is");
 
 constexpr std::string_view kMagic = "\x93NUMPY";
+// Bounds on what a header may claim. NumPy writes headers of a few hundred bytes (and refuses
+// over 10000 by default), shapes of at most 64 dimensions (NPY_MAXDIMS), and nests tuples and
+// lists two or three deep.
+constexpr std::size_t kMaxHeaderBytes = 65536;
+constexpr std::size_t kMaxHeaderDepth = 16;
+constexpr std::size_t kMaxDims = 64;
 
 // printable ASCII as is, anything else as \xNN, at most `limit` bytes.
 std::string escaped(std::string_view bytes, std::size_t limit = 80) {
@@ -172,6 +182,18 @@ class HeaderParser {
   }
 
   bool parse_sequence(PyValue& out) {
+    // Recursion, bounded: a header of nested tuples must not overflow the stack.
+    if (depth_ >= kMaxHeaderDepth) {
+      fail("nested deeper than " + std::to_string(kMaxHeaderDepth) + " levels");
+      return false;
+    }
+    ++depth_;
+    const bool ok = parse_items(out);
+    --depth_;
+    return ok;
+  }
+
+  bool parse_items(PyValue& out) {
     const char close = text_[pos_++] == '(' ? ')' : ']';
     out.kind = close == ')' ? PyValue::Kind::Tuple : PyValue::Kind::List;
     skip_space();
@@ -194,6 +216,7 @@ class HeaderParser {
 
   std::string_view text_;
   std::size_t pos_ = 0;
+  std::size_t depth_ = 0;
   std::string error_;
 };
 
@@ -239,17 +262,125 @@ std::pair<std::optional<tally::DType>, std::string> parse_descr(std::string_view
 
 // ---- the mapping --------------------------------------------------------------------------------
 
+// A mapped file that another process truncates raises SIGBUS at the next access of a page past
+// its new end: without a handler the process dies with no message. Every live mapping is entered
+// in a fixed table (address range and the message to print); a SIGBUS handler (installed while
+// any mapping is live) that finds the faulting address in the table writes that one line and
+// exits with 1, as a RuntimeError would. Any other SIGBUS goes to the handler that was there
+// before (or the default action).
+namespace sigbus {
+
+constexpr std::size_t kSlots = 256;
+constexpr std::size_t kMessageBytes = 1024;
+
+struct Slot {
+  std::atomic<int> state{0};  // 0 free, 1 being filled or emptied, 2 live
+  std::uintptr_t begin = 0;
+  std::size_t size = 0;
+  char message[kMessageBytes] = {};
+  std::size_t length = 0;
+};
+
+Slot g_slots[kSlots];
+std::mutex g_install_mutex;
+std::size_t g_live = 0;  // under g_install_mutex
+struct sigaction g_previous {};
+
+void on_sigbus(int sig, siginfo_t* info, void* context) {
+  const auto addr = reinterpret_cast<std::uintptr_t>(info->si_addr);
+  for (const Slot& slot : g_slots) {
+    if (slot.state.load(std::memory_order_acquire) != 2) continue;
+    if (addr - slot.begin < slot.size) {
+      // Only async-signal-safe calls from here.
+      const char* p = slot.message;
+      std::size_t left = slot.length;
+      while (left > 0) {
+        const ssize_t n = write(STDERR_FILENO, p, left);
+        if (n <= 0) break;
+        p += n;
+        left -= static_cast<std::size_t>(n);
+      }
+      _exit(1);
+    }
+  }
+  // Not one of ours: whoever handled SIGBUS before, else the default action (the faulting
+  // access runs again on return and raises it).
+  if ((g_previous.sa_flags & SA_SIGINFO) != 0 && g_previous.sa_sigaction != nullptr) {
+    g_previous.sa_sigaction(sig, info, context);
+    return;
+  }
+  if (g_previous.sa_handler != SIG_DFL && g_previous.sa_handler != SIG_IGN &&
+      g_previous.sa_handler != nullptr) {
+    g_previous.sa_handler(sig);
+    return;
+  }
+  signal(SIGBUS, SIG_DFL);
+}
+
+// Enters [addr, addr + size) with its message; the slot's index, or -1 when the table is full
+// (the mapping is then read without the message, as before).
+int enter(const void* addr, std::size_t size, const std::string& message) {
+  for (std::size_t i = 0; i < kSlots; ++i) {
+    Slot& slot = g_slots[i];
+    int expected = 0;
+    if (!slot.state.compare_exchange_strong(expected, 1, std::memory_order_acq_rel)) continue;
+    slot.begin = reinterpret_cast<std::uintptr_t>(addr);
+    slot.size = size;
+    // One line: control characters (a newline in a file name) shown as '?'.
+    std::string line = "tally: error: " + message;
+    if (line.size() > kMessageBytes - 1) line = line.substr(0, kMessageBytes - 4) + "...";
+    for (char& c : line)
+      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+    line += '\n';
+    std::memcpy(slot.message, line.data(), line.size());
+    slot.length = line.size();
+    {
+      const std::lock_guard lock(g_install_mutex);
+      if (g_live++ == 0) {
+        struct sigaction action {};
+        action.sa_sigaction = on_sigbus;
+        action.sa_flags = SA_SIGINFO;
+        sigemptyset(&action.sa_mask);
+        sigaction(SIGBUS, &action, &g_previous);
+      }
+    }
+    slot.state.store(2, std::memory_order_release);
+    return static_cast<int>(i);
+  }
+  return -1;
+}
+
+void leave(int index) {
+  if (index < 0) return;
+  Slot& slot = g_slots[index];
+  slot.state.store(1, std::memory_order_release);
+  {
+    // The handler lives in this library: it is taken down with the last mapping.
+    const std::lock_guard lock(g_install_mutex);
+    if (--g_live == 0) sigaction(SIGBUS, &g_previous, nullptr);
+  }
+  slot.state.store(0, std::memory_order_release);
+}
+
+}  // namespace sigbus
+
 class Mapping {
  public:
   Mapping(void* addr, std::size_t size) : addr_(addr), size_(size) {}
-  ~Mapping() { munmap(addr_, size_); }
+  ~Mapping() {
+    sigbus::leave(slot_);
+    munmap(addr_, size_);
+  }
   Mapping(const Mapping&) = delete;
   Mapping& operator=(const Mapping&) = delete;
   const std::byte* bytes() const { return static_cast<const std::byte*>(addr_); }
+  // From now on a SIGBUS in this mapping prints `message` and exits with 1.
+  void watch(const std::string& message) { slot_ = sigbus::enter(addr_, size_, message); }
 
  private:
   void* addr_;
   std::size_t size_;
+  int slot_ = -1;
 };
 
 class Fd {
@@ -285,7 +416,9 @@ std::size_t npy_prefix_bytes(std::string_view first_12) {
   std::size_t header_len = 0;
   for (std::size_t i = 0; i < length_bytes; ++i)
     header_len |= std::size_t{static_cast<unsigned char>(first_12[8 + i])} << (8 * i);
-  return kMagic.size() + 2 + length_bytes + header_len;
+  // Never more than the largest header parse_npy accepts (it refuses the rest): an archive
+  // member's header is read into memory.
+  return kMagic.size() + 2 + length_bytes + std::min(header_len, kMaxHeaderBytes + 1);
 }
 
 NpyFile parse_npy(std::string_view file, std::size_t file_size, const std::string& what) {
@@ -317,6 +450,11 @@ NpyFile parse_npy(std::string_view file, std::size_t file_size, const std::strin
   std::size_t header_len = 0;
   for (std::size_t i = 0; i < length_bytes; ++i)
     header_len |= std::size_t{static_cast<unsigned char>(file[8 + i])} << (8 * i);
+  if (header_len > kMaxHeaderBytes) {
+    throw fail("the preamble announces a header of " + bytes_text(header_len) +
+               ", expected at most " + std::to_string(kMaxHeaderBytes) +
+               " (NumPy writes a few hundred)");
+  }
   if (file_size - preamble < header_len) {
     throw fail("truncated header: the preamble announces a header of " + bytes_text(header_len) +
                ", but the file has " + bytes_text(file_size) + " in all");
@@ -375,6 +513,10 @@ NpyFile parse_npy(std::string_view file, std::size_t file_size, const std::strin
         "Fortran-order arrays are not supported (fortran_order: True): expected C order "
         "(save np.ascontiguousarray(arr))");
   }
+  if (shape->items.size() > kMaxDims) {
+    throw fail("'shape' has " + std::to_string(shape->items.size()) +
+               " dimensions, expected at most " + std::to_string(kMaxDims));
+  }
   for (const auto& dim : shape->items) {
     if (dim.kind != PyValue::Kind::Int || dim.integer < 0) {
       throw fail("malformed header dict: 'shape' must be a tuple of non-negative integers: " +
@@ -428,7 +570,12 @@ NpyFile open_npy(const std::filesystem::path& path, const std::string& what) {
 
   void* addr = mmap(nullptr, file_size, PROT_READ, MAP_SHARED, fd.get(), 0);
   if (addr == MAP_FAILED) throw fail(std::string("cannot map the file: ") + std::strerror(errno));
-  auto mapping = std::make_shared<const Mapping>(addr, file_size);
+  auto writable_mapping = std::make_shared<Mapping>(addr, file_size);
+  // Even the header is read through the mapping: a file truncated since fstat ends here too.
+  writable_mapping->watch(what + ": the file was truncated while it was read (it had " +
+                          bytes_text(file_size) +
+                          " when it was opened; another process shortened it)");
+  std::shared_ptr<const Mapping> mapping = std::move(writable_mapping);
   const std::string_view file(reinterpret_cast<const char*>(mapping->bytes()), file_size);
   NpyFile out = parse_npy(file, file_size, what);
   out.path = path;

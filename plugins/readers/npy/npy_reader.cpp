@@ -86,6 +86,18 @@ class NpyReader final : public tally::Reader, public tally::StableBatchReader {
   }
   std::int64_t total_samples() const override { return total_; }
   std::int64_t shard_samples() const override { return range_.size(); }
+  // "name: dtype [d1, d2]" per field: what every rank must read alike (shape without the sample
+  // dimension, which total_samples() covers).
+  std::string layout() const override {
+    std::string out;
+    for (const auto& f : fields_) {
+      if (!out.empty()) out += "; ";
+      const std::vector<std::int64_t> sample(f.file.shape.begin() + 1, f.file.shape.end());
+      out +=
+          f.name + ": " + tally::dtype_name(f.file.dtype) + " " + tally_npy::shape_string(sample);
+    }
+    return out;
+  }
 
   std::optional<tally::Batch> next() override {
     if (next_ >= range_.end) return std::nullopt;

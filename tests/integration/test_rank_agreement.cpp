@@ -1,0 +1,176 @@
+// Ranks that disagree, or fail before the run, under real `mpirun` ranks (issue 16, items 1-3).
+// - Ranks must agree on the data (sample count, each field's dtype and per-sample shape) before
+//   any shard is read: a rank that reads other data fails every rank with exit 2, naming it.
+// - An error on one rank at any stage before the first collective (its --set, its plugin path,
+//   its config file, a metric it cannot build, a data file it cannot open) reaches every rank at
+//   once, printed once, naming the rank: nobody waits for backend.timeout.
+// - backend.timeout bounds waiting for a dead or stuck peer, not for rank 0 computing.
+// Each case is an MPMD job: one `tally run` command line per rank.
+#include <chrono>
+#include <numeric>
+
+#include "integration/cli_fixture.hpp"
+
+namespace fs = std::filesystem;
+using namespace tally::test;
+
+namespace {
+
+const std::string kTestkit = std::string(TALLY_TEST_PLUGIN_DIR) + "/testkit";
+
+class RankAgreementTest : public CliTest {
+ protected:
+  struct Timed {
+    ProcessResult r;
+    double seconds;
+  };
+
+  /// `extra[r]`: the arguments only rank r adds to `tally run CONFIG -o OUT`.
+  Timed run_mpmd(const fs::path& cfg, const std::vector<std::string>& extra) {
+    std::string cmd = mpirun(1);
+    for (std::size_t r = 0; r < extra.size(); ++r) {
+      if (r > 0) cmd += " : -np 1 ";
+      cmd += kTally + " run " + cfg.string() + " -o " + out().string() + " " + extra[r];
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    auto res = run_command(cmd);
+    return {std::move(res),
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count()};
+  }
+  fs::path out() const { return dir / "out.json"; }
+
+  /// The config of CliTest on the mpi backend with a long timeout: a test that waits for it
+  /// instead of failing at once takes over a minute, and fails its time check.
+  fs::path mpi_config() { return config(kMetricsYaml, "backend:\n  type: mpi\n  timeout: 120\n"); }
+
+  /// Exit 2 well before the timeout, one error line (rank 0's) containing each of `parts`, and
+  /// no results file.
+  void expect_one_error(const Timed& t, const std::vector<std::string>& parts) {
+    EXPECT_EQ(t.r.exit_code, 2) << t.r.err;
+    EXPECT_LT(t.seconds, 60.0) << "the ranks waited for backend.timeout: " << t.r.err;
+    for (const auto& p : parts)
+      EXPECT_NE(t.r.err.find(p), std::string::npos) << p << "\n" << t.r.err;
+    EXPECT_NE(t.r.err.find("tally: error:"), std::string::npos) << t.r.err;
+    EXPECT_EQ(t.r.err.find("tally: error:"), t.r.err.rfind("tally: error:"))
+        << "printed more than once:\n"
+        << t.r.err;
+    EXPECT_FALSE(fs::exists(out()));
+  }
+};
+
+}  // namespace
+
+TEST_F(RankAgreementTest, ARankThatReadsADatasetOfAnotherLengthFailsEveryRankBeforeReading) {
+  const auto other = make_dataset(60, 5);
+  write_npy(dir / "scores60.npy", other.scores, {other.n, other.c});
+  write_npy(dir / "labels60.npy", other.labels);
+  const std::string sixty =
+      "--set data.fields.pred_scores=scores60.npy --set data.fields.gt_labels=labels60.npy";
+  // Rank 1 of 3 (the middle of the data), then rank 0 itself (the reference is rank 0's).
+  expect_one_error(run_mpmd(mpi_config(), {"", sixty, ""}),
+                   {"rank 1 reads a dataset of 60 samples, rank 0 reads 50", "nothing was read"});
+  expect_one_error(run_mpmd(mpi_config(), {sixty, "", ""}),
+                   {"ranks 1, 2 read a dataset of 50 samples, rank 0 reads 60"});
+}
+
+TEST_F(RankAgreementTest, ARankThatReadsFieldsOfAnotherShapeOrDtypeFailsEveryRankBeforeReading) {
+  const auto six = make_dataset(50, 6);  // 6 score columns instead of 5
+  write_npy(dir / "scores6.npy", six.scores, {six.n, six.c});
+  expect_one_error(run_mpmd(mpi_config(), {"", "", "--set data.fields.pred_scores=scores6.npy"}),
+                   {"rank 2 reads data of another layout than rank 0",
+                    "rank 2: {pred_scores: f32 (6,); gt_labels: i64 ()}",
+                    "rank 0: {pred_scores: f32 (5,); gt_labels: i64 ()}"});
+  const auto five = make_dataset(50, 5);
+  std::vector<double> wide(five.scores.begin(), five.scores.end());  // float64 scores
+  write_npy(dir / "scores64.npy", wide, {five.n, five.c});
+  expect_one_error(run_mpmd(mpi_config(), {"", "--set data.fields.pred_scores=scores64.npy"}),
+                   {"rank 1 reads data of another layout than rank 0", "pred_scores: f64 (5,)"});
+}
+
+TEST_F(RankAgreementTest, AnErrorOnOneRankBeforeTheRunReachesEveryRankAtOnce) {
+  const auto cfg = mpi_config();
+  struct Case {
+    std::string what, args, expect;
+  };
+  const std::vector<Case> cases = {
+      // Before the rank has a backend: its config does not load (it joins the others to fail).
+      {"a bad --set", "--set data.batch_size=many", "batch_size"},
+      {"an unknown key", "--set data.bogus=1", "bogus"},
+      {"a plugin folder it lacks", "--set plugins.paths=[/nonexistent/plugins]",
+       "/nonexistent/plugins"},
+      {"a bad backend parameter", "--set backend.chunk_bytes=0", "chunk_bytes"},
+      // After it has one: a metric it cannot make, a data file it cannot open.
+      {"a metric parameter", "--set metrics.0.topk=[0]", "topk"},
+      {"a missing data file", "--set data.fields.gt_labels=absent.npy", "absent.npy"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.what);
+    for (const int bad : {1, 2}) {
+      SCOPED_TRACE("rank " + std::to_string(bad));
+      std::vector<std::string> extra(3);
+      extra[static_cast<std::size_t>(bad)] = c.args;
+      expect_one_error(run_mpmd(cfg, extra), {"rank " + std::to_string(bad) + ": ", c.expect});
+    }
+  }
+}
+
+TEST_F(RankAgreementTest, AConfigFileMissingOnOneRankStopsEveryRankNamingIt) {
+  // The rank cannot read its config at all, so it cannot know which backend to join: it prints
+  // its own error naming itself and exits, and mpirun stops the others. Not a wait for the timeout.
+  const auto cfg = mpi_config();
+  std::string cmd = mpirun(1) + kTally + " run " + cfg.string() + " -o " + out().string() +
+                    " : -np 1 " + kTally + " run " + (dir / "absent.yaml").string() + " -o " +
+                    out().string();
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto r = run_command(cmd);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_LT(seconds, 60.0) << r.err;
+  EXPECT_NE(r.err.find("tally: error: rank 1: "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("absent.yaml"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(out()));
+}
+
+TEST_F(RankAgreementTest, RankZeroComputingLongerThanTheTimeoutIsAliveNotHung) {
+  // backend.timeout 1 s; rank 0 computes for 3 s: the others take its heartbeats and wait.
+  std::vector<std::int64_t> x(60);
+  std::iota(x.begin(), x.end(), 0);
+  write_npy(dir / "x.npy", x);
+  const auto cfg = dir / "slow.yaml";
+  write_text(cfg,
+             "data:\n  type: npy\n  batch_size: 4\n  fields: {x: x.npy}\n"
+             "metrics:\n  - type: SequenceProbe\n    compute_sleep: 3\n"
+             "plugins:\n  paths: [" +
+                 kTestkit + "]\nbackend:\n  type: mpi\n  timeout: 1\n");
+  for (const int np : {2, 3}) {
+    SCOPED_TRACE(np);
+    const auto r =
+        run_command(mpirun(np) + kTally + " run -q " + cfg.string() + " -o " + out().string());
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = read_json(out());
+    EXPECT_EQ(j["results"]["SequenceProbe"]["count"], 60);
+    EXPECT_EQ(j["results"]["SequenceProbe"]["sum"], 60 * 59 / 2);
+    fs::remove(out());
+  }
+}
+
+TEST_F(RankAgreementTest, ARankReadingLongerThanTheTimeoutIsWaitedForWhileItReadsBatches) {
+  // backend.timeout 2 s; rank 2 of 3 reads 5 batches of 0.6 s each (3 s in all): it is slow but
+  // moving, so the others, done at once, take its heartbeats and wait for it.
+  std::vector<std::int64_t> x(60);
+  std::iota(x.begin(), x.end(), 0);
+  write_npy(dir / "x.npy", x);
+  const auto cfg = dir / "slow_reader.yaml";
+  write_text(cfg,
+             "data:\n  type: npy\n  batch_size: 4\n  fields: {x: x.npy}\n"
+             "metrics:\n  - type: SequenceProbe\n    batch_sleep: 0.6\n    slow_from: 40\n"
+             "plugins:\n  paths: [" +
+                 kTestkit + "]\nbackend:\n  type: mpi\n  timeout: 2\n");
+  const auto r =
+      run_command(mpirun(3) + kTally + " run -q " + cfg.string() + " -o " + out().string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = read_json(out());
+  EXPECT_EQ(j["results"]["SequenceProbe"]["count"], 60);
+  EXPECT_EQ(j["results"]["SequenceProbe"]["per_rank"], nlohmann::json::parse("[20, 20, 20]"));
+}
