@@ -32,7 +32,8 @@ namespace {
 
 class AveragePrecision final : public TypedMetric<RankingState> {
  public:
-  explicit AveragePrecision(const Params& p) : check_(p.owner_or("AveragePrecision")) {
+  explicit AveragePrecision(const Params& p)
+      : check_(p.owner_or("AveragePrecision")), dense_(label_format_of(p)) {
     const std::string avg = p.has("average") ? p.get_string("average") : "none";
     if (avg != "macro" && avg != "none")
       p.fail("average", "must be macro or none, got '" + avg + "'");
@@ -41,7 +42,7 @@ class AveragePrecision final : public TypedMetric<RankingState> {
 
  protected:
   void update(RankingState& state, const Batch& batch) override {
-    ranking_update(state, batch, check_);
+    ranking_update(state, batch, check_, dense_);
   }
 
   Value compute(const std::vector<RankingState>& states) const override {
@@ -60,6 +61,7 @@ class AveragePrecision final : public TypedMetric<RankingState> {
 
  private:
   InputChecker check_;
+  DenseLabels dense_;
   bool per_class_ = false;
 };
 
@@ -77,7 +79,8 @@ ComponentInfo average_precision_info() {
              "AP_classwise, one value per class.")
            .def("macro")
            .nullable()
-           .choices({"macro", "none"})},
+           .choices({"macro", "none"}),
+       label_format_param()},
       ranking_inputs());
 }
 

@@ -2,7 +2,10 @@
 //   class ids   a dense [N] integer tensor: one class per sample;
 //   indicator   a dense [N, C] integer or bool tensor of 0/1 (one-hot / multi-hot);
 //   index lists a ragged field: per sample a 1-D integer tensor of class ids (may be empty,
-//               repeats allowed), mmeval's "label-format" multi-label targets.
+//               repeats allowed), mmeval's "label-format" multi-label targets; or, with
+//               label_format: index, a dense [N, L] integer tensor of L class ids per sample
+//               (lists of equal length, which the jsonl reader gives as a dense field: read as
+//               indicators they would be a silent wrong result where L = C).
 #pragma once
 
 #include <cstdint>
@@ -12,6 +15,7 @@
 
 #include "tally/batch.hpp"
 #include "tally/input.hpp"
+#include "tally/params.hpp"
 
 namespace tally::classification {
 
@@ -22,13 +26,33 @@ decltype(auto) visit_int_or_bool(const Tensor& t, F&& f) {
   return visit_integral(t, std::forward<F>(f));
 }
 
+/// How a dense [N, L] integer field of labels is read (the metrics' `label_format`): as 0/1
+/// indicators of L = C classes (mmeval's one-hot format), or as L class ids per sample.
+enum class DenseLabels { Indicator, ClassIds };
+
+/// The `label_format` parameter of the multi-label metrics, and its value.
+inline ParamSpec label_format_param() {
+  return param("label_format", ParamType::String,
+               "How a dense [N, L] integer label field is read: onehot, 0/1 per class (L = the "
+               "number of classes); index, L class ids per sample (lists of class ids that all "
+               "have the same length, as the jsonl reader makes them a dense field). Ragged "
+               "lists and [N] class ids are read as such either way.")
+      .def("onehot")
+      .choices({"onehot", "index"});
+}
+inline DenseLabels label_format_of(const Params& p) {
+  return p.get_string("label_format") == "index" ? DenseLabels::ClassIds : DenseLabels::Indicator;
+}
+
 class LabelRows {
  public:
-  enum class Kind { ClassIds, Indicator, IndexLists };
+  enum class Kind { ClassIds, Indicator, IndexLists, DenseIndexLists };
 
-  /// The number of columns the field implies: C for a dense [N, C] field, -1 otherwise (also
-  /// when the field is missing or of another shape; read() reports those).
-  static std::int64_t implied_classes(const Batch& batch, const char* field) {
+  /// The number of columns the field implies: C for a dense [N, C] indicator field, -1 otherwise
+  /// (also when the field is missing or of another shape; read() reports those).
+  static std::int64_t implied_classes(const Batch& batch, const char* field,
+                                      DenseLabels dense = DenseLabels::Indicator) {
+    if (dense == DenseLabels::ClassIds) return -1;
     if (!batch.has(field) || batch.is_ragged(field)) return -1;
     const Tensor& t = batch.tensor(field);
     return t.dim() == 2 ? t.size(1) : -1;
@@ -38,7 +62,8 @@ class LabelRows {
   /// messages. InputError for a missing field, a wrong dtype or shape, an id outside
   /// [0, classes), an indicator value other than 0 or 1.
   static LabelRows read(const Batch& batch, const char* field, std::int64_t classes,
-                        const InputChecker& check, std::int64_t first_sample) {
+                        const InputChecker& check, std::int64_t first_sample,
+                        DenseLabels dense = DenseLabels::Indicator) {
     LabelRows r;
     r.classes_ = classes;
     if (batch.has(field) && batch.is_ragged(field)) {
@@ -77,6 +102,23 @@ class LabelRows {
                  "must be integer class ids [N], a 0/1 indicator [N, C] (integer or "
                  "bool) or per-sample lists of class ids, got " +
                      t.describe());
+    if (dense == DenseLabels::ClassIds) {
+      if (!is_integral(t.dtype()))
+        check.fail(field,
+                   "must hold integer class ids with label_format: index, got " + t.describe());
+      visit_integral(t, [&](const auto* ids) {
+        const std::int64_t per = t.size(1);
+        for (std::int64_t k = 0; k < t.numel(); ++k) {
+          const auto id = static_cast<std::int64_t>(ids[k]);
+          if (id < 0 || id >= classes)
+            check.fail(field, "sample " + std::to_string(first_sample + k / per) + ": class id " +
+                                  std::to_string(id) + " is outside [0, " +
+                                  std::to_string(classes) + ")");
+        }
+      });
+      r.kind_ = Kind::DenseIndexLists;
+      return r;
+    }
     if (t.size(1) != classes)
       check.fail(field, "has " + std::to_string(t.size(1)) + " columns, expected " +
                             std::to_string(classes) + " classes (" + t.describe() + ")");
@@ -114,6 +156,15 @@ class LabelRows {
           for (std::size_t k = 0; k < c; ++k) row[k] = static_cast<std::uint8_t>(src[k] != 0);
         });
         break;
+      case Kind::DenseIndexLists: {
+        std::memset(row, 0, c);
+        const std::int64_t per = dense_->size(1);
+        visit_integral(*dense_, [&](const auto* ids) {
+          for (std::int64_t k = 0; k < per; ++k)
+            row[static_cast<std::size_t>(ids[i * per + k])] = 1;
+        });
+        break;
+      }
       case Kind::IndexLists: {
         std::memset(row, 0, c);
         const Tensor& t = (*lists_)[static_cast<std::size_t>(i)];

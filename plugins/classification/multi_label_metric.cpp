@@ -57,7 +57,8 @@ constexpr const char* kItems[] = {"precision", "recall", "f1-score", "support"};
 
 class MultiLabelMetric final : public TypedMetric<MultiLabelState> {
  public:
-  explicit MultiLabelMetric(const Params& p) : check_(p.owner_or("MultiLabelMetric")) {
+  explicit MultiLabelMetric(const Params& p)
+      : check_(p.owner_or("MultiLabelMetric")), dense_(label_format_of(p)) {
     const std::string avg = p.has("average") ? p.get_string("average") : "none";
     average_ = avg == "macro" ? Average::Macro : avg == "micro" ? Average::Micro : Average::None;
     if (avg != "macro" && avg != "micro" && avg != "none")
@@ -108,7 +109,8 @@ class MultiLabelMetric final : public TypedMetric<MultiLabelState> {
     // The number of classes: num_classes, else the columns of a dense [N, C] input.
     std::int64_t c = num_classes_;
     for (const char* f : {scores ? kScores : kPredLabels, kGtLabels}) {
-      const std::int64_t implied = LabelRows::implied_classes(batch, f);
+      const std::int64_t implied =
+          LabelRows::implied_classes(batch, f, f == kScores ? DenseLabels::Indicator : dense_);
       if (implied < 0) continue;
       if (c > 0 && implied != c)
         check_.fail(f, "has " + std::to_string(implied) + " columns, expected " +
@@ -125,7 +127,7 @@ class MultiLabelMetric final : public TypedMetric<MultiLabelState> {
       check_.fail("has " + std::to_string(c) + " classes in this batch, " +
                   std::to_string(state.num_classes) + " in earlier ones");
 
-    const LabelRows gt = LabelRows::read(batch, kGtLabels, c, check_, state.n);
+    const LabelRows gt = LabelRows::read(batch, kGtLabels, c, check_, state.n, dense_);
     const auto cols = static_cast<std::size_t>(c);
     std::vector<std::uint8_t> pred_row(cols), gt_row(cols);
     std::int64_t n = 0;
@@ -164,7 +166,7 @@ class MultiLabelMetric final : public TypedMetric<MultiLabelState> {
       if (topk_ > 0 || explicit_thr_)
         check_.fail(kPredLabels,
                     "holds labels, not scores: thr and topk need '" + std::string(kScores) + "'");
-      const LabelRows pred = LabelRows::read(batch, kPredLabels, c, check_, state.n);
+      const LabelRows pred = LabelRows::read(batch, kPredLabels, c, check_, state.n, dense_);
       n = pred.rows();
       if (gt.rows() != n)
         check_.fail(kPredLabels, "has " + std::to_string(n) + " rows, '" + kGtLabels + "' has " +
@@ -259,6 +261,7 @@ class MultiLabelMetric final : public TypedMetric<MultiLabelState> {
   }
 
   InputChecker check_;
+  DenseLabels dense_;
   Average average_ = Average::Macro;
   std::int64_t num_classes_ = 0;
   std::int64_t topk_ = 0;  // 0: use thr
@@ -301,7 +304,8 @@ ComponentInfo multi_label_metric_info() {
        param("num_classes", ParamType::Int,
              "Number of classes C. Required when neither the predictions nor gt_labels is a "
              "[N, C] matrix; must match their columns when given.")
-           .optional()},
+           .optional(),
+       label_format_param()},
       {InputSpec{kScores, "Scores [N, C], float32 or float64 (thr or topk picks the classes).",
                  false},
        InputSpec{kPredLabels,

@@ -82,7 +82,8 @@ void append_ids(PackedVector<std::int32_t>& ids, const T* v, std::int64_t n) {
 
 /// Appends a checked batch to the state. InputError for bad inputs (NaN or infinite scores, as
 /// scikit-learn refuses them; labels not matching the scores' shape; a change of format).
-inline void ranking_update(RankingState& st, const Batch& batch, const InputChecker& check) {
+inline void ranking_update(RankingState& st, const Batch& batch, const InputChecker& check,
+                           DenseLabels dense = DenseLabels::Indicator) {
   if (batch.fields().empty()) return;
   const Tensor& s = check.tensor(batch, kScores);
   if (!is_floating(s.dtype()))
@@ -144,7 +145,7 @@ inline void ranking_update(RankingState& st, const Batch& batch, const InputChec
   } else {
     if (cols > std::numeric_limits<std::int32_t>::max())
       check.fail(kScores, "has too many columns (" + s.describe() + ")");
-    const LabelRows rows = LabelRows::read(batch, kGtLabels, cols, check, st.n);
+    const LabelRows rows = LabelRows::read(batch, kGtLabels, cols, check, st.n, dense);
     if (rows.rows() != n)
       check.fail(kScores, "has " + std::to_string(n) + " rows, '" + kGtLabels + "' has " +
                               std::to_string(rows.rows()));

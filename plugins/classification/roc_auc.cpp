@@ -43,7 +43,7 @@ enum class Average { Macro, Weighted, Micro, None };
 
 class RocAuc final : public TypedMetric<RankingState> {
  public:
-  explicit RocAuc(const Params& p) : check_(p.owner_or("ROCAUC")) {
+  explicit RocAuc(const Params& p) : check_(p.owner_or("ROCAUC")), dense_(label_format_of(p)) {
     const std::string avg = p.has("average") ? p.get_string("average") : "none";
     if (avg == "macro")
       average_ = Average::Macro;
@@ -65,7 +65,7 @@ class RocAuc final : public TypedMetric<RankingState> {
 
  protected:
   void update(RankingState& state, const Batch& batch) override {
-    ranking_update(state, batch, check_);
+    ranking_update(state, batch, check_, dense_);
   }
 
   Value compute(const std::vector<RankingState>& states) const override {
@@ -144,6 +144,7 @@ class RocAuc final : public TypedMetric<RankingState> {
   }
 
   InputChecker check_;
+  DenseLabels dense_;
   Average average_ = Average::Macro;
   bool ovo_ = false;
 };
@@ -171,7 +172,8 @@ ComponentInfo roc_auc_info() {
              "Till, over the classes present in the labels). scikit-learn's default is 'raise'. "
              "Ignored for binary and multi-label inputs.")
            .def("ovr")
-           .choices({"ovr", "ovo"})},
+           .choices({"ovr", "ovo"}),
+       label_format_param()},
       ranking_inputs());
 }
 

@@ -3,9 +3,14 @@
 // range, NaN words or strings where numbers belong (tally compare, and tally run with a
 // regression: section); .npy headers nested too deep; every size parameter of every metric that
 // `tally plugins --json` lists. Each is exit 2 with one line on stderr, never a crash.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -148,6 +153,45 @@ TEST_F(BoundedCli, BaselineValuesThatAreNotNumbersAreExitTwo) {
                           c.message);
     EXPECT_FALSE(std::filesystem::exists(dir / "out.json"));
   }
+}
+
+// The CLI reading a large .npy in small batches; once /proc shows the file mapped, the test
+// truncates it: the next page tally touches raises SIGBUS. Exit 1 and one line naming the file,
+// no results written.
+TEST_F(BoundedCli, AnNpyTruncatedWhileTheRunReadsItIsExitOneNamingTheFile) {
+  const std::int64_t n = 1'000'000, c = 8;  // 32 MB of scores, read 16 samples a batch
+  tally::test::write_npy(dir / "scores.npy", std::vector<float>(n * c, 0.5f), {n, c});
+  tally::test::write_npy(dir / "labels.npy", std::vector<std::int64_t>(n, 1));
+  const auto cfg = config("metrics:\n  - type: Accuracy\n", "", "big.yaml");
+  const auto err = dir / "stderr.txt";
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const int fd = open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 2);
+    const std::string out = (dir / "out.json").string();
+    execl(tally::test::kTally.c_str(), "tally", "run", cfg.c_str(), "--set", "data.batch_size=16",
+          "--quiet", "--output", out.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  const std::string maps = "/proc/" + std::to_string(pid) + "/maps";
+  bool mapped = false;
+  for (int i = 0; i < 6000 && !mapped; ++i) {  // up to 60 s under sanitizers
+    mapped = read_file(maps).find("scores.npy") != std::string::npos;
+    if (!mapped) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (mapped) std::filesystem::resize_file(dir / "scores.npy", 4096);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(mapped) << "tally never mapped scores.npy: " << read_file(err);
+  ASSERT_TRUE(WIFEXITED(status)) << "killed by signal " << WTERMSIG(status);
+  EXPECT_EQ(WEXITSTATUS(status), 1) << read_file(err);
+  const std::string msg = read_file(err);
+  EXPECT_EQ(msg.rfind("tally: error: npy reader: field 'pred_scores' (", 0), 0u) << msg;
+  EXPECT_NE(msg.find("scores.npy): the file was truncated while it was read"), std::string::npos)
+      << msg;
+  EXPECT_EQ(msg.find('\n'), msg.size() - 1) << msg;
+  EXPECT_FALSE(std::filesystem::exists(dir / "out.json"));
 }
 
 // A value for a required parameter of type `type` (as `tally plugins --json` names types).

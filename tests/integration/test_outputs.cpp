@@ -379,3 +379,25 @@ TEST_F(OutputsTest, InputsReadWholeMustBeRegularFilesAndAreRefusedInBoundedTime)
                  "tolerances '" + big_tolerances.string() + "' is 100 MiB (104857600 bytes)");
   EXPECT_TRUE(S_ISFIFO(mode_of(fifo)));
 }
+
+// Data files that are FIFOs or devices: every reader refuses them without opening them for
+// reading (a FIFO would wait for a writer; /dev/zero would never end).
+TEST_F(OutputsTest, DataFilesThatAreFifosOrDevicesAreRefusedWithoutBlocking) {
+  const auto fifo = dir / "data.fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::string examples = std::string(TALLY_SOURCE_DIR) + "/configs/examples/";
+  for (const std::string& file : {fifo.string(), std::string("/dev/zero")}) {
+    SCOPED_TRACE(file);
+    // npy: a field.
+    expect_refused(bounded("run -q " + config().string() + " --set data.fields.gt_labels=" + file),
+                   "not a regular file");
+    // jsonl: the file.
+    expect_refused(bounded("run -q " + examples + "text.yaml --set data.path=" + file),
+                   "not a regular file");
+    // coco_json: the annotations and the results.
+    expect_refused(bounded("run -q " + examples + "detection.yaml --set data.annotations=" + file),
+                   "not a regular file");
+    expect_refused(bounded("run -q " + examples + "detection.yaml --set data.results=" + file),
+                   "not a regular file");
+  }
+}

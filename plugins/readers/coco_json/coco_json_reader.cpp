@@ -27,8 +27,11 @@
 // annotations are an error.
 #include <simdjson.h>
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -253,7 +256,18 @@ struct ImageInfo {
 };
 
 /// Reads a whole file into a simdjson padded string.
+/// A FIFO, a device or a folder named as a JSON file is refused before it is opened: opening a
+/// FIFO would wait for a writer, reading /dev/zero would never end.
+void require_regular_file(const std::string& path, const std::string& what) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0)
+    fail(what + " '" + path + "': cannot open (" + std::strerror(errno) + ")");
+  if (!S_ISREG(st.st_mode))
+    fail(what + " '" + path + "': not a regular file (a JSON file was expected)");
+}
+
 simdjson::padded_string load_file(const std::string& path, const std::string& what) {
+  require_regular_file(path, what);
   auto r = simdjson::padded_string::load(path);
   if (r.error())
     fail(what + " '" + path + "': cannot read (" + simdjson::error_message(r.error()) + ")");
@@ -268,7 +282,9 @@ simdjson::padded_string load_file(const std::string& path, const std::string& wh
 class ChunkSource {
  public:
   ChunkSource(const std::string& path, std::size_t block)
-      : file_(std::fopen(path.c_str(), "rb"), &std::fclose), block_(block) {
+      : file_((require_regular_file(path, "results"), std::fopen(path.c_str(), "rb")),
+              &std::fclose),
+        block_(block) {
     if (!file_) fail("results '" + path + "': cannot open");
     buf_.resize(block_ + simdjson::SIMDJSON_PADDING);
   }

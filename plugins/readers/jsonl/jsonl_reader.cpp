@@ -131,7 +131,8 @@ bool is_number(dom::element e) {
 class MappedFile {
  public:
   explicit MappedFile(const std::filesystem::path& path) {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    // O_NONBLOCK: a FIFO must be refused (below), not waited on for a writer.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
     if (fd < 0)
       throw InputError(
           fmt::format("jsonl reader: cannot open {}: {}", path.string(), std::strerror(errno)));

@@ -555,7 +555,8 @@ NpyFile open_npy(const std::filesystem::path& path, const std::string& what) {
     return tally::InputError(what + ": " + problem);
   };
 
-  const Fd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  // O_NONBLOCK: a FIFO named as a field must be refused (below), not waited on for a writer.
+  const Fd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
   if (fd.get() < 0) {
     const int err = errno;
     if (err == ENOENT) throw fail("file not found");

@@ -35,6 +35,11 @@ constexpr std::size_t kMaxChunkBytes = std::size_t{64} << 20;
 }
 
 std::string read_file(const fs::path& path, const std::string& what) {
+  // A FIFO or device is refused before it is opened (a FIFO would wait for a writer).
+  std::error_code ec;
+  const auto st = fs::status(path, ec);
+  if (!ec && !fs::is_regular_file(st))
+    fail(what, path, "not a regular file (a PNG file was expected)");
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
   if (!f) fail(what, path, fmt::format("cannot open: {}", std::strerror(errno)));
   std::string bytes;
