@@ -13,29 +13,12 @@
 #include <fmt/format.h>
 
 #include "integration/cli_fixture.hpp"
+#include "support/file_checks.hpp"
 
 namespace fs = std::filesystem;
 using namespace tally::test;
 
 namespace {
-
-int line_count(const std::string& s) {
-  return static_cast<int>(std::count(s.begin(), s.end(), '\n'));
-}
-
-mode_t mode_of(const fs::path& p) {
-  struct stat st {};
-  EXPECT_EQ(::lstat(p.c_str(), &st), 0) << p;
-  return st.st_mode;
-}
-
-std::vector<std::string> temporaries(const fs::path& dir) {
-  std::vector<std::string> out;
-  for (const auto& e : fs::directory_iterator(dir))
-    if (e.path().filename().string().find(".tmp.") != std::string::npos)
-      out.push_back(e.path().filename().string());
-  return out;
-}
 
 class OutputsTest : public CliTest {
  protected:

@@ -39,6 +39,21 @@ class RankAgreementTest : public CliTest {
   }
   fs::path out() const { return dir / "out.json"; }
 
+  /// testkit's SequenceProbe with `probe` (its parameters) over x = 0..59 in batches of 4, on the
+  /// mpi backend with `timeout`: on 3 ranks, rank r reads [20r, 20r + 20).
+  fs::path probe_config(const std::string& probe, double timeout) {
+    std::vector<std::int64_t> x(60);
+    std::iota(x.begin(), x.end(), 0);
+    write_npy(dir / "x.npy", x);
+    const auto cfg = dir / "probe.yaml";
+    write_text(cfg,
+               "data:\n  type: npy\n  batch_size: 4\n  fields: {x: x.npy}\n"
+               "metrics:\n  - type: SequenceProbe\n    " +
+                   probe + "\nplugins:\n  paths: [" + kTestkit +
+                   "]\nbackend:\n  type: mpi\n  timeout: " + std::to_string(timeout) + "\n");
+    return cfg;
+  }
+
   /// The config of CliTest on the mpi backend with a long timeout: a test that waits for it
   /// instead of failing at once takes over a minute, and fails its time check.
   fs::path mpi_config() { return config(kMetricsYaml, "backend:\n  type: mpi\n  timeout: 120\n"); }
@@ -134,15 +149,7 @@ TEST_F(RankAgreementTest, AConfigFileMissingOnOneRankStopsEveryRankNamingIt) {
 
 TEST_F(RankAgreementTest, RankZeroComputingLongerThanTheTimeoutIsAliveNotHung) {
   // backend.timeout 1 s; rank 0 computes for 3 s: the others take its heartbeats and wait.
-  std::vector<std::int64_t> x(60);
-  std::iota(x.begin(), x.end(), 0);
-  write_npy(dir / "x.npy", x);
-  const auto cfg = dir / "slow.yaml";
-  write_text(cfg,
-             "data:\n  type: npy\n  batch_size: 4\n  fields: {x: x.npy}\n"
-             "metrics:\n  - type: SequenceProbe\n    compute_sleep: 3\n"
-             "plugins:\n  paths: [" +
-                 kTestkit + "]\nbackend:\n  type: mpi\n  timeout: 1\n");
+  const auto cfg = probe_config("compute_sleep: 3", 1);
   for (const int np : {2, 3}) {
     SCOPED_TRACE(np);
     const auto r =
@@ -158,15 +165,7 @@ TEST_F(RankAgreementTest, RankZeroComputingLongerThanTheTimeoutIsAliveNotHung) {
 TEST_F(RankAgreementTest, ARankReadingLongerThanTheTimeoutIsWaitedForWhileItReadsBatches) {
   // backend.timeout 2 s; rank 2 of 3 reads 5 batches of 0.6 s each (3 s in all): it is slow but
   // moving, so the others, done at once, take its heartbeats and wait for it.
-  std::vector<std::int64_t> x(60);
-  std::iota(x.begin(), x.end(), 0);
-  write_npy(dir / "x.npy", x);
-  const auto cfg = dir / "slow_reader.yaml";
-  write_text(cfg,
-             "data:\n  type: npy\n  batch_size: 4\n  fields: {x: x.npy}\n"
-             "metrics:\n  - type: SequenceProbe\n    batch_sleep: 0.6\n    slow_from: 40\n"
-             "plugins:\n  paths: [" +
-                 kTestkit + "]\nbackend:\n  type: mpi\n  timeout: 2\n");
+  const auto cfg = probe_config("batch_sleep: 0.6\n    slow_from: 40", 2);
   const auto r =
       run_command(mpirun(3) + kTally + " run -q " + cfg.string() + " -o " + out().string());
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -26,13 +26,16 @@
 
 #include "file_io.hpp"
 #include "support/expect_error.hpp"
+#include "support/file_checks.hpp"
 #include "support/process.hpp"
 #include "tally/error.hpp"
 
 namespace fs = std::filesystem;
 using tally::test::error_of;
+using tally::test::mode_of;
 using tally::test::read_file;
 using tally::test::TempDir;
+using tally::test::temporaries;
 using tally::test::write_text;
 
 namespace {
@@ -67,21 +70,6 @@ std::string bounded_error(const std::function<void()>& f, unsigned seconds = 10)
   ::waitpid(pid, &status, 0);
   if (WIFSIGNALED(status)) return WTERMSIG(status) == SIGALRM ? "<hung>" : "<killed>";
   return msg;
-}
-
-mode_t mode_of(const fs::path& p) {
-  struct stat st {};
-  EXPECT_EQ(::lstat(p.c_str(), &st), 0) << p;
-  return st.st_mode;
-}
-
-// Every temporary file tally left in `dir`.
-std::vector<std::string> temporaries(const fs::path& dir) {
-  std::vector<std::string> out;
-  for (const auto& e : fs::directory_iterator(dir))
-    if (e.path().filename().string().find(".tmp.") != std::string::npos)
-      out.push_back(e.path().filename().string());
-  return out;
 }
 
 // A PID that is certainly not running: a child that has exited and been reaped.
