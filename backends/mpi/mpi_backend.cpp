@@ -27,6 +27,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -48,6 +49,13 @@ namespace {
 constexpr std::int64_t kDefaultChunkBytes = std::int64_t{1} << 30;
 constexpr double kDefaultTimeout = 600.0;
 
+// This process's rank as its launcher numbered it, before MPI is up ("?" when none says).
+std::string launcher_rank_text() {
+  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"})
+    if (const char* v = std::getenv(var)) return v;
+  return "?";
+}
+
 class MpiBackend final : public tally::DistBackend {
  public:
   explicit MpiBackend(const tally::Params& params) {
@@ -60,6 +68,13 @@ class MpiBackend final : public tally::DistBackend {
       params.fail("chunk_bytes", "must be between 1 and " + std::to_string(INT_MAX) +
                                      " (MPI counts are int), got " + std::to_string(chunk));
     }
+    // MPI_Init waits for every rank of the job to start MPI, and MPI_Comm_dup for every rank to
+    // make a backend: a rank that never does (it ran another command, or another backend) must
+    // not leave this one waiting past the timeout either.
+    tally::Watchdog start_watch("mpi backend: rank " + launcher_rank_text(), timeout);
+    tally::Watchdog::Scope starting(start_watch,
+                                    "starting MPI (MPI_Init_thread, MPI_Comm_dup: every rank of "
+                                    "the job must run tally with the mpi backend)");
     mpi_.acquire(
         "mpi backend",
         "initialise MPI in the host program to use several mpi backends one after another");

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -34,16 +36,6 @@
 namespace fs = std::filesystem;
 
 namespace {
-
-// Before the backend is up, a launcher's environment tells this process's rank: errors every
-// rank hits alike (a bad config) are printed once, by rank 0.
-bool launcher_rank_zero() {
-  for (const char* var :
-       {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID", "RANK"}) {
-    if (const char* v = std::getenv(var)) return std::string_view(v) == "0";
-  }
-  return true;
-}
 
 // Every line tally prints to stderr goes through here: control characters (ESC, CR, newlines)
 // and bytes that are not UTF-8, which may come from file names, configs, data or plugins, are
@@ -199,9 +191,10 @@ struct RunOptions {
   std::string color = "auto";
 };
 
-// The number of ranks a launcher started (mpirun, MPICH's hydra, srun), or 1.
+// The number of ranks a launcher started (mpirun, MPICH's hydra or srun through PMI, torchrun),
+// or 1. Not SLURM_NTASKS: a batch script that runs tally once has it too.
 int launcher_world_size() {
-  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"}) {
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "WORLD_SIZE"}) {
     if (const char* v = std::getenv(var)) {
       try {
         return std::max(1, std::stoi(v));
@@ -251,9 +244,19 @@ std::optional<tally::Evaluator> join_as_failed(const RunOptions& o, int exit_cod
   }
 }
 
+// An error before this process has a backend (its command line, its config, its plugins), under
+// a launcher of several ranks that cannot be told through one: rank 0 prints it at once; another
+// rank first gives rank 0 five seconds, then prints it naming itself. When every rank fails alike,
+// rank 0 has printed and exited by then and the launcher stops the rest (mpirun does within about
+// 2 s of the first non-zero exit): one message. When this
+// rank alone failed, it is the only one that knows why: its message, naming it, and the launcher
+// stops the others when it exits.
+void print_before_backend(const std::string& message);
+
 // The rank a launcher gave this process, or -1.
 int launcher_rank() {
-  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"}) {
+  for (const char* var :
+       {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID", "RANK"}) {
     if (const char* v = std::getenv(var)) {
       try {
         return std::stoi(v);
@@ -263,6 +266,13 @@ int launcher_rank() {
     }
   }
   return -1;
+}
+
+void print_before_backend(const std::string& message) {
+  const int r = launcher_rank();
+  if (launcher_world_size() <= 1 || r <= 0) return print_error(message);
+  std::this_thread::sleep_for(std::chrono::seconds(5));
+  print_error(fmt::format("rank {}: {}", r, message));
 }
 
 int run_evaluation(const RunOptions& o, std::optional<tally::Evaluator>& ev) {
@@ -279,6 +289,15 @@ int run_evaluation(const RunOptions& o, std::optional<tally::Evaluator>& ev) {
       auto joined = join_as_failed(o, e.exit_code(), e.what());
       if (!joined) throw;
       ev.emplace(std::move(*joined));
+    }
+    if (ev->world_size() == 1 && launcher_world_size() > 1) {
+      const std::string backend = ev->backend_name();
+      ev.reset();
+      throw tally::ConfigError(fmt::format(
+          "started as one of {} ranks by a launcher, but the backend is {}: every rank would "
+          "evaluate the whole dataset alone and write the same outputs; set backend.type: mpi "
+          "(--set backend.type=mpi), or start one process",
+          launcher_world_size(), backend));
     }
     rank = ev->rank();
     // Whatever fails from here to the first collective fails on this rank only: it is recorded,
@@ -391,14 +410,7 @@ int run_evaluation(const RunOptions& o, std::optional<tally::Evaluator>& ev) {
     if (rank == 0) {
       print_error(e.what());
     } else if (rank < 0) {
-      // Before any backend: a config that fails alike on every rank is printed once (rank 0); on
-      // a rank that could not join the others (join_as_failed), its own error, naming it.
-      // (A config that cannot be read at all says no backend type: its error is printed too.)
-      if (launcher_world_size() > 1 && launcher_rank() > 0 &&
-          requested_backend_type(o).value_or("mpi") != "nondist")
-        print_error(fmt::format("rank {}: {}", launcher_rank(), e.what()));
-      else if (launcher_rank_zero())
-        print_error(e.what());
+      print_before_backend(e.what());
     }
     return e.exit_code();
   } catch (const std::exception& e) {
@@ -724,7 +736,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::Success& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    if (launcher_rank_zero()) print_error(fmt::format("{} (see 'tally --help')", e.what()));
+    print_before_backend(fmt::format("{} (see 'tally --help')", e.what()));
     return 2;
   }
   if (*run_cmd) {

@@ -173,3 +173,42 @@ TEST_F(RankAgreementTest, ARankReadingLongerThanTheTimeoutIsWaitedForWhileItRead
   EXPECT_EQ(j["results"]["SequenceProbe"]["count"], 60);
   EXPECT_EQ(j["results"]["SequenceProbe"]["per_rank"], nlohmann::json::parse("[20, 20, 20]"));
 }
+
+TEST_F(RankAgreementTest, ACommandLineErrorIsPrintedOnceNamingTheRankThatMadeIt) {
+  // On rank 1 only: its message, naming it. On every rank: one message, rank 0's.
+  const auto cfg = mpi_config();
+  auto t = run_mpmd(cfg, {"", "--bogus-flag", ""});
+  expect_one_error(t, {"rank 1: ", "--bogus-flag"});
+  t = run_mpmd(cfg, {"--bogus-flag", "--bogus-flag", "--bogus-flag"});
+  expect_one_error(t, {"--bogus-flag"});
+  EXPECT_EQ(t.r.err.find("rank "), std::string::npos) << t.r.err;
+}
+
+TEST_F(RankAgreementTest, TheNondistBackendUnderALauncherOfSeveralRanksIsRefused) {
+  // Every rank would evaluate the whole dataset alone and write the same outputs.
+  const auto r =
+      run_command(mpirun(3) + kTally + " run -q " + config().string() + " -o " + out().string());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("started as one of 3 ranks by a launcher, but the backend is nondist"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("tally: error:"), r.err.rfind("tally: error:")) << r.err;
+  EXPECT_FALSE(fs::exists(out()));
+}
+
+TEST_F(RankAgreementTest, ARankThatNeverStartsTheMpiBackendDoesNotLeaveTheOthersWaiting) {
+  // Rank 1 runs another command (validate, plugins) and never starts MPI: the others give up
+  // after backend.timeout (3 s), naming what they waited for, or mpirun stops them sooner.
+  const auto cfg = config(kMetricsYaml, "backend:\n  type: mpi\n  timeout: 3\n");
+  for (const std::string& other : {"validate " + cfg.string(), std::string("plugins")}) {
+    SCOPED_TRACE(other);
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto r = run_command(mpirun(1) + kTally + " run -q " + cfg.string() + " -o " +
+                               out().string() + " : -np 1 " + kTally + " " + other);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_NE(r.exit_code, 0) << r.err;
+    EXPECT_LT(seconds, 60.0) << r.err;
+    EXPECT_FALSE(fs::exists(out()));
+  }
+}
