@@ -20,6 +20,7 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <climits>
@@ -27,6 +28,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <functional>
@@ -186,18 +188,24 @@ class MpiBackend final : public tally::DistBackend {
         check(MPI_Send(nullptr, 0, MPI_BYTE, r, kDoneTag, beat_comm_), "MPI_Send (done)");
       }
     }
-    int pending = root < 0 ? world_ - 1 : (working ? 0 : 1);
+    // The ranks still at work, named in the watchdog's message if one falls silent.
+    std::vector<char> busy(static_cast<std::size_t>(world_), 0);
+    for (int r = 0; r < world_; ++r)
+      busy[static_cast<std::size_t>(r)] = r != rank_ && (root < 0 || r == root);
+    int pending = static_cast<int>(std::count(busy.begin(), busy.end(), 1));
     while (pending > 0) {
+      describe_wait(busy, root < 0 ? "still reading" : "computing the results");
       MPI_Status status;
       {
-        tally::Watchdog::Scope w(*watchdog_,
-                                 root < 0 ? "MPI_Recv of a heartbeat from the ranks still reading"
-                                          : "MPI_Recv of a heartbeat from the rank computing");
+        tally::Watchdog::Scope w(*watchdog_, wait_what_.data());
         check(MPI_Recv(nullptr, 0, MPI_BYTE, root < 0 ? MPI_ANY_SOURCE : root, MPI_ANY_TAG,
                        beat_comm_, &status),
               "MPI_Recv (heartbeat)");
       }
-      if (status.MPI_TAG == kDoneTag) --pending;
+      if (status.MPI_TAG == kDoneTag) {
+        busy[static_cast<std::size_t>(status.MPI_SOURCE)] = 0;
+        --pending;
+      }
     }
     if (failure) std::rethrow_exception(failure);
   }
@@ -246,6 +254,22 @@ class MpiBackend final : public tally::DistBackend {
     comm_ = MPI_COMM_NULL;
     beat_comm_ = MPI_COMM_NULL;
     mpi_.release();
+  }
+
+  // "MPI_Recv of a heartbeat from rank 2 (still reading)" into wait_what_, which the watchdog
+  // prints if the wait outlasts the timeout (written only while the watchdog is disarmed).
+  void describe_wait(const std::vector<char>& busy, const char* doing) {
+    std::string ranks;
+    int listed = 0;
+    int count = 0;
+    for (int r = 0; r < world_; ++r) {
+      if (!busy[static_cast<std::size_t>(r)]) continue;
+      if (++count > 8) continue;
+      ranks += (listed++ == 0 ? "" : ", ") + std::to_string(r);
+    }
+    if (count > 8) ranks += ", ...";
+    std::snprintf(wait_what_.data(), wait_what_.size(), "MPI_Recv of a heartbeat from %s %s (%s)",
+                  count == 1 ? "rank" : "ranks", ranks.c_str(), doing);
   }
 
   static constexpr int kBeatTag = 1;
@@ -300,6 +324,7 @@ class MpiBackend final : public tally::DistBackend {
   MPI_Comm comm_ = MPI_COMM_NULL;
   MPI_Comm beat_comm_ = MPI_COMM_NULL;
   bool heartbeats_ = false;
+  std::array<char, 160> wait_what_{};
   double timeout_ = kDefaultTimeout;
   int rank_ = 0;
   int world_ = 1;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -655,6 +656,9 @@ int plugins(bool json, const std::vector<std::string>& paths) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Past a file size limit (ulimit -f) a write fails with EFBIG and a clear message, instead of
+  // SIGXFSZ killing the process with its temporary files left behind.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"tally: metrics evaluation, on one process or many", "tally"};
   app.set_version_flag("--version", std::string(tally::kVersion));
   app.require_subcommand(1);

@@ -81,10 +81,10 @@ class YamlBounds final : public YAML::EventHandler {
 
   void OnDocumentStart(const YAML::Mark&) override {}
   void OnDocumentEnd() override {}
-  void OnNull(const YAML::Mark& mark, YAML::anchor_t anchor) override { leaf(mark, anchor); }
+  void OnNull(const YAML::Mark& mark, YAML::anchor_t anchor) override { leaf(mark, anchor, 0); }
   void OnScalar(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
-                const std::string&) override {
-    leaf(mark, anchor);
+                const std::string& value) override {
+    leaf(mark, anchor, value.size());
   }
   void OnAlias(const YAML::Mark& mark, YAML::anchor_t anchor) override {
     const auto it = done_.find(anchor);
@@ -92,7 +92,7 @@ class YamlBounds final : public YAML::EventHandler {
       fail(mark,
            "a YAML alias refers to a node that contains it (a cycle): expected an alias of "
            "a node defined before it");
-    add(mark, it->second.nodes, it->second.height);
+    add(mark, it->second.nodes, it->second.height, it->second.bytes);
   }
   void OnSequenceStart(const YAML::Mark& mark, const std::string&, YAML::anchor_t anchor,
                        YAML::EmitterStyle::value) override {
@@ -109,6 +109,7 @@ class YamlBounds final : public YAML::EventHandler {
   struct Size {
     std::size_t nodes = 1;   // the node and everything below it, aliases expanded
     std::size_t height = 0;  // levels below it
+    std::size_t bytes = 0;   // of its scalars, aliases expanded
   };
   struct Open {
     Size size;
@@ -119,25 +120,31 @@ class YamlBounds final : public YAML::EventHandler {
     throw ConfigError(
         fmt::format("{}: {}", fixed_where_.empty() ? where_of(source_, mark) : fixed_where_, what));
   }
-  // A node of `nodes` nodes, `height` levels deep, at the current depth.
-  void add(const YAML::Mark& mark, std::size_t nodes, std::size_t height) {
+  // A node of `nodes` nodes, `height` levels deep and `bytes` of scalars, at the current depth.
+  void add(const YAML::Mark& mark, std::size_t nodes, std::size_t height, std::size_t bytes) {
     total_ += nodes;  // nodes <= total_ <= kMaxYamlNodes before: no overflow
     if (total_ > kMaxYamlNodes)
       fail(mark, fmt::format("the document expands to more than {} nodes (YAML aliases?)",
                              kMaxYamlNodes));
+    // A long scalar aliased a few thousand times is as large as a billion laughs.
+    total_bytes_ += bytes;  // likewise bounded by kMaxYamlBytes before
+    if (total_bytes_ > kMaxYamlBytes)
+      fail(mark, fmt::format("the document expands to more than {} MiB of text (YAML aliases?)",
+                             kMaxYamlBytes >> 20));
     if (open_.size() + height > kMaxYamlDepth)
       fail(mark, fmt::format("nested deeper than {} levels", kMaxYamlDepth));
     if (!open_.empty()) {
       open_.back().size.nodes += nodes;
       open_.back().size.height = std::max(open_.back().size.height, height + 1);
+      open_.back().size.bytes += bytes;
     }
   }
-  void leaf(const YAML::Mark& mark, YAML::anchor_t anchor) {
-    add(mark, 1, 0);
-    if (anchor != YAML::NullAnchor) done_[anchor] = Size{};
+  void leaf(const YAML::Mark& mark, YAML::anchor_t anchor, std::size_t bytes) {
+    add(mark, 1, 0, bytes);
+    if (anchor != YAML::NullAnchor) done_[anchor] = Size{1, 0, bytes};
   }
   void open(const YAML::Mark& mark, YAML::anchor_t anchor) {
-    add(mark, 1, 0);
+    add(mark, 1, 0, 0);
     open_.push_back({Size{}, anchor});
   }
   void close() {
@@ -148,6 +155,7 @@ class YamlBounds final : public YAML::EventHandler {
       // add() counted the node itself in its parent already.
       open_.back().size.nodes += o.size.nodes - 1;
       open_.back().size.height = std::max(open_.back().size.height, o.size.height + 1);
+      open_.back().size.bytes += o.size.bytes;
     }
   }
 
@@ -155,6 +163,7 @@ class YamlBounds final : public YAML::EventHandler {
   std::vector<Open> open_;
   std::map<YAML::anchor_t, Size> done_;  // anchors of finished nodes
   std::size_t total_ = 0;
+  std::size_t total_bytes_ = 0;
 };
 
 // YAML::Load, after checking that the document's expansion stays within the bounds (ConfigError

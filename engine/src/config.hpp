@@ -24,6 +24,9 @@ class Registry;
 /// billions), and how deep they nest. Past either: ConfigError naming the place (exit 2).
 inline constexpr std::size_t kMaxYamlNodes = 1'000'000;
 inline constexpr std::size_t kMaxYamlDepth = 64;
+/// The most bytes of scalars a YAML document may expand to, aliases included (as large as a
+/// config file may be).
+inline constexpr std::size_t kMaxYamlBytes = std::size_t{64} << 20;
 
 /// A value from the config with where it came from ("eval.yaml:7:5" or "--set metrics.0.topk").
 struct Located {

@@ -106,7 +106,8 @@ TEST_F(FaultTest, AHungRankMakesTheOthersTimeOut) {
     const int waiter = hung == 0 ? 1 : 0;
     // It stops reading batches, so it falls silent; the others wait for its heartbeats.
     EXPECT_NE(t.r.err.find("mpi backend: rank " + std::to_string(waiter) +
-                           " of 3: MPI_Recv of a heartbeat from the ranks still reading"),
+                           " of 3: MPI_Recv of a heartbeat from rank " + std::to_string(hung) +
+                           " (still reading)"),
               std::string::npos)
         << t.r.err;
     EXPECT_NE(t.r.err.find("did not complete within 2 s (backend.timeout)"), std::string::npos)

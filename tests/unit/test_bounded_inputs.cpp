@@ -100,6 +100,21 @@ TEST(YamlBounds, AliasBombsInAConfigAreRefusedNamingThePlace) {
   }
 }
 
+TEST(YamlBounds, LongScalarsAliasedManyTimesAreRefused) {
+  // Few nodes, many bytes: a 1 MiB string aliased 100 times (a map and a list of aliases).
+  const std::string big(std::size_t{1} << 20, 'x');
+  std::string list = "  x: &s " + big + "\n  y: [";
+  for (int i = 0; i < 100; ++i) list += i == 0 ? "*s" : ", *s";
+  list += "]\n";
+  std::string map = "  x: &s " + big + "\n";
+  for (int i = 0; i < 100; ++i) map += "  k" + std::to_string(i) + ": *s\n";
+  for (const std::string& body : {list, map}) {
+    const std::string msg = parse_error(kMetrics + "backend:\n  type: nondist\n" + body);
+    EXPECT_HAS(msg, "expands to more than 64 MiB of text (YAML aliases?)");
+    EXPECT_HAS(msg, "eval.yaml:");
+  }
+}
+
 TEST(YamlBounds, AliasesThatExpandWithinTheBoundStillWork) {
   const Config c = Config::parse(kMetrics + "backend:\n  type: nondist\n  x: " + "&a [1, 2]\n" +
                                      "  y: [*a, *a, *a]\n" + laughs_lines(4, 4, "  "),

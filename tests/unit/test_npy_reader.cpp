@@ -572,3 +572,29 @@ TEST_F(NpyReaderTest, NpzBadMemberHeader) {
 }
 
 }  // namespace
+
+// Shortened by another process within its last page while it is read: no SIGBUS (the page is
+// still mapped; the lost bytes read as zeros), so the reader asks the file's size before every
+// batch and at the end, and fails (exit 1) instead of handing out zeros.
+TEST_F(NpyReaderTest, AFileShortenedWithinItsLastPageWhileReadIsARuntimeError) {
+  for (const std::int64_t cut : {1, 8, 40}) {
+    SCOPED_TRACE(cut);
+    std::vector<std::int64_t> values(100);
+    for (std::int64_t i = 0; i < 100; ++i) values[static_cast<std::size_t>(i)] = i + 1;
+    const auto p = dir_.path / "x.npy";
+    tally::test::write_npy(p, values);
+    auto reader = make_reader({{"x", p}}, 10);
+    ASSERT_TRUE(reader->next().has_value());
+    fs::resize_file(p, fs::file_size(p) - static_cast<std::uintmax_t>(cut));
+    try {
+      while (reader->next()) {
+      }
+      ADD_FAILURE() << "no error";
+    } catch (const tally::RuntimeError& e) {
+      EXPECT_NE(std::string(e.what()).find("the file was truncated while it was read"),
+                std::string::npos)
+          << e.what();
+      EXPECT_NE(std::string(e.what()).find(p.string()), std::string::npos) << e.what();
+    }
+  }
+}

@@ -366,10 +366,17 @@ void leave(int index) {
 
 class Mapping {
  public:
-  Mapping(void* addr, std::size_t size) : addr_(addr), size_(size) {}
+  /// `fd` (owned: closed with the mapping) stays open so that the file's size can be asked again.
+  Mapping(void* addr, std::size_t size, int fd) : addr_(addr), size_(size), fd_(fd) {}
   ~Mapping() {
     sigbus::leave(slot_);
     munmap(addr_, size_);
+    if (fd_ >= 0) close(fd_);
+  }
+  /// The size of the file now (another process may have shortened it since it was mapped).
+  std::uint64_t size_now() const {
+    struct stat st {};
+    return fstat(fd_, &st) == 0 ? static_cast<std::uint64_t>(st.st_size) : size_;
   }
   Mapping(const Mapping&) = delete;
   Mapping& operator=(const Mapping&) = delete;
@@ -380,6 +387,7 @@ class Mapping {
  private:
   void* addr_;
   std::size_t size_;
+  int fd_;
   int slot_ = -1;
 };
 
@@ -571,7 +579,8 @@ NpyFile open_npy(const std::filesystem::path& path, const std::string& what) {
 
   void* addr = mmap(nullptr, file_size, PROT_READ, MAP_SHARED, fd.get(), 0);
   if (addr == MAP_FAILED) throw fail(std::string("cannot map the file: ") + std::strerror(errno));
-  auto writable_mapping = std::make_shared<Mapping>(addr, file_size);
+  const int kept = fcntl(fd.get(), F_DUPFD_CLOEXEC, 0);
+  auto writable_mapping = std::make_shared<Mapping>(addr, file_size, kept);
   // Even the header is read through the mapping: a file truncated since fstat ends here too.
   writable_mapping->watch(what + ": the file was truncated while it was read (it had " +
                           bytes_text(file_size) +
@@ -582,6 +591,8 @@ NpyFile open_npy(const std::filesystem::path& path, const std::string& what) {
   out.path = path;
   posix_madvise(addr, file_size, POSIX_MADV_SEQUENTIAL);
   out.data = mapping->bytes() + out.header_bytes;
+  out.file_size = file_size;
+  out.size_now = [m = mapping] { return m->size_now(); };
   out.mapping = std::move(mapping);
   return out;
 }

@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -25,6 +26,11 @@ struct NpyFile {
   const std::byte* data = nullptr;
   /// Owns the mapping: handed to tensor views as their keepalive.
   std::shared_ptr<const void> mapping;
+  /// The file's size when it was mapped, and a function that asks it again (empty where the
+  /// data is not a mapped file). A file shortened within its last page raises no SIGBUS: its
+  /// lost bytes read as zeros, so the reader compares the two before every batch.
+  std::uint64_t file_size = 0;
+  std::function<std::uint64_t()> size_now;
 
   std::int64_t samples() const { return shape.front(); }
 };

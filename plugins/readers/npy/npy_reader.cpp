@@ -100,6 +100,7 @@ class NpyReader final : public tally::Reader, public tally::StableBatchReader {
   }
 
   std::optional<tally::Batch> next() override {
+    check_not_truncated();
     if (next_ >= range_.end) return std::nullopt;
     const std::int64_t begin = next_;
     const std::int64_t rows = std::min(batch_size_, range_.end - begin);
@@ -127,6 +128,22 @@ class NpyReader final : public tally::Reader, public tally::StableBatchReader {
     std::int64_t first_row = 0;       // 0 for a mapped .npy; the shard's first row for .npz
     std::shared_ptr<const void> keepalive;
   };
+
+  // A mapped file that another process shortened: past its last page a read raises SIGBUS (the
+  // handler of npy_file.cpp names the file), within it the lost bytes read as zeros, silently.
+  // Asked before every batch (the previous one has been read by then) and at the end, so a run
+  // over a file shortened while it was read fails (exit 1) instead of computing on zeros.
+  void check_not_truncated() const {
+    for (const auto& f : fields_) {
+      if (!f.file.size_now) continue;
+      const auto now = f.file.size_now();
+      if (now < f.file.file_size)
+        throw tally::RuntimeError("npy reader: field '" + f.name + "' (" + f.file.path.string() +
+                                  "): the file was truncated while it was read (it had " +
+                                  std::to_string(f.file.file_size) + " bytes when it was opened, " +
+                                  std::to_string(now) + " now; another process shortened it)");
+    }
+  }
 
   // A C++ bool must hold 0 or 1; NumPy writes nothing else, but a damaged file could.
   static void check_bools(const Field& f, const std::byte* data, std::int64_t first_row,
