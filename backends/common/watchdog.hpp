@@ -32,11 +32,14 @@ class Watchdog {
  public:
   using Clock = std::chrono::steady_clock;
 
-  /// `who` prefixes the message ("mpi backend: rank 2 of 4").
-  Watchdog(std::string who, double timeout_s)
+  /// `who` prefixes the message ("mpi backend: rank 2 of 4"). `grace_s`: this rank waits that
+  /// much longer before it gives up: when every rank waits for one hung peer, the one with no
+  /// grace (the lowest rank) prints and exits first and the launcher stops the rest before they
+  /// print, so the hang is reported once.
+  Watchdog(std::string who, double timeout_s, double grace_s = 0)
       : who_(std::move(who)),
         timeout_s_(timeout_s),
-        timeout_ns_(to_ns(timeout_s)),
+        timeout_ns_(to_ns(timeout_s + grace_s)),
         period_(std::chrono::duration_cast<Clock::duration>(
             std::chrono::duration<double>(std::clamp(timeout_s / 20.0, 1e-3, 0.5)))) {
     thread_ = std::thread([this] { watch(); });

@@ -50,6 +50,7 @@ namespace {
 
 constexpr std::int64_t kDefaultChunkBytes = std::int64_t{1} << 30;
 constexpr double kDefaultTimeout = 600.0;
+constexpr double kMinStartTimeout = 30.0;
 
 // This process's rank as its launcher numbered it, before MPI is up ("?" when none says).
 std::string launcher_rank_text() {
@@ -73,10 +74,15 @@ class MpiBackend final : public tally::DistBackend {
     // MPI_Init waits for every rank of the job to start MPI, and MPI_Comm_dup for every rank to
     // make a backend: a rank that never does (it ran another command, or another backend) must
     // not leave this one waiting past the timeout either.
-    tally::Watchdog start_watch("mpi backend: rank " + launcher_rank_text(), timeout);
+    // Starting is live work on a busy machine (seconds, on many ranks): at least 30 s, so that a
+    // short backend.timeout bounds collectives without failing healthy start-ups.
+    const std::string me = launcher_rank_text();
+    tally::Watchdog start_watch("mpi backend: rank " + me, std::max(timeout, kMinStartTimeout),
+                                me == "?" ? 0.0 : std::min(3.0 * std::atof(me.c_str()), 30.0));
     tally::Watchdog::Scope starting(start_watch,
                                     "starting MPI (MPI_Init_thread, MPI_Comm_dup: every rank of "
-                                    "the job must run tally with the mpi backend)");
+                                    "the job must run tally with the mpi backend; start-up waits "
+                                    "at least 30 s)");
     mpi_.acquire(
         "mpi backend",
         "initialise MPI in the host program to use several mpi backends one after another");
@@ -96,8 +102,11 @@ class MpiBackend final : public tally::DistBackend {
       }
       set_chunk_bytes(static_cast<std::size_t>(chunk));
       timeout_ = timeout;
+      // Rank r gives up 3 s per rank later (at most 30 s): a hang is reported once, by the
+      // lowest rank that waits (mpirun stops the others within about 2 s of its exit).
       watchdog_ = std::make_unique<tally::Watchdog>(
-          "mpi backend: rank " + std::to_string(rank_) + " of " + std::to_string(world_), timeout);
+          "mpi backend: rank " + std::to_string(rank_) + " of " + std::to_string(world_), timeout,
+          std::min(3.0 * rank_, 30.0));
     } catch (...) {
       release();
       throw;

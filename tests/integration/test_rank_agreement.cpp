@@ -197,10 +197,10 @@ TEST_F(RankAgreementTest, TheNondistBackendUnderALauncherOfSeveralRanksIsRefused
 }
 
 TEST_F(RankAgreementTest, ARankThatNeverStartsTheMpiBackendDoesNotLeaveTheOthersWaiting) {
-  // Rank 1 runs another command (validate, plugins) and never starts MPI: the others give up
-  // after backend.timeout (3 s), naming what they waited for, or mpirun stops them sooner.
+  // Rank 1 runs another command and never starts MPI: rank 0 gives up after the start-up
+  // deadline (backend.timeout, at least 30 s while starting), naming what it waited for.
   const auto cfg = config(kMetricsYaml, "backend:\n  type: mpi\n  timeout: 3\n");
-  for (const std::string& other : {"validate " + cfg.string(), std::string("plugins")}) {
+  for (const std::string& other : {"validate " + cfg.string()}) {
     SCOPED_TRACE(other);
     const auto t0 = std::chrono::steady_clock::now();
     const auto r = run_command(mpirun(1) + kTally + " run -q " + cfg.string() + " -o " +
@@ -208,7 +208,8 @@ TEST_F(RankAgreementTest, ARankThatNeverStartsTheMpiBackendDoesNotLeaveTheOthers
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     EXPECT_NE(r.exit_code, 0) << r.err;
-    EXPECT_LT(seconds, 60.0) << r.err;
+    EXPECT_LT(seconds, 90.0) << r.err;
+    EXPECT_NE(r.err.find("starting MPI"), std::string::npos) << r.err;
     EXPECT_FALSE(fs::exists(out()));
   }
 }

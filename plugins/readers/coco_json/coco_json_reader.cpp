@@ -444,6 +444,10 @@ class CocoJsonReader final : public tally::Reader {
     const std::string masks = params.get_string("masks");
     const std::int64_t block = params.get_int("block_bytes");
     if (block < 64) params.fail("block_bytes", "must be at least 64");
+    // A block is one buffer of that many bytes: past 4 GiB it would only fail to allocate.
+    if (block > (std::int64_t{1} << 32))
+      params.fail("block_bytes", "must be at most 4294967296 (4 GiB: a block is one buffer), got " +
+                                     std::to_string(block));
     const auto threads = static_cast<int>(params.get_int("threads"));
     if (threads < 1) params.fail("threads", "must be >= 1");
     if (shard.world_size < 1 || shard.rank < 0 || shard.rank >= shard.world_size)
