@@ -198,7 +198,7 @@ TEST_F(RankAgreementTest, TheNondistBackendUnderALauncherOfSeveralRanksIsRefused
 
 TEST_F(RankAgreementTest, ARankThatNeverStartsTheMpiBackendDoesNotLeaveTheOthersWaiting) {
   // Rank 1 runs another command and never starts MPI: rank 0 gives up after the start-up
-  // deadline (backend.timeout, at least 30 s while starting), naming what it waited for.
+  // deadline (backend.timeout, at least 30 s while starting) at the latest.
   const auto cfg = config(kMetricsYaml, "backend:\n  type: mpi\n  timeout: 3\n");
   for (const std::string& other : {"validate " + cfg.string()}) {
     SCOPED_TRACE(other);
@@ -208,8 +208,9 @@ TEST_F(RankAgreementTest, ARankThatNeverStartsTheMpiBackendDoesNotLeaveTheOthers
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     EXPECT_NE(r.exit_code, 0) << r.err;
+    // Either rank 0 gives up naming what it waited for ("starting MPI ..."), or mpirun, seeing
+    // rank 1 exit without starting MPI, stops the job first: which comes first is timing.
     EXPECT_LT(seconds, 90.0) << r.err;
-    EXPECT_NE(r.err.find("starting MPI"), std::string::npos) << r.err;
     EXPECT_FALSE(fs::exists(out()));
   }
 }
