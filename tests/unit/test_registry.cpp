@@ -417,14 +417,15 @@ TEST(PluginSafety, SafeCopiesLoad) {
   EXPECT_NE(Registry::load({c.folder}).find(ComponentKind::Metric, "SequenceProbe"), nullptr);
 }
 
-// Tests run as root in CI; owner and group checks need chown to another user or group.
-#define SKIP_UNLESS_ROOT()                                                                        \
+// Tests run as root (CI does); owner and group checks need chown to another user or group, and
+// fail, not skip, elsewhere: the suite is meant to run as root.
+#define REQUIRE_ROOT()                                                                            \
   if (::geteuid() != 0)                                                                           \
-  GTEST_SKIP() << "needs root: the test gives a plugin to another user (chown), which only root " \
+  GTEST_FAIL() << "needs root: the test gives a plugin to another user (chown), which only root " \
                   "may do"
 
 TEST(PluginSafety, GroupWritableByAnotherGroupIsRefused) {
-  SKIP_UNLESS_ROOT();
+  REQUIRE_ROOT();
   const gid_t other = 65534;  // nogroup
   for (const auto& so : sample_plugins()) {
     SCOPED_TRACE(so.filename().string());
@@ -442,7 +443,7 @@ TEST(PluginSafety, GroupWritableByAnotherGroupIsRefused) {
 }
 
 TEST(PluginSafety, OwnedByAnotherUserIsRefused) {
-  SKIP_UNLESS_ROOT();
+  REQUIRE_ROOT();
   const uid_t other = 65534;  // nobody
   for (const auto& so : sample_plugins()) {
     SCOPED_TRACE(so.filename().string());
