@@ -192,21 +192,27 @@ inline tally::ShardInfo shard_of(unsigned world_bits, unsigned rank_bits) {
 /// so are its counts in the reduction of the states of counts; the other collectives (the sync
 /// header, the broadcast of the results from rank 0) see rank 1 as a copy of rank 0, so every
 /// input reaches the unpacking of the states and the computing from the summed counts.
-class TwoRankBackend final : public tally::DistBackend {
+class TwoRankBackend final : public tally::DistBackend,
+                             public tally::VaryingAllGather,
+                             public tally::Reducer {
  public:
   std::string name() const override { return "fuzz"; }
   bool is_initialized() const override { return true; }
   int rank() const override { return 0; }
   int world_size() const override { return 2; }
-  void barrier() override {}
+  void barrier(const tally::CallOptions&) override {}
+  std::size_t chunk_bytes() const override { return std::size_t{1} << 30; }
+  void* find_primitive(std::string_view id) override {
+    return tally::offer_primitives<tally::VaryingAllGather, tally::Reducer>(this, id);
+  }
 
   /// Rank 1's state payload in the next compute(); nullopt: rank 1 sends what rank 0 sends.
   std::optional<std::string> rank1;
   /// Rank 0's state payload in the last compute().
   std::string captured;
 
- protected:
-  void all_gather_equal(const std::byte* send, std::size_t n, std::byte* recv) override {
+  void all_gather_equal(const std::byte* send, std::size_t n, std::byte* recv,
+                        const tally::CallOptions&) override {
     std::memcpy(recv, send, n);
     // The size exchange of all_gather_object is the only 8-byte record (the header has 48).
     if (n == sizeof(std::int64_t) && rank1) {
@@ -216,18 +222,21 @@ class TwoRankBackend final : public tally::DistBackend {
       std::memcpy(recv + n, send, n);
     }
   }
+  // The rooted gather of the states is the engine's fallback over this: rank 0 gets both.
   void all_gather_varying(const std::byte* send, std::span<const std::size_t> counts,
-                          std::byte* recv) override {
+                          std::byte* recv, const tally::CallOptions&) override {
     if (counts[0] != 0) std::memcpy(recv, send, counts[0]);
     captured.assign(reinterpret_cast<const char*>(send), counts[0]);
     const void* other = rank1 ? static_cast<const void*>(rank1->data()) : send;
     if (counts[1] != 0) std::memcpy(recv + counts[0], other, counts[1]);
   }
-  void broadcast(std::byte*, std::size_t, int) override {}  // the source is rank 0, this rank
-  /// The sum of the states of counts (ReducibleMetric): rank 1's counts are the first bytes of
-  /// its payload read as int64 (0 past its end), so the sums rank 0 computes from are the
+  void broadcast(std::byte*, std::size_t, int, const tally::CallOptions&) override {
+  }  // the source is rank 0, this rank
+  /// The sum of the metrics' `sum` fields (Metric::write_sums): rank 1's counts are the first bytes
+  /// of its payload read as int64 (0 past its end), so the sums rank 0 computes from are the
   /// fuzzer's too; without rank1, rank 1's counts are rank 0's. Wraps as MPI_SUM does.
-  void reduce_values(std::int64_t* values, std::size_t n, tally::ReduceOp op, int) override {
+  void reduce_values(std::int64_t* values, std::size_t n, tally::ReduceOp op, int,
+                     const tally::CallOptions&) override {
     for (std::size_t i = 0; i < n; ++i) {
       std::int64_t other = values[i];
       if (rank1) {
@@ -276,7 +285,7 @@ inline StateHarness& state_harness(std::size_t example) {
 }
 
 /// Byte 0 picks the example config (kStateExamples); the rest is rank 1's state payload, which
-/// rank 0 unpacks (unpack_bounded) and hands, metric by metric, to the metrics' compute_packed()
+/// rank 0 unpacks (unpack_bounded) and hands, metric by metric, to the metrics' compute_synced()
 /// together with its own (empty) states.
 inline void state_payload(Bytes in) {
   if (in.empty()) return;

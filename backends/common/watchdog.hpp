@@ -10,7 +10,9 @@
 // take a core from a rank busy-polling in MPI on every collective (measured: 8x the time of a
 // 1 KiB all-gather on 2 ranks, bench/RESULTS.md). The thread wakes every timeout / 20 (at most
 // every 0.5 s, at least every 1 ms) to look, so a hung call is ended between timeout and
-// timeout + 5% (+ 0.5 s at most).
+// timeout + 5% (+ 0.5 s at most). A call may carry its own deadline (arm(call, timeout_s)); the
+// thread still wakes at the pace set by the default timeout, so a call's deadline much shorter
+// than the default is noticed up to timeout / 20 (0.5 s at most) late.
 #pragma once
 
 #include <unistd.h>
@@ -39,6 +41,7 @@ class Watchdog {
   Watchdog(std::string who, double timeout_s, double grace_s = 0)
       : who_(std::move(who)),
         timeout_s_(timeout_s),
+        grace_s_(grace_s),
         timeout_ns_(to_ns(timeout_s + grace_s)),
         period_(std::chrono::duration_cast<Clock::duration>(
             std::chrono::duration<double>(std::clamp(timeout_s / 20.0, 1e-3, 0.5)))) {
@@ -55,9 +58,15 @@ class Watchdog {
   Watchdog(const Watchdog&) = delete;
   Watchdog& operator=(const Watchdog&) = delete;
 
-  /// Arms the deadline for `call` (a string literal: it is kept as a pointer). One thread arms.
-  void arm(const char* call) {
+  /// Arms the deadline for `call` (kept as a pointer: it must stay valid and unchanged until
+  /// disarm()). `timeout_s` > 0: this call's own deadline (the engine's CallOptions::timeout);
+  /// 0: the watchdog's default. One thread arms.
+  void arm(const char* call, double timeout_s = 0) {
     call_.store(call, std::memory_order_relaxed);
+    const bool own = timeout_s > 0;
+    call_timeout_s_.store(own ? timeout_s : timeout_s_, std::memory_order_relaxed);
+    call_own_.store(own, std::memory_order_relaxed);
+    deadline_ns_.store(own ? to_ns(timeout_s + grace_s_) : timeout_ns_, std::memory_order_relaxed);
     // 0 means disarmed; a steady clock reading in ns is never 0 after boot, but keep it >= 1.
     armed_at_ns_.store(std::max<std::int64_t>(1, now_ns()), std::memory_order_release);
   }
@@ -66,7 +75,7 @@ class Watchdog {
   /// Arms for the lifetime of a scope.
   class Scope {
    public:
-    Scope(Watchdog& w, const char* call) : w_(w) { w_.arm(call); }
+    Scope(Watchdog& w, const char* call, double timeout_s = 0) : w_(w) { w_.arm(call, timeout_s); }
     ~Scope() { w_.disarm(); }
     Scope(const Scope&) = delete;
     Scope& operator=(const Scope&) = delete;
@@ -91,13 +100,16 @@ class Watchdog {
       cv_.wait_for(lock, period_);
       if (stop_) break;
       const std::int64_t at = armed_at_ns_.load(std::memory_order_acquire);
-      if (at == 0 || now_ns() - at <= timeout_ns_) continue;
+      if (at == 0 || now_ns() - at <= deadline_ns_.load(std::memory_order_relaxed)) continue;
       // Still the same call (a later one has a later arming time)?
       if (armed_at_ns_.load(std::memory_order_acquire) != at) continue;
-      std::fprintf(stderr,
-                   "tally: error: %s: %s did not complete within %g s (backend.timeout): another "
-                   "rank is hung, dead or far slower; this rank stops\n",
-                   who_.c_str(), call_.load(std::memory_order_relaxed), timeout_s_);
+      std::fprintf(
+          stderr,
+          "tally: error: %s: %s did not complete within %g s (%s): another rank is "
+          "hung, dead or far slower; this rank stops\n",
+          who_.c_str(), call_.load(std::memory_order_relaxed),
+          call_timeout_s_.load(std::memory_order_relaxed),
+          call_own_.load(std::memory_order_relaxed) ? "this call's deadline" : "backend.timeout");
       std::fflush(stderr);
       ::_exit(1);
     }
@@ -105,9 +117,15 @@ class Watchdog {
 
   std::string who_;
   double timeout_s_;
+  double grace_s_;
   std::int64_t timeout_ns_;
   Clock::duration period_;
   std::atomic<std::int64_t> armed_at_ns_{0};
+  // The armed call's deadline (ns after arming, grace included), its timeout for the message, and
+  // whether it was the call's own: written before armed_at_ns_ (release), read after it (acquire).
+  std::atomic<std::int64_t> deadline_ns_{0};
+  std::atomic<double> call_timeout_s_{0};
+  std::atomic<bool> call_own_{false};
   std::atomic<const char*> call_{""};
   std::mutex mu_;  // guards stop_ (the thread's sleep)
   std::condition_variable cv_;

@@ -1,6 +1,7 @@
-// The `mpi` backend (Open MPI). Sizes travel with MPI_Allgather, object bytes with MPI_Allgatherv
-// (no padding) or, to one rank, MPI_Gatherv; counts with MPI_Reduce; the base class keeps every
-// call under chunk_bytes(), which is at most INT_MAX so every count fits MPI's int. tally's traffic
+// The `mpi` backend (Open MPI): transport primitives only (tally/dist_backend.hpp). Sizes travel
+// with MPI_Allgather, object bytes with MPI_Allgatherv (no padding) or, to one rank, MPI_Gatherv;
+// counts with MPI_Reduce; the engine (tally::Collectives) keeps every call under chunk_bytes(),
+// which is at most INT_MAX so every count fits MPI's int. tally's traffic
 // runs on its own duplicate of MPI_COMM_WORLD with MPI_ERRORS_RETURN, so it never mixes with the
 // host program's and every failure becomes a tally::RuntimeError naming the rank and the call.
 //
@@ -10,7 +11,9 @@
 // MPI collectives have no deadline: a rank that hangs or dies would leave the others waiting
 // forever. Every collective runs under a watchdog (backends/common/watchdog.hpp) that ends this
 // rank with a message naming it and the call when backend.timeout passes; mpirun then stops the
-// rest. The timeout bounds waiting for a dead or stuck peer, not for a live one at work: while
+// rest. The deadline is the call's own (CallOptions::timeout) when the engine gives one, else
+// backend.timeout; the message names the engine's collective and the MPI call. The timeout bounds
+// waiting for a dead or stuck peer, not for a live one at work: while
 // ranks work between collectives (reading their shards: run_on_every_rank; rank 0 computing the
 // results: run_on_root), a thread of each working rank sends the others a heartbeat every
 // timeout / 4 on a communicator of its own (while reading, only when a batch was read since the
@@ -36,6 +39,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -59,7 +63,11 @@ std::string launcher_rank_text() {
   return "?";
 }
 
-class MpiBackend final : public tally::DistBackend {
+class MpiBackend final : public tally::DistBackend,
+                         public tally::VaryingAllGather,
+                         public tally::RootedGather,
+                         public tally::Reducer,
+                         public tally::WorkAndWait {
  public:
   explicit MpiBackend(const tally::Params& params) {
     const std::int64_t chunk = params.get_int("chunk_bytes");
@@ -100,7 +108,7 @@ class MpiBackend final : public tally::DistBackend {
         params.fail("chunk_bytes", "must be at least the world size (" + std::to_string(world_) +
                                        "), got " + std::to_string(chunk));
       }
-      set_chunk_bytes(static_cast<std::size_t>(chunk));
+      chunk_bytes_ = static_cast<std::size_t>(chunk);
       timeout_ = timeout;
       // Rank r gives up 3 s per rank later (at most 30 s): a hang is reported once, by the
       // lowest rank that waits (mpirun stops the others within about 2 s of its exit).
@@ -125,49 +133,56 @@ class MpiBackend final : public tally::DistBackend {
   }
   int rank() const override { return rank_; }
   int world_size() const override { return world_; }
-  void barrier() override {
-    tally::Watchdog::Scope w(*watchdog_, "MPI_Barrier");
+  void barrier(const tally::CallOptions& call) override {
+    const Armed w(*this, call, "MPI_Barrier");
     check(MPI_Barrier(comm_), "MPI_Barrier");
   }
+  std::size_t chunk_bytes() const override { return chunk_bytes_; }
 
- protected:
-  void all_gather_equal(const std::byte* send, std::size_t n, std::byte* recv) override {
+  void* find_primitive(std::string_view id) override {
+    return tally::offer_primitives<tally::VaryingAllGather, tally::RootedGather, tally::Reducer,
+                                   tally::WorkAndWait>(this, id);
+  }
+
+  void all_gather_equal(const std::byte* send, std::size_t n, std::byte* recv,
+                        const tally::CallOptions& call) override {
     const int count = to_int(n, "MPI_Allgather");
-    tally::Watchdog::Scope w(*watchdog_, "MPI_Allgather");
+    const Armed w(*this, call, "MPI_Allgather");
     check(MPI_Allgather(send, count, MPI_BYTE, recv, count, MPI_BYTE, comm_), "MPI_Allgather");
   }
 
   void all_gather_varying(const std::byte* send, std::span<const std::size_t> counts,
-                          std::byte* recv) override {
+                          std::byte* recv, const tally::CallOptions& call) override {
     const int mine = set_counts(counts, "MPI_Allgatherv");
-    tally::Watchdog::Scope w(*watchdog_, "MPI_Allgatherv");
+    const Armed w(*this, call, "MPI_Allgatherv");
     check(
         MPI_Allgatherv(send, mine, MPI_BYTE, recv, counts_.data(), displs_.data(), MPI_BYTE, comm_),
         "MPI_Allgatherv");
   }
 
   void gather_varying(const std::byte* send, std::span<const std::size_t> counts, std::byte* recv,
-                      int root) override {
+                      int root, const tally::CallOptions& call) override {
     const int mine = set_counts(counts, "MPI_Gatherv");
-    tally::Watchdog::Scope w(*watchdog_, "MPI_Gatherv");
+    const Armed w(*this, call, "MPI_Gatherv");
     check(MPI_Gatherv(send, mine, MPI_BYTE, recv, counts_.data(), displs_.data(), MPI_BYTE, root,
                       comm_),
           "MPI_Gatherv");
   }
 
-  void broadcast(std::byte* buf, std::size_t n, int src) override {
+  void broadcast(std::byte* buf, std::size_t n, int src, const tally::CallOptions& call) override {
     const int count = to_int(n, "MPI_Bcast");
-    tally::Watchdog::Scope w(*watchdog_, "MPI_Bcast");
+    const Armed w(*this, call, "MPI_Bcast");
     check(MPI_Bcast(buf, count, MPI_BYTE, src, comm_), "MPI_Bcast");
   }
 
   // In place at the root (MPI_IN_PLACE): no second buffer of the values anywhere.
-  void reduce_values(std::int64_t* values, std::size_t n, tally::ReduceOp op, int root) override {
+  void reduce_values(std::int64_t* values, std::size_t n, tally::ReduceOp op, int root,
+                     const tally::CallOptions& call) override {
     const int count = to_int(n, "MPI_Reduce");
     const MPI_Op mpi_op = op == tally::ReduceOp::sum   ? MPI_SUM
                           : op == tally::ReduceOp::min ? MPI_MIN
                                                        : MPI_MAX;
-    tally::Watchdog::Scope w(*watchdog_, "MPI_Reduce");
+    const Armed w(*this, call, "MPI_Reduce");
     const void* send = rank_ == root ? MPI_IN_PLACE : values;
     check(MPI_Reduce(send, values, count, MPI_INT64_T, mpi_op, root, comm_), "MPI_Reduce");
   }
@@ -178,13 +193,18 @@ class MpiBackend final : public tally::DistBackend {
   // last message). Every rank then takes heartbeats, each wait under the watchdog, until every
   // other rank at work has said it is done.
   void work_and_wait(int root, const std::function<void()>& work,
-                     const std::atomic<std::uint64_t>* progress) override {
-    if (world_ == 1 || !heartbeats_) return tally::DistBackend::work_and_wait(root, work, progress);
+                     const std::atomic<std::uint64_t>* progress,
+                     const tally::CallOptions& call) override {
+    if (world_ == 1 || !heartbeats_) {  // the plain deadline: the next collective waits
+      if (root < 0 || rank_ == root) work();
+      return;
+    }
+    const double timeout = seconds(call);
     const bool working = root < 0 || rank_ == root;
     std::exception_ptr failure;
     if (working) {
       {
-        Heartbeat beat(*this, progress);
+        Heartbeat beat(*this, progress, timeout);
         try {
           work();
         } catch (...) {
@@ -193,7 +213,7 @@ class MpiBackend final : public tally::DistBackend {
       }
       for (int r = 0; r < world_; ++r) {
         if (r == rank_) continue;
-        tally::Watchdog::Scope w(*watchdog_, "MPI_Send (done working)");
+        const Armed w(*this, call, "MPI_Send (done working)");
         check(MPI_Send(nullptr, 0, MPI_BYTE, r, kDoneTag, beat_comm_), "MPI_Send (done)");
       }
     }
@@ -203,10 +223,10 @@ class MpiBackend final : public tally::DistBackend {
       busy[static_cast<std::size_t>(r)] = r != rank_ && (root < 0 || r == root);
     int pending = static_cast<int>(std::count(busy.begin(), busy.end(), 1));
     while (pending > 0) {
-      describe_wait(busy, root < 0 ? "still reading" : "computing the results");
+      describe_wait(call, busy, root < 0 ? "still reading" : "computing the results");
       MPI_Status status;
       {
-        tally::Watchdog::Scope w(*watchdog_, wait_what_.data());
+        tally::Watchdog::Scope w(*watchdog_, wait_what_.data(), own_deadline(call));
         check(MPI_Recv(nullptr, 0, MPI_BYTE, root < 0 ? MPI_ANY_SOURCE : root, MPI_ANY_TAG,
                        beat_comm_, &status),
               "MPI_Recv (heartbeat)");
@@ -220,6 +240,37 @@ class MpiBackend final : public tally::DistBackend {
   }
 
  private:
+  /// The watchdog armed for one MPI call, under the engine's name for it ("all_gather_object
+  /// (sync payload): MPI_Allgatherv") and the call's deadline.
+  class Armed {
+   public:
+    Armed(MpiBackend& b, const tally::CallOptions& call, const char* mpi_call) : b_(b) {
+      if (call.name.empty())
+        std::snprintf(b.call_what_.data(), b.call_what_.size(), "%s", mpi_call);
+      else
+        std::snprintf(b.call_what_.data(), b.call_what_.size(), "%.*s: %s",
+                      static_cast<int>(std::min<std::size_t>(call.name.size(), 120)),
+                      call.name.data(), mpi_call);
+      b.watchdog_->arm(b.call_what_.data(), own_deadline(call));
+    }
+    ~Armed() { b_.watchdog_->disarm(); }
+    Armed(const Armed&) = delete;
+    Armed& operator=(const Armed&) = delete;
+
+   private:
+    MpiBackend& b_;
+  };
+
+  /// The call's own deadline in seconds, or 0 for the watchdog's default (backend.timeout).
+  static double own_deadline(const tally::CallOptions& call) {
+    return call.timeout.count() > 0 ? std::chrono::duration<double>(call.timeout).count() : 0.0;
+  }
+  /// The call's deadline in seconds, or backend.timeout.
+  double seconds(const tally::CallOptions& call) const {
+    return call.timeout.count() > 0 ? std::chrono::duration<double>(call.timeout).count()
+                                    : timeout_;
+  }
+
   void check(int code, const char* call) const {
     if (code == MPI_SUCCESS) return;
     throw tally::RuntimeError("mpi backend: rank " + std::to_string(rank_) + " of " +
@@ -267,7 +318,8 @@ class MpiBackend final : public tally::DistBackend {
 
   // "MPI_Recv of a heartbeat from rank 2 (still reading)" into wait_what_, which the watchdog
   // prints if the wait outlasts the timeout (written only while the watchdog is disarmed).
-  void describe_wait(const std::vector<char>& busy, const char* doing) {
+  void describe_wait(const tally::CallOptions& call, const std::vector<char>& busy,
+                     const char* doing) {
     std::string ranks;
     int listed = 0;
     int count = 0;
@@ -277,7 +329,10 @@ class MpiBackend final : public tally::DistBackend {
       ranks += (listed++ == 0 ? "" : ", ") + std::to_string(r);
     }
     if (count > 8) ranks += ", ...";
-    std::snprintf(wait_what_.data(), wait_what_.size(), "MPI_Recv of a heartbeat from %s %s (%s)",
+    const std::string_view name = call.name.empty() ? std::string_view("waiting") : call.name;
+    std::snprintf(wait_what_.data(), wait_what_.size(),
+                  "%.*s: MPI_Recv of a heartbeat from %s %s (%s)",
+                  static_cast<int>(std::min<std::size_t>(name.size(), 80)), name.data(),
                   count == 1 ? "rank" : "ranks", ranks.c_str(), doing);
   }
 
@@ -289,8 +344,8 @@ class MpiBackend final : public tally::DistBackend {
   // batch falls silent). A failed send stops it: a peer that is gone is mpirun's to handle.
   class Heartbeat {
    public:
-    Heartbeat(MpiBackend& b, const std::atomic<std::uint64_t>* progress)
-        : b_(b), progress_(progress) {
+    Heartbeat(MpiBackend& b, const std::atomic<std::uint64_t>* progress, double timeout_s)
+        : b_(b), progress_(progress), timeout_s_(timeout_s) {
       thread_ = std::thread([this] { beat(); });
     }
     ~Heartbeat() {
@@ -307,7 +362,7 @@ class MpiBackend final : public tally::DistBackend {
    private:
     void beat() {
       // At most an hour apart: a huge timeout must not overflow the clock's duration.
-      const auto period = std::chrono::duration<double>(std::min(b_.timeout_ / 4, 3600.0));
+      const auto period = std::chrono::duration<double>(std::min(timeout_s_ / 4, 3600.0));
       std::uint64_t seen = 0;
       std::unique_lock lock(mu_);
       while (!cv_.wait_for(lock, period, [this] { return stop_; })) {
@@ -324,6 +379,7 @@ class MpiBackend final : public tally::DistBackend {
     }
     MpiBackend& b_;
     const std::atomic<std::uint64_t>* progress_;
+    double timeout_s_;
     std::mutex mu_;
     std::condition_variable cv_;
     bool stop_ = false;
@@ -333,8 +389,10 @@ class MpiBackend final : public tally::DistBackend {
   MPI_Comm comm_ = MPI_COMM_NULL;
   MPI_Comm beat_comm_ = MPI_COMM_NULL;
   bool heartbeats_ = false;
-  std::array<char, 160> wait_what_{};
+  std::array<char, 256> wait_what_{};
+  std::array<char, 192> call_what_{};  // the armed call's name, for the watchdog (see Armed)
   double timeout_ = kDefaultTimeout;
+  std::size_t chunk_bytes_ = static_cast<std::size_t>(kDefaultChunkBytes);
   int rank_ = 0;
   int world_ = 1;
   tally::mpi_session::Hold mpi_;

@@ -1,11 +1,13 @@
 // The `nccl` backend: NCCL collectives on CUDA device buffers, one GPU per rank.
 //
-// Transport. The object algorithms live once in tally::DistBackend (engine/src/dist_backend.cpp);
-// this backend supplies two primitives. all_gather_equal: the caller's bytes are copied into a
+// Transport. The object algorithms live once in the engine (tally::Collectives,
+// engine/src/collectives.cpp); this backend supplies the primitives. all_gather_equal: the
+// caller's bytes are copied into a
 // pinned host buffer, then to this rank's slot of a device buffer, gathered in place with one
 // ncclAllGather, and copied back (device -> pinned -> caller). broadcast: the same with
-// ncclBroadcast; reduce_values: the same with ncclReduce on int64, in place. Varying sizes use the
-// base class's default: padded to the largest, gathered equal, unpadded on the host. Both staging
+// ncclBroadcast; reduce_values (the optional tally::Reducer): the same with ncclReduce on int64,
+// in place. Varying sizes use the engine's fallback: padded to the largest, gathered equal,
+// unpadded on the host. Both staging
 // buffers (device and pinned host) are allocated on first use, grow geometrically, never beyond
 // chunk_bytes(), and are reused across syncs. Pinned host memory is not an optimisation only: a
 // device-to-host copy into pageable memory blocks the calling thread until the copy -- queued
@@ -13,7 +15,8 @@
 //
 // Errors and timeouts. The communicator is created non-blocking (config.blocking = 0). Every
 // collective is enqueued, then this thread polls cudaStreamQuery and ncclCommGetAsyncError until
-// the stream is done or backend.timeout passes; an error or the deadline aborts the communicator
+// the stream is done or the call's deadline (CallOptions::timeout, else backend.timeout) passes;
+// an error or the deadline aborts the communicator
 // (ncclCommAbort) and throws tally::RuntimeError naming the rank and the operation. A later call
 // on an aborted backend throws too, repeating the first error.
 //
@@ -50,6 +53,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -184,7 +188,7 @@ inline std::string mpi_text(int code) { return tally::mpi_session::error_string(
 
 // ---- the backend -----------------------------------------------------------------------------
 
-class NcclBackend final : public tally::DistBackend {
+class NcclBackend final : public tally::DistBackend, public tally::Reducer {
  public:
   explicit NcclBackend(const tally::Params& params) {
     // 1. Parameters: wrong values are config errors before anything is touched.
@@ -242,7 +246,7 @@ class NcclBackend final : public tally::DistBackend {
       if (chunk < world_)
         params.fail("chunk_bytes", "must be at least the world size (" + std::to_string(world_) +
                                        "), got " + std::to_string(chunk));
-      set_chunk_bytes(static_cast<std::size_t>(chunk));
+      chunk_bytes_ = static_cast<std::size_t>(chunk);
       device_ = tally_nccl::choose_device(requested_device, env, count);
       cuda_check(cudaSetDevice(device_), "cudaSetDevice");
 
@@ -306,7 +310,7 @@ class NcclBackend final : public tally::DistBackend {
           ", bootstrap: " + tally_nccl::bootstrap_name(bootstrap) +
           (bootstrap == tally_nccl::BootstrapKind::File ? " " + rendezvous_ : std::string()) + ")";
       if (r != ncclSuccess && r != ncclInProgress) fail_nccl(init_what, r);
-      wait_comm(init_what, start,
+      wait_comm(init_what, start, timeout_s_,
                 bootstrap == tally_nccl::BootstrapKind::File
                     ? "; did every rank start? A rendezvous file left by an earlier run gives the "
                       "ranks different ids: delete " +
@@ -334,21 +338,26 @@ class NcclBackend final : public tally::DistBackend {
 
   // Every rank contributes one byte and waits for everyone's: a barrier with the same timeout
   // and error handling as the other collectives.
-  void barrier() override {
+  void barrier(const tally::CallOptions& call) override {
     std::byte mine{0};
     barrier_recv_.resize(static_cast<std::size_t>(world_));
-    all_gather_equal(&mine, 1, barrier_recv_.data());
+    all_gather_equal(&mine, 1, barrier_recv_.data(), call);
+  }
+  std::size_t chunk_bytes() const override { return chunk_bytes_; }
+  void* find_primitive(std::string_view id) override {
+    return tally::offer_primitives<tally::Reducer>(this, id);
   }
 
- protected:
-  void all_gather_equal(const std::byte* send, std::size_t n, std::byte* recv) override {
+  void all_gather_equal(const std::byte* send, std::size_t n, std::byte* recv,
+                        const tally::CallOptions& call) override {
     if (n == 0) return;
     usable();
     const DeviceScope scope(*this);
     const std::size_t total = n * static_cast<std::size_t>(world_);
     reserve(total);
     const std::size_t mine = n * static_cast<std::size_t>(rank_);
-    const std::string what = "ncclAllGather of " + std::to_string(n) + " bytes a rank";
+    const std::string what = named(call, "ncclAllGather of " + std::to_string(n) + " bytes a rank");
+    const double timeout = seconds_of(call);
     const auto start = Clock::now();
     // In place: this rank's bytes go to its own slot of the receive buffer.
     std::memcpy(host_ + mine, send, n);
@@ -358,21 +367,22 @@ class NcclBackend final : public tally::DistBackend {
     const ncclResult_t r =
         api_->AllGather(device_buf_ + mine, device_buf_, n, ncclUint8, comm_, stream_);
     if (r != ncclSuccess && r != ncclInProgress) fail_nccl(what, r);
-    if (r == ncclInProgress) wait_comm(what, start, kStuckHint);
+    if (r == ncclInProgress) wait_comm(what, start, timeout, kStuckHint);
     cuda_check(cudaMemcpyAsync(host_, device_buf_, total, cudaMemcpyDeviceToHost, stream_),
                "cudaMemcpyAsync (device to host) after " + what);
-    wait_stream(what, start);
+    wait_stream(what, start, timeout);
     std::memcpy(recv, host_, total);
   }
 
-  void broadcast(std::byte* buf, std::size_t n, int src) override {
+  void broadcast(std::byte* buf, std::size_t n, int src, const tally::CallOptions& call) override {
     if (n == 0) return;
     usable();
     const DeviceScope scope(*this);
     reserve(n);
     const bool is_src = rank_ == src;
-    const std::string what =
-        "ncclBroadcast of " + std::to_string(n) + " bytes from rank " + std::to_string(src);
+    const std::string what = named(
+        call, "ncclBroadcast of " + std::to_string(n) + " bytes from rank " + std::to_string(src));
+    const double timeout = seconds_of(call);
     const auto start = Clock::now();
     if (is_src) {
       std::memcpy(host_, buf, n);
@@ -382,15 +392,16 @@ class NcclBackend final : public tally::DistBackend {
     const ncclResult_t r =
         api_->Broadcast(device_buf_, device_buf_, n, ncclUint8, src, comm_, stream_);
     if (r != ncclSuccess && r != ncclInProgress) fail_nccl(what, r);
-    if (r == ncclInProgress) wait_comm(what, start, kStuckHint);
+    if (r == ncclInProgress) wait_comm(what, start, timeout, kStuckHint);
     if (!is_src)
       cuda_check(cudaMemcpyAsync(host_, device_buf_, n, cudaMemcpyDeviceToHost, stream_),
                  "cudaMemcpyAsync (device to host) after " + what);
-    wait_stream(what, start);
+    wait_stream(what, start, timeout);
     if (!is_src) std::memcpy(buf, host_, n);
   }
 
-  void reduce_values(std::int64_t* values, std::size_t n, tally::ReduceOp op, int root) override {
+  void reduce_values(std::int64_t* values, std::size_t n, tally::ReduceOp op, int root,
+                     const tally::CallOptions& call) override {
     if (n == 0) return;
     usable();
     const DeviceScope scope(*this);
@@ -400,8 +411,9 @@ class NcclBackend final : public tally::DistBackend {
                                 : op == tally::ReduceOp::min ? ncclMin
                                                              : ncclMax;
     const bool is_root = rank_ == root;
-    const std::string what =
-        "ncclReduce of " + std::to_string(n) + " int64 values to rank " + std::to_string(root);
+    const std::string what = named(call, "ncclReduce of " + std::to_string(n) +
+                                             " int64 values to rank " + std::to_string(root));
+    const double timeout = seconds_of(call);
     const auto start = Clock::now();
     std::memcpy(host_, values, bytes);
     cuda_check(cudaMemcpyAsync(device_buf_, host_, bytes, cudaMemcpyHostToDevice, stream_),
@@ -409,15 +421,26 @@ class NcclBackend final : public tally::DistBackend {
     const ncclResult_t r =
         api_->Reduce(device_buf_, device_buf_, n, ncclInt64, nccl_op, root, comm_, stream_);
     if (r != ncclSuccess && r != ncclInProgress) fail_nccl(what, r);
-    if (r == ncclInProgress) wait_comm(what, start, kStuckHint);
+    if (r == ncclInProgress) wait_comm(what, start, timeout, kStuckHint);
     if (is_root)
       cuda_check(cudaMemcpyAsync(host_, device_buf_, bytes, cudaMemcpyDeviceToHost, stream_),
                  "cudaMemcpyAsync (device to host) after " + what);
-    wait_stream(what, start);
+    wait_stream(what, start, timeout);
     if (is_root) std::memcpy(values, host_, bytes);
   }
 
  private:
+  /// "all_gather_object (sync payload): ncclAllGather of 8 bytes a rank".
+  static std::string named(const tally::CallOptions& call, std::string what) {
+    if (call.name.empty()) return what;
+    return std::string(call.name) + ": " + what;
+  }
+  /// The call's deadline in seconds, or backend.timeout.
+  double seconds_of(const tally::CallOptions& call) const {
+    return call.timeout.count() > 0 ? std::chrono::duration<double>(call.timeout).count()
+                                    : timeout_s_;
+  }
+
   static constexpr const char* kStuckHint =
       "; every rank must reach the same collective: is another rank stuck, dead or running "
       "different code?";
@@ -480,23 +503,24 @@ class NcclBackend final : public tally::DistBackend {
   }
 
   // Polls the communicator until a non-blocking call has finished (ncclInProgress no more).
-  void wait_comm(const std::string& what, Clock::time_point start, const std::string& hint) {
-    Poll poll(start, timeout_s_);
+  void wait_comm(const std::string& what, Clock::time_point start, double timeout_s,
+                 const std::string& hint) {
+    Poll poll(start, timeout_s);
     for (;;) {
       ncclResult_t state = ncclSuccess;
       const ncclResult_t r = api_->CommGetAsyncError(comm_, &state);
       if (r != ncclSuccess) fail_nccl("ncclCommGetAsyncError during " + what, r);
       if (state == ncclSuccess) return;
       if (state != ncclInProgress) fail_nccl(what, state);
-      if (poll.expired()) fail_timeout(what, hint);
+      if (poll.expired()) fail_timeout(what, timeout_s, hint);
       poll.pause();
     }
   }
 
   // Polls the stream until the work queued for one collective is done, watching NCCL's
   // asynchronous errors and the deadline.
-  void wait_stream(const std::string& what, Clock::time_point start) {
-    Poll poll(start, timeout_s_);
+  void wait_stream(const std::string& what, Clock::time_point start, double timeout_s) {
+    Poll poll(start, timeout_s);
     for (;;) {
       const cudaError_t e = cudaStreamQuery(stream_);
       if (e == cudaSuccess) break;
@@ -505,7 +529,7 @@ class NcclBackend final : public tally::DistBackend {
       const ncclResult_t r = api_->CommGetAsyncError(comm_, &state);
       if (r != ncclSuccess) fail_nccl("ncclCommGetAsyncError during " + what, r);
       if (state != ncclSuccess && state != ncclInProgress) fail_nccl(what, state);
-      if (poll.expired()) fail_timeout(what, kStuckHint);
+      if (poll.expired()) fail_timeout(what, timeout_s, kStuckHint);
       poll.pause();
     }
     ncclResult_t state = ncclSuccess;
@@ -564,9 +588,11 @@ class NcclBackend final : public tally::DistBackend {
     broken(what + " failed: " + detail);
   }
 
-  [[noreturn]] void fail_timeout(const std::string& what, const std::string& hint) {
-    broken(what + " timed out after " + seconds(timeout_s_) +
-           " s (backend.timeout); the "
+  [[noreturn]] void fail_timeout(const std::string& what, double timeout_s,
+                                 const std::string& hint) {
+    broken(what + " timed out after " + seconds(timeout_s) + " s (" +
+           (timeout_s == timeout_s_ ? "backend.timeout" : "this call's deadline") +
+           "); the "
            "communicator was aborted" +
            hint);
   }
@@ -630,6 +656,7 @@ class NcclBackend final : public tally::DistBackend {
   int world_ = 1;
   int device_ = -1;
   double timeout_s_ = kDefaultTimeout;
+  std::size_t chunk_bytes_ = static_cast<std::size_t>(kDefaultChunkBytes);
   std::string rendezvous_;
   bool published_ = false;
   std::string broken_;  // the first error, once the communicator was aborted

@@ -6,6 +6,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "tally/dist_backend.hpp"
@@ -18,29 +19,37 @@ void move_bytes(const std::byte* send, std::size_t n, std::byte* recv) {
   if (n != 0 && send != recv) std::memmove(recv, send, n);
 }
 
-class NondistBackend final : public tally::DistBackend {
+class NondistBackend final : public tally::DistBackend, public tally::VaryingAllGather {
  public:
   explicit NondistBackend(const tally::Params& params) {
     const std::int64_t chunk = params.get_int("chunk_bytes");
     if (chunk < 1) params.fail("chunk_bytes", "must be at least 1, got " + std::to_string(chunk));
-    set_chunk_bytes(static_cast<std::size_t>(chunk));
+    chunk_bytes_ = static_cast<std::size_t>(chunk);
   }
 
   std::string name() const override { return "nondist"; }
   bool is_initialized() const override { return true; }
   int rank() const override { return 0; }
   int world_size() const override { return 1; }
-  void barrier() override {}
+  void barrier(const tally::CallOptions&) override {}
+  std::size_t chunk_bytes() const override { return chunk_bytes_; }
+  // One copy instead of the engine's pad-and-unpad fallback.
+  void* find_primitive(std::string_view id) override {
+    return tally::offer_primitives<tally::VaryingAllGather>(this, id);
+  }
 
- protected:
-  void all_gather_equal(const std::byte* send, std::size_t n, std::byte* recv) override {
+  void all_gather_equal(const std::byte* send, std::size_t n, std::byte* recv,
+                        const tally::CallOptions&) override {
     move_bytes(send, n, recv);
   }
   void all_gather_varying(const std::byte* send, std::span<const std::size_t> counts,
-                          std::byte* recv) override {
+                          std::byte* recv, const tally::CallOptions&) override {
     move_bytes(send, counts.empty() ? 0 : counts[0], recv);
   }
-  void broadcast(std::byte*, std::size_t, int) override {}
+  void broadcast(std::byte*, std::size_t, int, const tally::CallOptions&) override {}
+
+ private:
+  std::size_t chunk_bytes_ = std::size_t{1} << 30;
 };
 
 std::vector<tally::ParamSpec> nondist_params() {

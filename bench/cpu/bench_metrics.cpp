@@ -131,19 +131,8 @@ void run_metric(benchmark::State& st, const std::shared_ptr<Case>& c) {
   for (auto _ : st) {
     auto metric = tally::Registry::make_metric(m, c->params);
     for (const auto& b : c->batches) metric->add(b);
-    // As the engine does in a world of one: compute from the local state (every built-in metric
-    // is a LocalComputeMetric), or pack the state, unpack it and compute.
-    tally::Value result;
-    if (auto* local = dynamic_cast<tally::LocalComputeMetric*>(metric.get())) {
-      result = local->compute_local();
-    } else {
-      msgpack::sbuffer buffer;
-      tally::Packer packer(buffer);
-      metric->pack(packer);
-      const auto handle = msgpack::unpack(buffer.data(), buffer.size());
-      const msgpack::object state = handle.get();
-      result = metric->compute_packed(std::span<const msgpack::object>(&state, 1));
-    }
+    // As the engine does in a world of one: compute from the local state.
+    const tally::Value result = metric->compute_local();
     value = value_at(result, c->value_path);
     benchmark::DoNotOptimize(value);
   }

@@ -33,6 +33,7 @@
 #include "kernels.hpp"
 #include "registry.hpp"
 #include "tally/batch.hpp"
+#include "tally/collectives.hpp"
 #include "tally/dist_backend.hpp"
 #include "tally/error.hpp"
 #include "tally/metric.hpp"
@@ -111,8 +112,10 @@ const tally::Registry& registry() {
 
 int bench_allgather(long long min_bytes, long long max_bytes, double seconds) {
   const auto& c = registry().get(tally::ComponentKind::Backend, "nccl");
-  const auto backend =
+  const auto transport =
       tally::Registry::make_backend(c, tally::make_params(*c.info, {}, "backend 'nccl'"));
+  // The engine's object collectives over the plugin's transport, as a sync uses them.
+  const auto backend = std::make_unique<tally::Collectives>(*transport);
   const int world = backend->world_size();
   const int rank = backend->rank();
   if (rank == 0) {

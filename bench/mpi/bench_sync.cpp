@@ -10,13 +10,13 @@
 //             allocated once and reused (the fastest a varying all-gather can be);
 //   raw-fresh the same into a buffer allocated for every call (what a naive sync pays: the
 //             first touch of every page);
-//   tally     DistBackend::all_gather_object(S bytes): size exchange, Allgatherv, views into the
-//             backend's pooled receive buffer;
+//   tally     Collectives::all_gather_object(S bytes): size exchange, Allgatherv, views into the
+//             engine's pooled receive buffer;
 //   raw gather MPI_Allgather of the sizes + MPI_Gatherv of S bytes a rank to rank 0 (reused
-//             buffer); tally gather: DistBackend::gather_object(S bytes, 0), what a sync uses;
+//             buffer); tally gather: Collectives::gather_object(S bytes, 0), what a sync uses;
 //   raw reduce MPI_Reduce(MPI_SUM) of S / 8 int64 counts a rank to rank 0, in place (reused
-//             buffer); tally reduce: DistBackend::reduce, what a sync uses for states of counts;
-//   gather+sum DistBackend::gather_object(S bytes, 0) and rank 0 summing the world's int64 counts:
+//             buffer); tally reduce: Collectives::reduce, what a sync uses for states of counts;
+//   gather+sum Collectives::gather_object(S bytes, 0) and rank 0 summing the world's int64 counts:
 //             what a sync of the same counts cost before they were reduced;
 // each the minimum over those calls of the slowest rank's time (every rank times the call between
 // two barriers; the maximum over ranks is taken with an MPI_Allreduce), as GB/s of data received
@@ -48,6 +48,7 @@
 
 #include "config.hpp"
 #include "registry.hpp"
+#include "tally/collectives.hpp"
 #include "tally/dist_backend.hpp"
 
 namespace {
@@ -161,12 +162,14 @@ int main(int argc, char** argv) {
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &world);
 
-  std::shared_ptr<tally::DistBackend> backend;
+  std::shared_ptr<tally::DistBackend> transport;
   {
     static const tally::Registry registry = tally::Registry::load();
     const auto& c = registry.get(tally::ComponentKind::Backend, "mpi");
-    backend = tally::Registry::make_backend(c, tally::make_params(*c.info, {}, "backend"));
+    transport = tally::Registry::make_backend(c, tally::make_params(*c.info, {}, "backend"));
   }
+  // The engine's object collectives over the plugin's transport, as a sync uses them.
+  auto backend = std::make_unique<tally::Collectives>(*transport);
 
   if (rank == 0) {
     fmt::print("tally_bench_sync: {} ranks, best of {} calls, GB/s = bytes received per rank / s\n",
@@ -275,6 +278,7 @@ int main(int argc, char** argv) {
     }
   }
   backend.reset();
+  transport.reset();
   MPI_Finalize();
   return 0;
 }

@@ -18,21 +18,20 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <yaml-cpp/yaml.h>
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "compare.hpp"
-#include "config.hpp"
-#include "file_io.hpp"
-#include "registry.hpp"
-#include "report_progress.hpp"
-#include "report_writers.hpp"
-#include "results_io.hpp"
+// The public API only (libtally and tally_reports), and the command's own pieces.
+#include "new_plugin.hpp"
+#include "progress.hpp"
+#include "tally/compare.hpp"
 #include "tally/error.hpp"
 #include "tally/evaluator.hpp"
+#include "tally/file_io.hpp"
+#include "tally/registry.hpp"
+#include "tally/reports.hpp"
+#include "tally/text_safety.hpp"
 #include "tally/version.hpp"
-#include "text_safety.hpp"
 
 namespace fs = std::filesystem;
 
@@ -135,18 +134,17 @@ void print_regressions(const tally::Comparison& c) {
                              c.count(tally::Verdict::Regressed) == 1 ? "" : "s", keys));
 }
 
-// The ResultSpecs of the metrics a results file names (run.types), read from the plugins; a
-// warning, not an error, when that is impossible: the comparison then takes every key as
-// higher-is-better.
+// The ResultSpecs of the metrics that results files name (run.types), read from the plugins
+// (tally compare: a results file carries no specs; a run's Results do); a warning, not an error,
+// when that is impossible: the comparison then takes every key as higher-is-better.
 tally::ResultSpecs specs_for(const std::vector<fs::path>& plugin_paths,
-                             const std::vector<std::pair<std::string, std::string>>& types,
-                             bool warn, bool allow_unsafe_plugins = false) {
+                             const std::vector<std::pair<std::string, std::string>>& types) {
   if (types.empty()) return {};
   try {
-    const auto reg = tally::Registry::load(plugin_paths, allow_unsafe_plugins);
+    const auto reg = tally::Registry::load(plugin_paths);
     std::vector<std::string> unknown;
     auto specs = tally::ResultSpecs::from_registry(reg, types, &unknown);
-    if (warn && !unknown.empty())
+    if (!unknown.empty())
       print_warning(
           fmt::format("metric type{} {} not found among the plugins ({}): {} keys are taken as "
                       "higher-is-better",
@@ -154,22 +152,12 @@ tally::ResultSpecs specs_for(const std::vector<fs::path>& plugin_paths,
                       unknown.size() == 1 ? "its" : "their"));
     return specs;
   } catch (const tally::Error& e) {
-    if (warn)
-      print_warning(fmt::format(
-          "cannot load the plugins ({}): every key is taken as higher-is-better", e.what()));
+    print_warning(fmt::format(
+        "cannot load the plugins ({}): every key is taken as higher-is-better", e.what()));
     tally::ResultSpecs specs;
     for (const auto& [label, type] : types) specs.set(label, {}, type);
     return specs;
   }
-}
-
-tally::Tolerances tolerances_of(const tally::RegressionConfig& rc) {
-  tally::Tolerances t;
-  if (rc.rtol) t.defaults.rtol = *rc.rtol;
-  if (rc.atol) t.defaults.atol = *rc.atol;
-  if (rc.tolerances_file) t.add_file(*rc.tolerances_file);
-  t.add_rules(rc.tolerances_inline, "regression.tolerances");
-  return t;
 }
 
 // A path as readers like it: relative to the working directory when it lies below it.
@@ -207,42 +195,16 @@ int launcher_world_size() {
   return 1;
 }
 
-// The backend type the config asks for, read as leniently as possible from a config that failed
-// to load: the last `--set backend.type=X`, else the file's backend.type; nullopt when unknown.
-std::optional<std::string> requested_backend_type(const RunOptions& o) {
-  for (auto it = o.sets.rbegin(); it != o.sets.rend(); ++it)
-    if (it->starts_with("backend.type="))
-      return it->substr(std::string_view("backend.type=").size());
-  try {
-    const YAML::Node root =
-        YAML::Load(tally::read_whole_file(o.config, "config", tally::kConfigMaxBytes));
-    if (!root.IsMap()) return std::nullopt;
-    const YAML::Node backend = root["backend"];
-    if (!backend) return std::string("nondist");
-    if (!backend.IsMap() || !backend["type"]) return std::string("nondist");
-    if (backend["type"].IsScalar()) return backend["type"].Scalar();
-  } catch (const std::exception&) {
-  }
-  return std::nullopt;
-}
-
 // This rank failed before it had a backend (its config, --set or plugins), while under mpirun the
 // other ranks are about to wait for it in the start exchange: it joins them through a default mpi
 // backend as an evaluator that only fails, so every rank fails at once with this rank's message,
 // printed once by rank 0. Nothing to join (no launcher, another backend, or no mpi backend to be
 // had): nullopt, and this rank prints its own error naming itself; mpirun then stops the others.
-std::optional<tally::Evaluator> join_as_failed(const RunOptions& o, int exit_code,
+std::optional<tally::Evaluator> join_as_failed(const RunOptions& o,
+                                               const tally::EvaluatorOptions& opts, int exit_code,
                                                const std::string& message) {
-  if (launcher_world_size() <= 1 || requested_backend_type(o) != "mpi") return std::nullopt;
-  try {
-    const auto reg = tally::Registry::load({});
-    const tally::Component& bc = reg.get(tally::ComponentKind::Backend, "mpi");
-    const tally::Params params =
-        tally::make_params(*bc.info, tally::Value::Map{}, "backend 'mpi'", fs::current_path());
-    return tally::Evaluator::failed(tally::Registry::make_backend(bc, params), exit_code, message);
-  } catch (const std::exception&) {
-    return std::nullopt;
-  }
+  if (launcher_world_size() <= 1) return std::nullopt;
+  return tally::Evaluator::join_as_failed(o.config, opts, exit_code, message);
 }
 
 // An error before this process has a backend (its command line, its config, its plugins), under
@@ -287,7 +249,7 @@ int run_evaluation(const RunOptions& o, std::optional<tally::Evaluator>& ev) {
       // No backend yet (the config or its plugins failed on this rank): under a launcher of
       // several ranks, join the others, who are about to wait in the start exchange, so that
       // they fail with this rank's error instead of waiting for it.
-      auto joined = join_as_failed(o, e.exit_code(), e.what());
+      auto joined = join_as_failed(o, opts, e.exit_code(), e.what());
       if (!joined) throw;
       ev.emplace(std::move(*joined));
     }
@@ -303,7 +265,8 @@ int run_evaluation(const RunOptions& o, std::optional<tally::Evaluator>& ev) {
     rank = ev->rank();
     // Whatever fails from here to the first collective fails on this rank only: it is recorded,
     // and read_all()'s start exchange fails every rank with it, naming this rank.
-    std::optional<tally::Config> cfg;
+    const tally::OutputPaths configured = ev->outputs();
+    const std::optional<tally::RegressionSettings>& regression = ev->regression();
     ReportPaths paths;
     bool comparing = false;
     tally::Tolerances tolerances;
@@ -314,41 +277,40 @@ int run_evaluation(const RunOptions& o, std::optional<tally::Evaluator>& ev) {
     // Everything that can be checked before the run is checked on every rank alike, so a bad
     // output path, baseline or tolerance fails before any work, not after it.
     try {
-      // The same config, read again for the parts the CLI acts on (outputs, regression).
-      cfg.emplace(tally::Config::load(o.config, o.sets));
-      paths.json = chosen(o.output, "--output", cfg->output_json, "output.json");
-      paths.junit = chosen(o.reports.junit, "--junit", cfg->output_junit, "output.junit");
+      // The parts of the config the command acts on (outputs, regression), as the evaluator read
+      // them.
+      paths.json = chosen(o.output, "--output", configured.json, "output.json");
+      paths.junit = chosen(o.reports.junit, "--junit", configured.junit, "output.junit");
       paths.markdown =
-          chosen(o.reports.markdown, "--markdown", cfg->output_markdown, "output.markdown");
-      paths.html = chosen(o.reports.html, "--html", cfg->output_html, "output.html");
-      if (o.update_baseline && !cfg->regression)
+          chosen(o.reports.markdown, "--markdown", configured.markdown, "output.markdown");
+      paths.html = chosen(o.reports.html, "--html", configured.html, "output.html");
+      if (o.update_baseline && !regression)
         throw tally::ConfigError(
             fmt::format("--update-baseline: {} has no 'regression:' section naming the baseline to "
                         "write (regression: {{baseline: "
                         "baseline.json}})",
                         o.config));
-      if (o.resume && !cfg->checkpoint)
+      if (o.resume && !ev->has_checkpoint())
         throw tally::ConfigError(fmt::format(
             "--resume: {} has no 'checkpoint:' section (checkpoint: {{dir: DIR, every_n_batches: "
             "N}}), so there is no checkpoint to resume from",
             o.config));
-      comparing = cfg->regression && !o.update_baseline;
+      comparing = regression && !o.update_baseline;
 
       if (rank == 0) {
         paths.check_writable();
-        if (o.update_baseline)
-          tally::check_writable(cfg->regression->baseline, "regression.baseline");
+        if (o.update_baseline) tally::check_writable(regression->baseline, "regression.baseline");
         if (paths.html) chartjs = load_chartjs();
       }
       if (comparing) {
-        tolerances = tolerances_of(*cfg->regression);
+        tolerances = tally::Tolerances::of(*regression);
         std::error_code ec;
-        if (!fs::exists(cfg->regression->baseline, ec))
+        if (!fs::exists(regression->baseline, ec))
           throw tally::InputError(
               fmt::format("{}: the baseline '{}' does not exist; write it with 'tally run {} "
                           "--update-baseline'",
-                          cfg->regression->where, cfg->regression->baseline.string(), o.config));
-        baseline = tally::read_results_json(cfg->regression->baseline);
+                          regression->where, regression->baseline.string(), o.config));
+        baseline = tally::read_results_json(regression->baseline);
       }
       reader = ev->make_reader();
       const bool tty = ::isatty(STDERR_FILENO) != 0;
@@ -376,13 +338,10 @@ int run_evaluation(const RunOptions& o, std::optional<tally::Evaluator>& ev) {
 
     // Every rank compares (the same numbers give the same verdict), so every rank exits alike.
     std::optional<tally::Comparison> comparison;
-    const bool need_specs = comparing || (rank == 0 && paths.any_report());
-    const tally::ResultSpecs specs = need_specs ? specs_for(cfg->plugin_paths, results.run.types,
-                                                            rank == 0, cfg->allow_unsafe_plugins)
-                                                : tally::ResultSpecs{};
+    const tally::ResultSpecs specs = tally::ResultSpecs::from_results(results);
     if (comparing) {
       comparison = tally::compare(results.metrics, baseline->metrics, specs, tolerances);
-      comparison->baseline_source = shown_path(cfg->regression->baseline);
+      comparison->baseline_source = shown_path(regression->baseline);
     }
     if (rank == 0) {
       if (!o.quiet) {
@@ -400,10 +359,10 @@ int run_evaluation(const RunOptions& o, std::optional<tally::Evaluator>& ev) {
                                      baseline ? &baseline->metrics : nullptr, o.config};
       stage_reports(out, paths, input, chartjs);
       if (o.update_baseline)
-        out.stage(cfg->regression->baseline, results.to_json(), "regression.baseline");
+        out.stage(regression->baseline, results.to_json(), "regression.baseline");
       out.commit();
       if (o.update_baseline)
-        print_line("", "baseline written: " + shown_path(cfg->regression->baseline));
+        print_line("", "baseline written: " + shown_path(regression->baseline));
       if (comparison && comparison->regressed()) print_regressions(*comparison);
     }
     return comparison && comparison->regressed() ? tally::kExitRegression : 0;
@@ -471,7 +430,7 @@ int compare(const CompareOptions& o) {
           "taken as higher-is-better",
           o.results));
     std::vector<fs::path> plugin_paths(o.paths.begin(), o.paths.end());
-    const auto specs = specs_for(plugin_paths, types, true);
+    const auto specs = specs_for(plugin_paths, types);
 
     auto comparison = tally::compare(results.metrics, baseline.metrics, specs, tolerances);
     comparison.baseline_source = o.baseline;
@@ -502,20 +461,19 @@ int validate(const std::string& config, const std::vector<std::string>& sets) {
     opts.validate_only = true;
     auto ev = tally::Evaluator::from_file(config, opts);
     auto reader = ev.make_reader();
-    const tally::Config cfg = tally::Config::load(config, sets);
     std::string regression;
-    if (cfg.regression) {
-      const auto tolerances = tolerances_of(*cfg.regression);
+    if (const auto& rc = ev.regression()) {
+      const auto tolerances = tally::Tolerances::of(*rc);
       std::error_code ec;
-      if (fs::exists(cfg.regression->baseline, ec)) {
-        const auto baseline = tally::read_results_json(cfg.regression->baseline);
-        regression = fmt::format("; baseline {} ({} metrics), {} tolerance rules",
-                                 shown_path(cfg.regression->baseline), baseline.metrics.size(),
-                                 tolerances.rules.size());
+      if (fs::exists(rc->baseline, ec)) {
+        const auto baseline = tally::read_results_json(rc->baseline);
+        regression =
+            fmt::format("; baseline {} ({} metrics), {} tolerance rules", shown_path(rc->baseline),
+                        baseline.metrics.size(), tolerances.rules.size());
       } else {
         regression =
             fmt::format("; baseline {} does not exist yet (tally run --update-baseline writes it)",
-                        shown_path(cfg.regression->baseline));
+                        shown_path(rc->baseline));
       }
     }
     fmt::print("{}\n",
@@ -735,6 +693,12 @@ int main(int argc, char** argv) {
   plug_cmd->add_option("--path", paths,
                        "Also search this folder (before TALLY_PLUGIN_PATH), repeatable");
 
+  std::string new_name, new_dir;
+  auto* new_cmd = app.add_subcommand(
+      "new-plugin", "Write the skeleton of a metric plugin (code, CMake, a test, an example)");
+  new_cmd->add_option("name", new_name, "Plugin name: [a-z][a-z0-9_]*, e.g. my_metric")->required();
+  new_cmd->add_option("dir", new_dir, "Folder to create (it may exist if empty)")->required();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {
@@ -749,5 +713,19 @@ int main(int argc, char** argv) {
   }
   if (*cmp_cmd) return compare(co);
   if (*val_cmd) return validate(config, sets);
+  if (*new_cmd) {
+    try {
+      tally::cli::write_plugin_skeleton(new_name, new_dir);
+      fmt::print("wrote the plugin {} (metric {}) into {}\n", new_name,
+                 tally::cli::plugin_metric_type(new_name), new_dir);
+      return 0;
+    } catch (const tally::Error& e) {
+      print_error(e.what());
+      return e.exit_code();
+    } catch (const std::exception& e) {
+      print_error(e.what());
+      return 1;
+    }
+  }
   return plugins(json, paths);
 }

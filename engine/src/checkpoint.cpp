@@ -13,9 +13,9 @@
 #include <msgpack.hpp>
 #include <nlohmann/json.hpp>
 
-#include "file_io.hpp"
 #include "msgpack_bounds.hpp"
 #include "tally/error.hpp"
+#include "tally/file_io.hpp"
 #include "tally/version.hpp"
 
 namespace tally::checkpoint {

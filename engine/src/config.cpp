@@ -16,9 +16,9 @@
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
-#include "file_io.hpp"
 #include "tally/error.hpp"
-#include "text_safety.hpp"
+#include "tally/file_io.hpp"
+#include "tally/text_safety.hpp"
 
 namespace tally {
 
@@ -653,7 +653,6 @@ Config Config::parse(const std::string& yaml_text, const std::string& source,
     require_map(*r, "regression");
     RegressionConfig rc;
     rc.where = r->where;
-    rc.tolerances_inline = Located{Value(), r->where, {}, {}};
     bool has_baseline = false;
     for (const auto& [k, c] : r->children) {
       if (k == "baseline") {
@@ -670,7 +669,7 @@ Config Config::parse(const std::string& yaml_text, const std::string& source,
         if (c.value.is_string()) {
           rc.tolerances_file = resolve_path(c.value.as_string(), base_dir);
         } else if (c.value.is_map() || c.value.is_null()) {
-          rc.tolerances_inline = c;
+          rc.tolerances = parse_tolerance_rules(c, "regression.tolerances");
         } else {
           fail_at(
               c,

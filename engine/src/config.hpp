@@ -13,6 +13,7 @@
 
 #include "tally/params.hpp"
 #include "tally/plugin.hpp"
+#include "tally/settings.hpp"
 #include "tally/value.hpp"
 
 namespace tally {
@@ -57,19 +58,8 @@ struct MetricConfig {
   std::string where;
 };
 
-/// The `regression:` section: compare the results with a baseline after the run.
-///   regression:
-///     baseline: baseline.json     # relative to the config file
-///     rtol: 0.0                   # defaults for every key
-///     atol: 0.0
-///     tolerances: tolerances.yaml # relative to the config file, or an inline map
-struct RegressionConfig {
-  std::filesystem::path baseline;
-  std::optional<double> rtol, atol;
-  std::optional<std::filesystem::path> tolerances_file;
-  Located tolerances_inline;  // a map, or null
-  std::string where;          // where the section was written
-};
+/// The `regression:` section (tally/settings.hpp); its inline tolerances are checked here.
+using RegressionConfig = RegressionSettings;
 
 /// The `checkpoint:` section: save every rank's metric states and reader position every N batches,
 /// so that `tally run --resume` continues an interrupted run (docs/checkpoint.md).
@@ -114,6 +104,10 @@ struct Config {
 /// ("tolerances"). InputError when it cannot be read (not a regular file, larger than
 /// kConfigMaxBytes), ConfigError when it cannot be parsed. An empty file is null.
 Located load_yaml_file(const std::filesystem::path& file, std::string_view what = "");
+
+/// The tolerance rules of a YAML map (a tolerances file, or regression.tolerances written inline;
+/// null: none). ConfigError naming `what` and the place of a bad entry.
+std::vector<ToleranceRule> parse_tolerance_rules(const Located& map, const std::string& what);
 
 /// Checks `given` against the component's schema: unknown keys, types, required parameters and
 /// choices; fills in defaults; resolves Path and PathMap values against `base_dir`. ConfigError

@@ -1,4 +1,4 @@
-#include "file_io.hpp"
+#include "tally/file_io.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>

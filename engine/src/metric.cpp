@@ -5,9 +5,6 @@ namespace tally {
 
 // Key functions: the vtables and type_info of the plugin interfaces live in libtally.
 Metric::~Metric() = default;
-RestorableMetric::~RestorableMetric() = default;
-LocalComputeMetric::~LocalComputeMetric() = default;
-ReducibleMetric::~ReducibleMetric() = default;
 Reader::~Reader() = default;
 std::string Reader::layout() const { return {}; }
 StableBatchReader::~StableBatchReader() = default;

@@ -1,4 +1,4 @@
-#include "registry.hpp"
+#include "tally/registry.hpp"
 
 #include <elf.h>
 #include <fcntl.h>
@@ -11,6 +11,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <system_error>
 
 #include <fmt/format.h>
@@ -18,7 +19,8 @@
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <boost/dll/shared_library.hpp>
 
-#include "text_safety.hpp"
+#include "plugin_abi.hpp"
+#include "tally/text_safety.hpp"
 
 namespace tally {
 
@@ -50,9 +52,19 @@ std::string shown(const fs::path& p) { return escape_for_terminal(p.native()); }
 // file makes it allocate what the header claims and read out of bounds).
 
 struct Exports {
-  bool has_entry = false;                // "tally_plugin"
-  std::vector<std::uint32_t> abi_marks;  // N of each exported tally_abi_vN
+  bool has_entry = false;                  // "tally_plugin"
+  std::vector<std::uint32_t> abi_marks;    // N of each exported tally_abi_vN
+  std::vector<std::uint32_t> minor_marks;  // M of each exported tally_abi_minor_M
 };
+
+// N of a symbol named `prefix`N (1 to 9 decimal digits), or nothing.
+std::optional<std::uint32_t> number_after(std::string_view name, std::string_view prefix) {
+  if (!name.starts_with(prefix) || name.size() <= prefix.size() ||
+      name.size() > prefix.size() + 9 ||
+      name.substr(prefix.size()).find_first_not_of("0123456789") != std::string_view::npos)
+    return std::nullopt;
+  return static_cast<std::uint32_t>(std::stoul(std::string(name.substr(prefix.size()))));
+}
 
 class ElfFile {
  public:
@@ -121,12 +133,9 @@ class ElfFile {
             names.data() + sym.st_name,
             ::strnlen(names.data() + sym.st_name, names.size() - sym.st_name));
         if (name == "tally_plugin") out.has_entry = true;
-        constexpr std::string_view prefix = "tally_abi_v";
-        if (name.starts_with(prefix) && name.size() > prefix.size() &&
-            name.size() <= prefix.size() + 9 &&
-            name.substr(prefix.size()).find_first_not_of("0123456789") == std::string_view::npos)
-          out.abi_marks.push_back(
-              static_cast<std::uint32_t>(std::stoul(std::string(name.substr(prefix.size())))));
+        if (const auto major = number_after(name, "tally_abi_v")) out.abi_marks.push_back(*major);
+        if (const auto minor = number_after(name, "tally_abi_minor_"))
+          out.minor_marks.push_back(*minor);
       }
     }
     return out;
@@ -166,26 +175,40 @@ Exports read_exports(const fs::path& file) {
   elf.fail("its ELF class is neither 32 nor 64 bits");
 }
 
-// The ABI version check, from the file alone: a library built for another ABI (or before the ABI
-// marker existed) is refused before any of its code runs.
-void check_exports(const fs::path& file) {
+}  // namespace
+
+// The ABI version check, from the file alone (docs/abi.md): a library built for another major
+// ABI (or before the ABI marker existed), or for a newer minor than `engine`'s, is refused before
+// any of its code runs.
+void check_plugin_abi(const fs::path& file, AbiLevel engine) {
   const Exports ex = read_exports(file);
   if (!ex.has_entry)
     throw ConfigError(fmt::format(
         "plugin '{}' is not a tally plugin: it exports no 'tally_plugin' entry", shown(file)));
-  if (std::find(ex.abi_marks.begin(), ex.abi_marks.end(), kAbiVersion) != ex.abi_marks.end())
-    return;
   if (ex.abi_marks.empty())
     throw ConfigError(fmt::format(
         "plugin '{}' carries no plugin ABI version marker (an exported 'tally_abi_vN' symbol, "
         "which TALLY_PLUGIN defines): it was built against an older tally or without "
         "TALLY_PLUGIN; this tally {} uses ABI version {}: rebuild the plugin against this tally",
-        shown(file), kVersion, kAbiVersion));
-  throw ConfigError(
-      fmt::format("plugin '{}' was built for plugin ABI version {}, this tally {} uses ABI "
-                  "version {}: rebuild the plugin against this tally",
-                  shown(file), ex.abi_marks.front(), kVersion, kAbiVersion));
+        shown(file), kVersion, engine.major));
+  if (std::find(ex.abi_marks.begin(), ex.abi_marks.end(), engine.major) == ex.abi_marks.end())
+    throw ConfigError(
+        fmt::format("plugin '{}' was built for plugin ABI version {}, this tally {} uses ABI "
+                    "version {}: rebuild the plugin against this tally",
+                    shown(file), ex.abi_marks.front(), kVersion, engine.major));
+  // The same major: additions up to the plugin's minor must all be in this tally. A plugin with no
+  // minor marker (hand-written exports) counts as minor 0.
+  const std::uint32_t minor =
+      ex.minor_marks.empty() ? 0 : *std::max_element(ex.minor_marks.begin(), ex.minor_marks.end());
+  if (minor > engine.minor)
+    throw ConfigError(fmt::format(
+        "plugin '{}' was built for plugin ABI {}.{}, newer than this tally {}'s ABI {}.{}: it may "
+        "use additions this tally lacks; use a tally at least as new as the one it was built "
+        "against, or rebuild the plugin against this tally",
+        shown(file), engine.major, minor, kVersion, engine.major, engine.minor));
 }
+
+namespace {
 
 // ---- Who may have written a plugin ------------------------------------------------------------
 // tally runs the code of every plugin it loads, so a plugin file, and the folder it lies in, must
@@ -234,7 +257,7 @@ void check_trusted(const fs::path& path, const char* what, const std::string& or
 Loaded load_plugin(const fs::path& file) {
   Loaded out;
   out.file = file;
-  check_exports(file);  // reads the file only: nothing of the plugin runs before this passes
+  check_plugin_abi(file);  // reads the file only: nothing of the plugin runs before this passes
   try {
     // RTLD_LAZY | RTLD_LOCAL: a plugin's symbols never leak into another's.
     out.lib = std::make_shared<boost::dll::shared_library>(

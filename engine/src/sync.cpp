@@ -3,20 +3,23 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <tuple>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "msgpack_bounds.hpp"
+#include "tally/error.hpp"
 #include "tally/version.hpp"
 
 namespace tally::sync {
 
 static_assert(std::endian::native == std::endian::little, "the sync header is little-endian");
 
-std::vector<Header> exchange_headers(DistBackend& backend, const Header& mine) {
+std::vector<Header> exchange_headers(Collectives& backend, const Header& mine) {
   std::vector<Header> all(static_cast<std::size_t>(backend.world_size()));
   backend.all_gather_fixed(std::as_bytes(std::span(&mine, 1)),
-                           std::as_writable_bytes(std::span(all)));
+                           std::as_writable_bytes(std::span(all)), {"sync header"});
   return all;
 }
 
@@ -96,11 +99,11 @@ std::optional<Verdict> check_headers(const std::vector<Header>& headers) {
   return std::nullopt;
 }
 
-std::optional<Verdict> exchange_start(DistBackend& backend, const StartRecord& mine) {
+std::optional<Verdict> exchange_start(Collectives& backend, const StartRecord& mine) {
   const int world = backend.world_size();
   std::vector<StartHeader> all(static_cast<std::size_t>(world));
   backend.all_gather_fixed(std::as_bytes(std::span(&mine.header, 1)),
-                           std::as_writable_bytes(std::span(all)));
+                           std::as_writable_bytes(std::span(all)), {"start record"});
   std::vector<int> bad_magic;
   std::vector<int> bad_protocol;
   std::vector<int> failed;
@@ -169,7 +172,7 @@ std::optional<Verdict> exchange_start(DistBackend& backend, const StartRecord& m
   std::memcpy(text.data(), &n, 4);
   text += mine.message;
   text += mine.layout;
-  const auto texts = backend.all_gather_object(std::as_bytes(std::span(text)));
+  const auto texts = backend.all_gather_object(std::as_bytes(std::span(text)), {"start messages"});
   const auto part = [&](int r, bool message) {
     const auto bytes = texts[static_cast<std::size_t>(r)];
     const auto* p = reinterpret_cast<const char*>(bytes.data());
@@ -215,6 +218,281 @@ std::uint64_t fingerprint(std::string_view canonical) {
     h *= 0x100000001b3ULL;
   }
   return h;
+}
+
+// ---- the sync ---------------------------------------------------------------------------------
+
+namespace {
+
+// Rethrows a failure reported through the sync protocol as the error type its exit code maps to.
+[[noreturn]] void throw_error(int exit_code, const std::string& message) {
+  if (exit_code == 2) throw InputError(message);
+  throw RuntimeError(message);
+}
+
+/// The local counts of every metric into `counts`, checked so that their sum over `world` ranks
+/// is exact: each count >= 0, all of a rank's counts together < 2^62 / world (then every sum of
+/// sums stays under 2^62, as the metrics' own checks require). A corrupt restored state fails
+/// here, on its rank, instead of wrapping in the reduction.
+void write_counts(const std::vector<MetricEntry>& metrics, const Plan& plan,
+                  std::span<std::int64_t> counts, int world) {
+  const std::int64_t limit = (std::int64_t{1} << 62) / world;
+  std::int64_t total = 0;
+  for (std::size_t i = 0; i < metrics.size(); ++i) {
+    if (plan.sizes[i] == 0) continue;
+    const auto mine = counts.subspan(plan.offsets[i], plan.sizes[i]);
+    const auto where = fmt::format("metric '{}'", metrics[i].label);
+    try {
+      metrics[i].metric->write_sums(mine);
+    } catch (const std::exception& e) {
+      throw RuntimeError(fmt::format("{}: {}", where, e.what()));
+    }
+    for (const std::int64_t c : mine) {
+      if (c < 0)
+        throw RuntimeError(fmt::format(
+            "{}: a count of its state is negative ({}): the state is corrupt", where, c));
+      if (__builtin_add_overflow(total, c, &total) || total >= limit)
+        throw RuntimeError(fmt::format(
+            "{}: this rank's counts add up to 2^62 / {} ranks or more: their sum over the ranks "
+            "would not be exact",
+            where, world));
+    }
+  }
+}
+
+/// This rank's payload: [0, [gathered part or nil, ...]], one entry a metric.
+void pack_payload(msgpack::sbuffer& payload, const std::vector<MetricEntry>& metrics,
+                  const Plan& plan) {
+  Packer packer(payload);
+  packer.pack_array(2);
+  packer.pack(0);
+  packer.pack_array(static_cast<std::uint32_t>(metrics.size()));
+  for (std::size_t i = 0; i < metrics.size(); ++i) {
+    if (plan.local || !plan.gathers[i])
+      packer.pack_nil();
+    else
+      metrics[i].metric->pack_gathered(packer);
+  }
+}
+
+/// Rank 0: the results of every metric from every rank's payload and the summed counts.
+Value compute_results(const std::vector<MetricEntry>& metrics, const Plan& plan,
+                      const GatheredObjects& gathered, std::span<const std::int64_t> counts) {
+  const auto world = gathered.size();
+  std::vector<msgpack::object_handle> handles(world);
+  for (std::size_t r = 0; r < world; ++r) {
+    const auto bytes = gathered[r];
+    try {
+      // Bins are referenced in place: large numeric state is read straight from the buffer.
+      handles[r] = unpack_bounded(bytes, /*reference_bins=*/true);
+    } catch (const std::exception& e) {
+      throw RuntimeError(
+          fmt::format("sync failed: the payload of rank {} ({} bytes) is not valid msgpack: {}", r,
+                      bytes.size(), e.what()));
+    }
+    const auto& obj = handles[r].get();
+    if (obj.type != msgpack::type::ARRAY || obj.via.array.size != 2 ||
+        obj.via.array.ptr[0].type != msgpack::type::POSITIVE_INTEGER)
+      throw RuntimeError(
+          fmt::format("sync failed: the payload of rank {} is not a tally state payload", r));
+    const auto status = obj.via.array.ptr[0].via.u64;
+    const auto& body = obj.via.array.ptr[1];
+    if (status != 0) {
+      const std::string msg =
+          body.type == msgpack::type::STR ? body.as<std::string>() : "(no message)";
+      throw_error(static_cast<int>(status), world > 1 ? fmt::format("rank {}: {}", r, msg) : msg);
+    }
+    if (body.type != msgpack::type::ARRAY || body.via.array.size != metrics.size())
+      throw RuntimeError(fmt::format("sync failed: rank {} sent {} metric states, expected {}", r,
+                                     body.type == msgpack::type::ARRAY ? body.via.array.size : 0,
+                                     metrics.size()));
+  }
+  Value results = Value::map();
+  std::vector<msgpack::object> states;
+  for (std::size_t i = 0; i < metrics.size(); ++i) {
+    const std::string prefix = fmt::format("metric '{}'", metrics[i].label);
+    try {
+      Metric& metric = *metrics[i].metric;
+      if (plan.local) {
+        results.set(metrics[i].label, metric.compute_local());
+        continue;
+      }
+      states.clear();
+      if (plan.gathers[i])
+        for (std::size_t r = 0; r < world; ++r)
+          states.push_back(handles[r].get().via.array.ptr[1].via.array.ptr[i]);
+      results.set(metrics[i].label,
+                  metric.compute_synced(states, counts.subspan(plan.offsets[i], plan.sizes[i])));
+    } catch (const msgpack::type_error&) {
+      throw RuntimeError(fmt::format("{}: a rank sent a state this metric cannot read", prefix));
+    } catch (const Error& e) {
+      const std::string msg = e.what();
+      if (msg.starts_with(prefix)) throw;
+      throw_error(e.exit_code(), fmt::format("{}: {}", prefix, msg));
+    }
+  }
+  return results;
+}
+
+}  // namespace
+
+Plan plan(const std::vector<MetricEntry>& metrics, int world) {
+  Plan p;
+  p.local = world == 1;
+  for (const auto& m : metrics) {
+    const std::size_t size = p.local ? 0 : m.metric->summed_size();
+    p.offsets.push_back(p.counts);
+    p.sizes.push_back(size);
+    p.gathers.push_back(!p.local && m.metric->gathers());
+    p.counts += size;
+  }
+  return p;
+}
+
+Outcome run(Collectives& backend, Request request) {
+  const int world = backend.world_size();
+  const int me = backend.rank();
+  const auto& metrics = request.metrics;
+  const auto failure = [&](int code, const std::string& msg) {
+    if (!request.error) request.error.emplace(code == 0 ? 1 : code, msg);
+  };
+
+  // How each state travels; the number of summed counts goes in the header, so that every rank
+  // knows that every rank sums as many before any rank does.
+  Plan route;
+  try {
+    route = plan(metrics, world);
+  } catch (const Error& e) {
+    failure(e.exit_code(), e.what());
+  } catch (const std::exception& e) {
+    failure(1, e.what());
+  }
+  if (request.error) {  // this rank reports its failure (status) and sums nothing
+    route = Plan{};
+    route.local = world == 1;
+    route.offsets.assign(metrics.size(), 0);
+    route.sizes.assign(metrics.size(), 0);
+    route.gathers.assign(metrics.size(), false);
+  }
+
+  Header mine;
+  mine.reduced = static_cast<std::int64_t>(route.counts);
+  mine.protocol = kProtocolVersion;
+  mine.fingerprint = request.fingerprint;
+  mine.samples = request.samples;
+  mine.dataset_size = request.dataset_size.value_or(-1);
+  mine.status = request.error ? request.error->first : 0;
+  mine.flags = request.padded_sampler ? kHoldsLast : 0;
+  const auto headers = exchange_headers(backend, mine);
+  if (auto verdict = check_headers(headers)) throw_error(verdict->exit_code, verdict->message);
+
+  // A rank that failed: gather every rank's message (an empty one from ranks that did not fail).
+  if (std::any_of(headers.begin(), headers.end(), [](const auto& h) { return h.status != 0; })) {
+    const std::string msg = request.error ? request.error->second : std::string();
+    const auto msgs = backend.all_gather_object(std::as_bytes(std::span(msg)), {"sync errors"});
+    std::vector<int> failed;
+    for (int r = 0; r < world; ++r)
+      if (headers[static_cast<std::size_t>(r)].status != 0) failed.push_back(r);
+    const auto first = static_cast<std::size_t>(failed.front());
+    const auto bytes = msgs[first];
+    std::string text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    if (world > 1) {
+      text = fmt::format("rank {}: {}", failed.front(), text);
+      if (failed.size() > 1)
+        text += fmt::format(" (ranks {} failed too)",
+                            fmt::join(failed.begin() + 1, failed.end(), ", "));
+    }
+    throw_error(headers[first].status, text);
+  }
+
+  // Padding from a distributed sampler: the last sample of each of the last `excess` ranks.
+  std::int64_t total = 0;
+  for (const auto& h : headers) total += h.samples;
+  bool drop_last = false;
+  if (request.dataset_size) {
+    const std::int64_t size = *request.dataset_size;
+    const std::int64_t excess = total - size;
+    const bool even = std::all_of(headers.begin(), headers.end(),
+                                  [&](const auto& h) { return h.samples == headers[0].samples; });
+    if (size < 0 || excess < 0 || excess >= world || (excess > 0 && !even)) {
+      std::vector<std::int64_t> counts;
+      for (const auto& h : headers) counts.push_back(h.samples);
+      throw InputError(
+          fmt::format("compute(dataset_size={}): the ranks added {} samples "
+                      "({} per rank); a distributed sampler pads the dataset to "
+                      "equal shards with fewer than world_size ({}) extra samples, "
+                      "so these counts cannot come from a dataset of that size",
+                      size, total, fmt::join(counts, ", "), world));
+    }
+    if (excess > 0 && !std::all_of(headers.begin(), headers.end(),
+                                   [](const auto& h) { return (h.flags & kHoldsLast) != 0; }))
+      throw InputError(fmt::format(
+          "compute(dataset_size={}): the ranks added {} samples, {} more than the dataset; a "
+          "sampler's padding is dropped only where the evaluator was told the sampler pads "
+          "(EvaluatorOptions::padded_sampler = true on every rank), so that each rank holds its "
+          "last sample back",
+          size, total, excess));
+    drop_last = me >= world - excess;
+    total = size;
+  }
+
+  // Each rank packs the gathered part of every metric's state into one fused payload:
+  // [0, [state...]], or [exit code, message] when this rank failed while finishing (its held
+  // sample was bad, say): it still takes part in the reduction and the gather, and rank 0
+  // reports the failure to every rank. In a world of one the states stay where they are.
+  msgpack::sbuffer payload;
+  std::vector<std::int64_t> counts(route.counts, 0);
+  try {
+    if (request.finish) request.finish(drop_last);
+    pack_payload(payload, metrics, route);
+    write_counts(metrics, route, counts, world);
+  } catch (const std::exception& e) {
+    const auto* te = dynamic_cast<const Error*>(&e);
+    payload.clear();
+    msgpack::pack(payload, std::make_tuple(te ? te->exit_code() : 1, std::string(e.what())));
+    std::fill(counts.begin(), counts.end(), 0);
+  }
+  // The counts, summed at rank 0: one state's worth there, whatever the world size. Every rank
+  // holds the same number (the headers agreed), so every rank makes the same calls.
+  if (!counts.empty()) backend.reduce(counts, ReduceOp::sum, 0, {"sync counts"});
+  // The other states, to rank 0 only: the other ranks never hold everyone's state.
+  const auto gathered = backend.gather_object(
+      std::as_bytes(std::span(payload.data(), payload.size())), 0, {"sync payload"});
+
+  // Rank 0 computes; every rank gets what it computed, or its error. The others wait for it as
+  // long as it is alive and computing, whatever backend.timeout says (run_on_root).
+  msgpack::sbuffer reply;
+  const auto compute_and_pack = [&] {
+    Value out = Value::map();
+    out.set("status", 0);
+    try {
+      out.set("results", compute_results(metrics, route, gathered, counts));
+    } catch (const Error& e) {
+      out.set("status", e.exit_code());
+      out.set("message", e.what());
+    } catch (const std::exception& e) {
+      out.set("status", 1);
+      out.set("message", fmt::format("rank 0 failed while computing: {}", e.what()));
+    }
+    out.set("samples", total);
+    out.set(
+        "wall_seconds",
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - request.start).count());
+    msgpack::pack(reply, out);
+  };
+  backend.run_on_root(0, compute_and_pack, {"rank 0 computing the results"});
+  const auto answer = backend.broadcast_object(std::as_bytes(std::span(reply.data(), reply.size())),
+                                               0, {"results"});
+  Value out;
+  try {
+    unpack_bounded(answer, /*reference_bins=*/false).get().convert(out);
+  } catch (const std::exception& e) {
+    throw RuntimeError(fmt::format(
+        "sync failed: rank {} could not read the results rank 0 broadcast: {}", me, e.what()));
+  }
+  if (const auto code = out.at("status").as_int(); code != 0)
+    throw_error(static_cast<int>(code), out.at("message").as_string());
+  return Outcome{out.at("results"), out.at("samples").as_int(), out.at("wall_seconds").as_double()};
 }
 
 }  // namespace tally::sync

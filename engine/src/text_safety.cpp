@@ -1,4 +1,4 @@
-#include "text_safety.hpp"
+#include "tally/text_safety.hpp"
 
 #include <cstdint>
 

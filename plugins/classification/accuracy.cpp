@@ -29,10 +29,10 @@
 //   topk [1, 2, 3]           -> {top1: 0.5, top2: 0.75, top3: 1.0}
 //   topk 2, thrs [0.1, 0.5]  -> {top2_thr-0.10: 0.75, top2_thr-0.50: 0.5}
 //
-// State: int64 hit counts per (k, thr) and the sample count; they add up across ranks.
+// State: int64 hit counts per (k, thr) and the sample count, both summed across ranks (exact:
+// the result does not depend on the number of ranks).
 #include <cstdint>
 #include <string>
-#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -50,8 +50,7 @@ namespace {
 struct AccuracyState {
   PackedVector<std::int64_t> hits;  // [topk.size() * thrs.size()], k major
   std::int64_t n = 0;
-  MSGPACK_DEFINE(hits, n)
-  auto sums() { return std::tie(hits, n); }
+  TALLY_STATE(sum(hits), sum(n))
 };
 
 class Accuracy final : public TypedMetric<AccuracyState> {
@@ -85,25 +84,17 @@ class Accuracy final : public TypedMetric<AccuracyState> {
       update_labels(state, batch);
   }
 
-  Value compute(const std::vector<AccuracyState>& states) const override {
-    std::vector<std::int64_t> hits(topk_.size() * thrs_.size(), 0);
-    std::int64_t n = 0;
-    for (std::size_t r = 0; r < states.size(); ++r) {
-      if (states[r].hits.size() != hits.size())
-        throw RuntimeError(check_.owner() + ": the state of rank " + std::to_string(r) + " has " +
-                           std::to_string(states[r].hits.size()) + " counters, expected " +
-                           std::to_string(hits.size()));
-      add_counts(hits, states[r].hits, check_.owner(), r);
-      add_count(n, states[r].n, check_.owner(), r);
-    }
-    if (n == 0) check_.fail("no samples");
-    check_counts({hits}, check_.owner(), states.size() - 1);
+  Value compute(const AccuracyState& all) const override {
+    if (all.hits.size() != topk_.size() * thrs_.size())  // a state restored from another config
+      throw RuntimeError(check_.owner() + ": the state has " + std::to_string(all.hits.size()) +
+                         " counters, expected " + std::to_string(topk_.size() * thrs_.size()));
+    if (all.n == 0) check_.fail("no samples");
     Value out = Value::map();
     for (std::size_t i = 0; i < topk_.size(); ++i) {
       for (std::size_t j = 0; j < thrs_.size(); ++j) {
         std::string key = "top" + std::to_string(topk_[i]);
         if (thrs_.size() > 1) key += thr_suffix(thrs_[j]);
-        out.set(std::move(key), safe_ratio(hits[i * thrs_.size() + j], n));
+        out.set(std::move(key), safe_ratio(all.hits[i * thrs_.size() + j], all.n));
       }
     }
     return out;

@@ -19,8 +19,9 @@
 //   -> {mAP: 0.708333...};  average none -> {AP_classwise: [1.0, 0.8333..., 1.0, 0.0]}
 //
 // State: every sample's scores (float32 or float64, as given) and labels (class ids or a 0/1
-// byte per class), packed; sorted at compute time. The result depends only on the set of
-// (score, label) pairs, so it is the same bit for bit on any number of ranks.
+// byte per class), packed, concatenated in rank order at a sync, and the sample count, summed
+// (ranking.hpp); sorted at compute time. The result depends only on the set of (score, label)
+// pairs, so it is the same bit for bit on any number of ranks.
 #include <string>
 #include <vector>
 
@@ -45,8 +46,8 @@ class AveragePrecision final : public TypedMetric<RankingState> {
     ranking_update(state, batch, check_, dense_);
   }
 
-  Value compute(const std::vector<RankingState>& states) const override {
-    const RankingData d = ranking_gather(states, check_);
+  Value compute(const RankingState& all) const override {
+    const RankingData d = ranking_data(all, check_);
     std::vector<double> ap;
     CurveBuilder curve;
     for (std::int64_t c = 0; c < d.cols; ++c)

@@ -14,10 +14,10 @@
 //   -> {matrix: [[1, 0, 0], [0, 1, 1], [0, 0, 1]]}
 //
 // State: one flat int64 counter of K * K cells (index y * K + p, computed in 64 bits whatever
-// the label dtype) and the sample count; they add up across ranks.
+// the label dtype) and the sample count, both summed across ranks (exact on any number of
+// ranks).
 #include <cstdint>
 #include <string>
-#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -37,8 +37,7 @@ constexpr std::int64_t kMaxClasses = 16384;
 struct ConfusionState {
   PackedVector<std::int64_t> counts;  // [K * K], row = true class
   std::int64_t n = 0;
-  MSGPACK_DEFINE(counts, n)
-  auto sums() { return std::tie(counts, n); }
+  TALLY_STATE(sum(counts), sum(n))
 };
 
 class ConfusionMatrix final : public TypedMetric<ConfusionState> {
@@ -99,20 +98,13 @@ class ConfusionMatrix final : public TypedMetric<ConfusionState> {
     state.n += n;
   }
 
-  Value compute(const std::vector<ConfusionState>& states) const override {
+  Value compute(const ConfusionState& all) const override {
     const auto cells = static_cast<std::size_t>(k_ * k_);
-    std::vector<std::int64_t> total(cells, 0);
-    std::int64_t n = 0;
-    for (std::size_t r = 0; r < states.size(); ++r) {
-      if (states[r].counts.size() != cells)
-        throw RuntimeError(check_.owner() + ": the state of rank " + std::to_string(r) + " has " +
-                           std::to_string(states[r].counts.size()) + " cells, expected " +
-                           std::to_string(cells));
-      add_counts(total, states[r].counts, check_.owner(), r);
-      add_count(n, states[r].n, check_.owner(), r);
-    }
-    if (n == 0) check_.fail("no samples");
-    check_counts({total}, check_.owner(), states.size() - 1);
+    if (all.counts.size() != cells)  // a state restored from another configuration
+      throw RuntimeError(check_.owner() + ": the state has " + std::to_string(all.counts.size()) +
+                         " cells, expected " + std::to_string(cells));
+    if (all.n == 0) check_.fail("no samples");
+    const auto& total = all.counts;
     Value::Array rows;
     rows.reserve(static_cast<std::size_t>(k_));
     const auto k = static_cast<std::size_t>(k_);

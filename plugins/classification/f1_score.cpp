@@ -18,10 +18,10 @@
 // Example (mmeval's docstring): pred_labels [0, 1, 2], gt_labels [0, 1, 4], num_classes 5,
 // mode [macro, micro] -> {macro_f1: 0.4, micro_f1: 0.666...}
 //
-// State: int64 TP, FP, FN per class.
+// State: int64 TP, FP, FN per class and the sample count, all summed across ranks (exact on any
+// number of ranks).
 #include <algorithm>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "common.hpp"
@@ -34,8 +34,7 @@ namespace {
 struct F1State {
   PackedVector<std::int64_t> tp, fp, fn;  // [num_classes]
   std::int64_t n = 0;
-  MSGPACK_DEFINE(tp, fp, fn, n)
-  auto sums() { return std::tie(tp, fp, fn, n); }
+  TALLY_STATE(sum(tp), sum(fp), sum(fn), sum(n))
 };
 
 class F1Score final : public TypedMetric<F1State> {
@@ -115,22 +114,12 @@ class F1Score final : public TypedMetric<F1State> {
     state.n += n;
   }
 
-  Value compute(const std::vector<F1State>& states) const override {
+  Value compute(const F1State& all) const override {
     const auto c = static_cast<std::size_t>(num_classes_);
-    std::vector<std::int64_t> tp(c, 0), fp(c, 0), fn(c, 0);
-    std::int64_t n = 0;
-    for (std::size_t r = 0; r < states.size(); ++r) {
-      const F1State& s = states[r];
-      if (s.tp.size() != c || s.fp.size() != c || s.fn.size() != c)
-        throw RuntimeError(check_.owner() + ": the state of rank " + std::to_string(r) +
-                           " is inconsistent");
-      add_counts(tp, s.tp, check_.owner(), r);
-      add_counts(fp, s.fp, check_.owner(), r);
-      add_counts(fn, s.fn, check_.owner(), r);
-      add_count(n, s.n, check_.owner(), r);
-    }
-    if (n == 0) check_.fail("no samples");
-    check_counts({tp, fp, fn}, check_.owner(), states.size() - 1);
+    if (all.tp.size() != c || all.fp.size() != c || all.fn.size() != c)
+      throw RuntimeError(check_.owner() + ": the state is inconsistent");  // another config's
+    if (all.n == 0) check_.fail("no samples");
+    const auto &tp = all.tp, &fp = all.fp, &fn = all.fn;
     Value out = Value::map();
     if (macro_) {
       std::vector<double> f1;

@@ -27,12 +27,14 @@
 // [0.3, 0.4, 0.2, 0.1], [0.0, 0.0, 0.1, 0.9]], labels [[0], [1], [2], [3]], topk 2, micro
 //   -> {precision_top2_micro: 0.375, recall_top2_micro: 0.75, f1-score_top2_micro: 0.5}
 //
-// State: int64 counts TP, FP, FN per class; never per-sample lists.
+// State: int64 counts TP, FP, FN per class and the sample count, all summed across ranks (exact
+// on any number of ranks); never per-sample lists. The number of classes must agree between the
+// ranks that saw data. With num_classes the counts are summed in place (MPI_Reduce); without it
+// the number of classes comes from the data, and they are gathered and added in rank order.
 #include <algorithm>
 #include <cstdio>
 #include <numeric>
 #include <string>
-#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -48,8 +50,7 @@ struct MultiLabelState {
   PackedVector<std::int64_t> tp, fp, fn;  // [C]
   std::int64_t num_classes = 0;           // 0 until known
   std::int64_t n = 0;
-  MSGPACK_DEFINE(tp, fp, fn, num_classes, n)
-  auto sums() { return std::tie(tp, fp, fn, n); }  // num_classes: a parameter
+  TALLY_STATE(sum(tp), sum(fp), sum(fn), agree(num_classes, 0), sum(n))
 };
 
 enum class Average { Macro, Micro, None };
@@ -180,28 +181,15 @@ class MultiLabelMetric final : public TypedMetric<MultiLabelState> {
     state.n += n;
   }
 
-  Value compute(const std::vector<MultiLabelState>& states) const override {
-    MultiLabelState total;
-    for (std::size_t r = 0; r < states.size(); ++r) {
-      const MultiLabelState& s = states[r];
-      const auto c = static_cast<std::size_t>(s.num_classes);
-      if (s.num_classes < 0 || s.tp.size() != c || s.fp.size() != c || s.fn.size() != c)
-        throw RuntimeError(check_.owner() + ": the state of rank " + std::to_string(r) +
-                           " is inconsistent");
-      if (s.num_classes == 0) continue;
-      if (total.num_classes == 0)
-        size_state(total, s.num_classes);
-      else if (total.num_classes != s.num_classes)
-        check_.fail("has " + std::to_string(s.num_classes) + " classes on rank " +
-                    std::to_string(r) + " but " + std::to_string(total.num_classes) +
-                    " on an earlier rank");
-      add_counts(total.tp, s.tp, check_.owner(), r);
-      add_counts(total.fp, s.fp, check_.owner(), r);
-      add_counts(total.fn, s.fn, check_.owner(), r);
-      add_count(total.n, s.n, check_.owner(), r);
-    }
+  Value compute(const MultiLabelState& total) const override {
+    const auto classes = static_cast<std::size_t>(total.num_classes);
+    if (total.num_classes < 0 || total.tp.size() != classes || total.fp.size() != classes ||
+        total.fn.size() != classes)
+      throw RuntimeError(check_.owner() + ": the state is inconsistent");
+    if (num_classes_ > 0 && total.num_classes != num_classes_)  // another configuration's state
+      throw RuntimeError(check_.owner() + ": the state has " + std::to_string(total.num_classes) +
+                         " classes, num_classes is " + std::to_string(num_classes_));
     if (total.n == 0) check_.fail("no samples");
-    check_counts({total.tp, total.fp, total.fn}, check_.owner(), states.size() - 1);
 
     const auto c = static_cast<std::size_t>(total.num_classes);
     std::vector<double> prf[3];

@@ -58,17 +58,37 @@ inline std::vector<InputSpec> ranking_inputs() {
                     true}};
 }
 
+/// Scores of one precision (a field of RankingState): at a sync, every rank's values in rank order,
+/// remembering how many each rank gave. A rank keeps float32 scores until it sees float64 ones,
+/// so ranks may hold different precisions, and each rank's scores must still meet its labels.
+/// Packs as the PackedVector it is.
+template <class T>
+struct RankScores : PackedVector<T> {
+  /// The number of values each rank gave, in rank order, once a later rank's were merged in (not
+  /// packed); empty: every value came from one rank.
+  std::vector<std::size_t> parts;
+
+  void merge(const RankScores& later) {
+    if (parts.empty()) parts.push_back(this->size());
+    parts.push_back(later.size());
+    this->insert(this->end(), later.begin(), later.end());
+  }
+};
+
 /// Every sample's scores and labels, in the order seen. Scores keep the input's precision:
 /// float32 while every batch is float32, float64 (converted exactly) once one is float64.
+/// At a sync the ranks' samples are concatenated in rank order and their counts summed; the
+/// format (kind, cols) must agree between the ranks that saw data.
 struct RankingState {
-  PackedVector<float> s32;         // [n x cols] row-major, or empty
-  PackedVector<double> s64;        // [n x cols] row-major, or empty
+  RankScores<float> s32;           // [n x cols] row-major, or empty
+  RankScores<double> s64;          // [n x cols] row-major, or empty
   PackedVector<std::int32_t> ids;  // Binary: 0/1, ClassIds: the class, one per sample
   PackedVector<std::uint8_t> hot;  // Indicator: [n x cols] of 0/1
   std::int64_t cols = 0;           // 1 for binary
   std::int8_t kind = 0;            // RankKind
   std::int64_t n = 0;
-  MSGPACK_DEFINE(s32, s64, ids, hot, cols, kind, n)
+  TALLY_STATE(merge(s32), merge(s64), concat(ids), concat(hot), agree(cols, 0), agree(kind, 0),
+              sum(n))
 };
 
 /// Appends n checked labels (0/1 or class ids below 2^31) as int32.
@@ -194,23 +214,30 @@ struct RankingRow {
   }
 };
 
-/// Every rank's state, checked, in rank order: views of the states (no copy of the scores; the
-/// states outlive it).
+/// The samples of one rank, in a merged state.
+struct RankingPart {
+  const float* s32;         // [n x cols], or null
+  const double* s64;        // [n x cols] when s32 is null
+  const std::int32_t* ids;  // Binary, ClassIds: [n]
+  const std::uint8_t* hot;  // Indicator: [n x cols]
+  std::int64_t n;
+};
+
+/// Every rank's samples, checked, in rank order: views of the merged state (no copy of the
+/// scores; the state outlives it).
 struct RankingData {
   RankKind kind = RankKind::None;
   std::int64_t n = 0;
   std::int64_t cols = 0;
-  std::vector<const RankingState*> parts;  // the states with samples, in rank order
+  std::vector<RankingPart> parts;  // the ranks with samples, in rank order
 
   /// f(const RankingRow&) for every sample, in order.
   template <class F>
   void for_each_row(F&& f) const {
-    for (const RankingState* s : parts) {
-      RankingRow row{
-          s->s32.empty() ? nullptr : s->s32.data(), s->s64.empty() ? nullptr : s->s64.data(),
-          s->ids.empty() ? nullptr : s->ids.data(), s->hot.empty() ? nullptr : s->hot.data(), kind};
+    for (const RankingPart& p : parts) {
+      RankingRow row{p.s32, p.s64, p.ids, p.hot, kind};
       const auto step = static_cast<std::size_t>(cols);
-      for (std::int64_t i = 0; i < s->n; ++i) {
+      for (std::int64_t i = 0; i < p.n; ++i) {
         f(static_cast<const RankingRow&>(row));
         if (row.s32 != nullptr) row.s32 += step;
         if (row.s64 != nullptr) row.s64 += step;
@@ -221,45 +248,64 @@ struct RankingData {
   }
 };
 
-inline RankingData ranking_gather(const std::vector<RankingState>& states,
-                                  const InputChecker& check) {
+/// Checks the merged state `st` (every rank's samples; the local state in a world of one) and
+/// splits it into the ranks' parts. InputError when it holds no sample; RuntimeError when it is
+/// inconsistent (a corrupt state).
+inline RankingData ranking_data(const RankingState& st, const InputChecker& check) {
+  const auto corrupt = [&](const std::string& what) {
+    throw RuntimeError(check.owner() + ": the state is corrupt: " + what);
+  };
   RankingData d;
-  for (std::size_t r = 0; r < states.size(); ++r) {
-    const RankingState& s = states[r];
-    const auto kind = static_cast<RankKind>(s.kind);
-    if (kind == RankKind::None || s.n == 0) continue;
-    const auto cells = state_cells(s.n, s.cols, check.owner(), r);
-    const bool ok =
-        (s.s32.size() == cells && s.s64.empty()) || (s.s64.size() == cells && s.s32.empty());
-    const bool labels_ok = kind == RankKind::Indicator
-                               ? s.hot.size() == cells && s.ids.empty()
-                               : s.ids.size() == static_cast<std::size_t>(s.n) && s.hot.empty();
-    if (!ok || !labels_ok || kind < RankKind::Binary || kind > RankKind::Indicator)
-      throw RuntimeError(check.owner() + ": the state of rank " + std::to_string(r) +
-                         " is inconsistent");
-    if (d.kind == RankKind::None) {
-      d.kind = kind;
-      d.cols = s.cols;
-    } else if (d.kind != kind || d.cols != s.cols) {
-      check.fail(std::string("ranks disagree on the inputs: ") + rank_kind_name(d.kind) + " with " +
-                 std::to_string(d.cols) + " score columns on an earlier rank, " +
-                 rank_kind_name(kind) + " with " + std::to_string(s.cols) + " on rank " +
-                 std::to_string(r));
+  if (st.n == 0) check.fail("no samples");
+  d.kind = static_cast<RankKind>(st.kind);
+  d.cols = st.cols;
+  d.n = st.n;
+  if (d.kind < RankKind::Binary || d.kind > RankKind::Indicator || d.cols < 1 ||
+      (d.kind == RankKind::Binary && d.cols != 1))
+    corrupt("format " + std::to_string(st.kind) + " with " + std::to_string(st.cols) +
+            " score columns");
+  std::int64_t cells64 = 0;
+  if (__builtin_mul_overflow(st.n, st.cols, &cells64))
+    corrupt(std::to_string(st.n) + " samples of " + std::to_string(st.cols) + " columns");
+  const auto cells = static_cast<std::size_t>(cells64);
+  const bool labels_ok = d.kind == RankKind::Indicator
+                             ? st.hot.size() == cells && st.ids.empty()
+                             : st.ids.size() == static_cast<std::size_t>(st.n) && st.hot.empty();
+  if (st.s32.size() + st.s64.size() != cells || !labels_ok)
+    corrupt("its scores or labels are not " + std::to_string(st.n) + " samples of " +
+            std::to_string(st.cols) + " columns");
+  // Each rank's part: its scores in one precision, and as many labels.
+  const std::vector<std::size_t> one32{st.s32.size()}, one64{st.s64.size()};
+  const auto& p32 = st.s32.parts.empty() ? one32 : st.s32.parts;
+  const auto& p64 = st.s64.parts.empty() ? one64 : st.s64.parts;
+  if (p32.size() != p64.size()) corrupt("the ranks' float32 and float64 scores do not pair up");
+  const auto step = static_cast<std::size_t>(st.cols);
+  std::size_t at32 = 0, at64 = 0, at_label = 0;
+  for (std::size_t r = 0; r < p32.size(); ++r) {
+    const std::size_t c = p32[r] + p64[r];
+    if ((p32[r] != 0 && p64[r] != 0) || c % step != 0)
+      corrupt("rank " + std::to_string(r) + " holds " + std::to_string(p32[r]) + " float32 and " +
+              std::to_string(p64[r]) + " float64 scores");
+    const auto n = static_cast<std::int64_t>(c / step);
+    if (n > 0) {
+      const bool hot = d.kind == RankKind::Indicator;
+      d.parts.push_back({p32[r] != 0 ? st.s32.data() + at32 : nullptr,
+                         p64[r] != 0 ? st.s64.data() + at64 : nullptr,
+                         hot ? nullptr : st.ids.data() + at_label,
+                         hot ? st.hot.data() + at_label : nullptr, n});
+      at_label += hot ? c : static_cast<std::size_t>(n);
     }
-    d.parts.push_back(&s);
-    // Labels index score columns (ROC-AUC counts per class): each must be in range.
-    const std::int32_t id_end =
-        kind == RankKind::Binary
-            ? 2
-            : static_cast<std::int32_t>(std::min<std::int64_t>(s.cols, INT32_MAX));
-    for (const std::int32_t y : s.ids)
-      if (y < 0 || y >= id_end)
-        corrupt_state(
-            check.owner(), r,
-            "label " + std::to_string(y) + " outside [0, " + std::to_string(id_end) + ")");
-    add_count(d.n, s.n, check.owner(), r);
+    at32 += p32[r];
+    at64 += p64[r];
   }
-  if (d.n == 0) check.fail("no samples");
+  // Labels index score columns (ROC-AUC counts per class): each must be in range.
+  const std::int32_t id_end =
+      d.kind == RankKind::Binary
+          ? 2
+          : static_cast<std::int32_t>(std::min<std::int64_t>(st.cols, INT32_MAX));
+  for (const std::int32_t y : st.ids)
+    if (y < 0 || y >= id_end)
+      corrupt("label " + std::to_string(y) + " outside [0, " + std::to_string(id_end) + ")");
   return d;
 }
 
@@ -372,3 +418,30 @@ inline double mean_of(const std::vector<double>& xs) {
 }
 
 }  // namespace tally::classification
+
+// RankScores packs and unpacks as the PackedVector it is (its `parts` are not state).
+namespace msgpack {
+MSGPACK_API_VERSION_NAMESPACE(MSGPACK_DEFAULT_API_NS) {
+  namespace adaptor {
+
+  template <class T>
+  struct pack<tally::classification::RankScores<T>> {
+    template <class Stream>
+    packer<Stream>& operator()(packer<Stream>& o,
+                               const tally::classification::RankScores<T>& v) const {
+      return pack<tally::PackedVector<T>>()(o, v);
+    }
+  };
+
+  template <class T>
+  struct convert<tally::classification::RankScores<T>> {
+    const msgpack::object& operator()(const msgpack::object& o,
+                                      tally::classification::RankScores<T>& v) const {
+      v.parts.clear();
+      return convert<tally::PackedVector<T>>()(o, v);
+    }
+  };
+
+  }  // namespace adaptor
+}  // MSGPACK_API_VERSION_NAMESPACE
+}  // namespace msgpack

@@ -26,7 +26,8 @@
 //
 // Example: binary scores [0.1, 0.4, 0.35, 0.8], labels [0, 0, 1, 1] -> {AUC: 0.75}
 //
-// State: every sample's scores and labels, packed (see ranking.hpp); sorted at compute time.
+// State: every sample's scores and labels, packed, concatenated in rank order at a sync, and
+// the sample count, summed (see ranking.hpp); sorted at compute time.
 // The result depends only on the set of (score, label) pairs: the same bit for bit on any number
 // of ranks.
 #include <limits>
@@ -68,8 +69,8 @@ class RocAuc final : public TypedMetric<RankingState> {
     ranking_update(state, batch, check_, dense_);
   }
 
-  Value compute(const std::vector<RankingState>& states) const override {
-    const RankingData d = ranking_gather(states, check_);
+  Value compute(const RankingState& all) const override {
+    const RankingData d = ranking_data(all, check_);
     Value out = Value::map();
     CurveBuilder curve;
     if (d.kind == RankKind::Binary) {

@@ -33,10 +33,13 @@
 // [0.0, 0.0, 0.1, 0.9]], gt_labels [0, 1, 2, 3], average micro
 //   -> {precision_micro: 0.5, recall_micro: 0.5, f1-score_micro: 0.5}
 //
-// State: int64 counters: support [C], and TP and predicted [thrs x C]; never per-sample lists.
+// State: int64 counters, support [C] and TP and predicted [thrs x C], and the sample count, all
+// summed across ranks (exact on any number of ranks); never per-sample lists. The number of
+// classes C must agree between the ranks that saw data. With num_classes the counters are summed
+// in place (MPI_Reduce); without it C comes from the data, and they are gathered and added in
+// rank order.
 #include <cstdint>
 #include <string>
-#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -57,8 +60,7 @@ struct SingleLabelState {
   PackedVector<std::int64_t> predicted;  // [thrs x C]
   std::int64_t num_classes = 0;          // 0 until known (scores without num_classes)
   std::int64_t n = 0;
-  MSGPACK_DEFINE(support, tp, predicted, num_classes, n)
-  auto sums() { return std::tie(support, tp, predicted, n); }  // num_classes: a parameter
+  TALLY_STATE(sum(support), sum(tp), sum(predicted), agree(num_classes, 0), sum(n))
 };
 
 enum class Average { Macro, Micro, None };
@@ -126,30 +128,16 @@ class SingleLabelMetric final : public TypedMetric<SingleLabelState> {
       update_labels(state, batch);
   }
 
-  Value compute(const std::vector<SingleLabelState>& states) const override {
-    SingleLabelState total;
-    for (std::size_t r = 0; r < states.size(); ++r) {
-      const SingleLabelState& s = states[r];
-      const auto c = static_cast<std::size_t>(s.num_classes);
-      if (s.support.size() != c || s.tp.size() != c * thrs_.size() ||
-          s.predicted.size() != c * thrs_.size())
-        throw RuntimeError(check_.owner() + ": the state of rank " + std::to_string(r) +
-                           " is inconsistent");
-      if (s.num_classes == 0) continue;  // a rank that saw no data
-      if (total.num_classes == 0) {
-        size_state(total, s.num_classes);
-      } else if (total.num_classes != s.num_classes) {
-        check_.fail(kScores, "has " + std::to_string(s.num_classes) + " columns on rank " +
-                                 std::to_string(r) + " but " + std::to_string(total.num_classes) +
-                                 " on an earlier rank");
-      }
-      add_counts(total.support, s.support, check_.owner(), r);
-      add_counts(total.tp, s.tp, check_.owner(), r);
-      add_counts(total.predicted, s.predicted, check_.owner(), r);
-      add_count(total.n, s.n, check_.owner(), r);
-    }
+  Value compute(const SingleLabelState& total) const override {
+    const auto classes = static_cast<std::size_t>(total.num_classes);
+    if (total.num_classes < 0 || total.support.size() != classes ||
+        total.tp.size() != classes * thrs_.size() ||
+        total.predicted.size() != classes * thrs_.size())
+      throw RuntimeError(check_.owner() + ": the state is inconsistent");
+    if (num_classes_ > 0 && total.num_classes != num_classes_)  // another configuration's state
+      throw RuntimeError(check_.owner() + ": the state has " + std::to_string(total.num_classes) +
+                         " classes, num_classes is " + std::to_string(num_classes_));
     if (total.n == 0) check_.fail("no samples");
-    check_counts({total.support, total.tp, total.predicted}, check_.owner(), states.size() - 1);
 
     const auto c = static_cast<std::size_t>(total.num_classes);
     Value out = Value::map();

@@ -7,7 +7,7 @@
 // small [0, 32^2], medium [32^2, 96^2], large [96^2, 1e10], bounds inclusive). For each IoU
 // threshold t each detection in turn takes the unmatched (or crowd) ground truth with the highest
 // IoU >= min(t, 1 - 1e-10), preferring non-ignored ground truth; IoU is box IoU (bbIou) or mask
-// IoU (rleIou, masks rasterised as maskApi.c does: mask.hpp); a crowd's IoU divides by the
+// IoU (rleIou, masks rasterised as maskApi.c does: plugins/support); a crowd's IoU divides by the
 // detection's area. A detection matched to an ignored ground truth, or unmatched with an area
 // outside the range, is ignored. Then per category, area range and maxDet, the detections of all
 // images are concatenated in image-id order and stable-sorted by score; with tp/fp their
@@ -32,8 +32,10 @@
 //
 // State (compact, no boxes or masks): per image its id and, per category present, the ground
 // truth counts per area range; per kept detection its score and 2 bits per (area range, IoU
-// threshold): true positive, ignored (coco_eval.hpp). Rank 0 orders images by id, drops repeated
-// ids (sampler padding) and accumulates: the same result, bit for bit, on any number of ranks.
+// threshold): true positive, ignored (coco_eval.hpp). The image ids are concatenated across ranks
+// and the records appended kind by kind, both in rank order (dataset order); rank 0 orders images
+// by id, drops repeated ids (sampler padding) and accumulates: the same result, bit for bit, on
+// any number of ranks.
 //
 // Example: one image, a GT box [0, 0, 10, 10] (xywh) of category 1, a detection [0, 0, 10, 10]
 // with score 0.9 -> bbox_mAP 1 / (1 + 2^-52) (pycocotools' eps in the precision), bbox_AR@100
@@ -41,11 +43,14 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include <fmt/format.h>
 #include "coco_eval.hpp"
 #include "common.hpp"
 #include "detection.hpp"
+
 #include "tally/metric.hpp"
 #include "tally/plugin.hpp"
 #include "tally/state.hpp"
@@ -55,8 +60,8 @@ namespace {
 
 struct CocoState {
   PackedVector<std::int64_t> img_ids;
-  std::vector<coco::Records> kinds;  // one per entry of `metric`
-  MSGPACK_DEFINE(img_ids, kinds)
+  coco::KindRecords kinds;  // one per entry of `metric`
+  TALLY_STATE(concat(img_ids), merge(kinds))
 };
 
 class COCODetection final : public TypedMetric<CocoState> {
@@ -144,21 +149,46 @@ class COCODetection final : public TypedMetric<CocoState> {
       for (std::size_t j = 0; j < configs_.size(); ++j) s.kinds[j].append(out[k - 1][j]);
   }
 
-  Value compute(const std::vector<CocoState>& states) const override {
-    Value out = Value::map();
-    std::size_t images = 0;
-    for (const auto& st : states) images += st.img_ids.size();
-    if (images == 0) check_.fail("no images");
+  // Each rank's records describe its own images: one group count per image, one category,
+  // detection count and (kAreas + 1) GT counts per group, one score and words() bit words per
+  // detection. Merged, a rank with too many and one with too few could look whole.
+  void check_rank(const CocoState& s, std::size_t) const override {
+    if (s.kinds.size() != configs_.size())
+      throw RuntimeError(
+          fmt::format("{} kinds of records, expected {}", s.kinds.size(), configs_.size()));
     for (std::size_t j = 0; j < configs_.size(); ++j) {
-      std::vector<coco::RankRecords> ranks;
-      for (std::size_t r = 0; r < states.size(); ++r) {
-        if (states[r].kinds.size() != configs_.size())
-          throw RuntimeError(check_.owner() + ": the state of rank " + std::to_string(r) + " has " +
-                             std::to_string(states[r].kinds.size()) + " kinds, expected " +
-                             std::to_string(configs_.size()));
-        ranks.push_back({&states[r].img_ids, &states[r].kinds[j]});
-      }
-      const coco::Summary sum = coco::summarize(configs_[j], ranks, cat_ids_, threads_);
+      const coco::Records& r = s.kinds[j];
+      // Counts are int32 and at most a few billion in all: an int64 sum cannot overflow.
+      const auto total = [](const auto& v) {
+        std::int64_t t = 0;
+        for (const auto x : v) t += x < 0 ? std::int64_t{-1} << 40 : x;
+        return t;
+      };
+      const std::int64_t groups = total(r.img_groups), dets = total(r.group_ndets);
+      const bool sizes_fit =
+          groups >= 0 && dets >= 0 && r.img_groups.size() == s.img_ids.size() &&
+          std::cmp_equal(r.group_cat.size(), groups) &&
+          std::cmp_equal(r.group_ndets.size(), groups) &&
+          std::cmp_equal(r.group_gts.size(), groups * (coco::kAreas + 1)) &&
+          std::cmp_equal(r.score.size(), dets) &&
+          std::cmp_equal(r.bits.size(), dets * static_cast<std::int64_t>(configs_[j].words()));
+      if (!sizes_fit)
+        throw RuntimeError(fmt::format(
+            "the records of kind {} do not fit together ({} images, {} group counts, {} groups, "
+            "{} detections)",
+            j, s.img_ids.size(), r.img_groups.size(), r.group_cat.size(), r.score.size()));
+    }
+  }
+
+  Value compute(const CocoState& all) const override {
+    Value out = Value::map();
+    if (all.img_ids.empty()) check_.fail("no images");
+    if (all.kinds.size() != configs_.size())
+      throw RuntimeError(check_.owner() + ": the state holds " + std::to_string(all.kinds.size()) +
+                         " kinds, expected " + std::to_string(configs_.size()));
+    for (std::size_t j = 0; j < configs_.size(); ++j) {
+      const coco::Summary sum =
+          coco::summarize(configs_[j], all.img_ids, all.kinds[j], cat_ids_, threads_);
       const std::string& m = metrics_[j];
       const std::string n0 = std::to_string(proposal_nums_[0]),
                         n1 = std::to_string(proposal_nums_[1]),

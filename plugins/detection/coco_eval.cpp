@@ -52,6 +52,13 @@ void Records::append(const Records& o) {
   bits.insert(bits.end(), o.bits.begin(), o.bits.end());
 }
 
+void KindRecords::merge(const KindRecords& later) {
+  if (later.size() != size())
+    throw RuntimeError("COCO records: a rank holds " + std::to_string(later.size()) +
+                       " kinds, an earlier one " + std::to_string(size()));
+  for (std::size_t j = 0; j < size(); ++j) (*this)[j].append(later[j]);
+}
+
 void evaluate_image(const EvalConfig& cfg, const ImageData& img, Records& out) {
   // ImageData is filled by read_image (common.hpp): every vector has its instance count.
   const std::size_t nd = img.dt_score.size(), ng = img.gt_area.size();
@@ -204,7 +211,7 @@ void evaluate_image(const EvalConfig& cfg, const ImageData& img, Records& out) {
   out.img_groups.push_back(groups);
 }
 
-Summary summarize(const EvalConfig& cfg, const std::vector<RankRecords>& ranks,
+Summary summarize(const EvalConfig& cfg, const std::vector<std::int64_t>& ids, const Records& rec,
                   const std::vector<std::int64_t>& cat_ids_param, int threads) {
   const std::size_t T = cfg.iou_thrs.size(), W = cfg.words(), M = cfg.max_dets.size();
   const std::vector<double> recs = rec_thrs();
@@ -213,40 +220,38 @@ Summary summarize(const EvalConfig& cfg, const std::vector<RankRecords>& ranks,
   // Images in ascending id order, the first occurrence of an id kept.
   struct ImageRef {
     std::int64_t id;
-    std::uint32_t rank;
     std::size_t group_begin, group_end;
   };
   struct GroupRef {
-    std::uint32_t rank;
     std::size_t group;
     std::size_t det_begin;
   };
-  std::vector<ImageRef> images;
-  std::vector<std::vector<std::size_t>> det_offsets(ranks.size());
-  for (std::size_t r = 0; r < ranks.size(); ++r) {
-    const Records& rec = *ranks[r].records;
-    const auto& ids = *ranks[r].img_ids;
-    if (rec.img_groups.size() != ids.size())
-      throw RuntimeError("COCO records of rank " + std::to_string(r) + " hold " +
-                         std::to_string(rec.img_groups.size()) + " images, expected " +
-                         std::to_string(ids.size()));
-    auto& offs = det_offsets[r];
-    offs.resize(rec.group_ndets.size() + 1, 0);
-    for (std::size_t g = 0; g < rec.group_ndets.size(); ++g)
-      offs[g + 1] = offs[g] + static_cast<std::size_t>(rec.group_ndets[g]);
-    if (offs.back() != rec.score.size() || rec.bits.size() != rec.score.size() * W ||
-        rec.group_cat.size() != rec.group_ndets.size() ||
-        rec.group_gts.size() != rec.group_ndets.size() * (kAreas + 1))
-      throw RuntimeError("COCO records of rank " + std::to_string(r) + " are inconsistent");
-    std::size_t g = 0;
-    for (std::size_t i = 0; i < ids.size(); ++i) {
-      const auto n = static_cast<std::size_t>(rec.img_groups[i]);
-      images.push_back({ids[i], static_cast<std::uint32_t>(r), g, g + n});
-      g += n;
-    }
-    if (g != rec.group_ndets.size())
-      throw RuntimeError("COCO records of rank " + std::to_string(r) + " are inconsistent");
+  // The records arrive from other ranks: every count and size is checked before it is used.
+  if (rec.img_groups.size() != ids.size())
+    throw RuntimeError("COCO records hold " + std::to_string(rec.img_groups.size()) +
+                       " images, expected " + std::to_string(ids.size()));
+  if (rec.group_cat.size() != rec.group_ndets.size() ||
+      rec.group_gts.size() != rec.group_ndets.size() * (kAreas + 1))
+    throw RuntimeError("COCO records are inconsistent");
+  std::vector<std::size_t> det_offsets(rec.group_ndets.size() + 1, 0);
+  for (std::size_t g = 0; g < rec.group_ndets.size(); ++g) {
+    if (rec.group_ndets[g] < 0) throw RuntimeError("COCO records are inconsistent");
+    det_offsets[g + 1] = det_offsets[g] + static_cast<std::size_t>(rec.group_ndets[g]);
   }
+  if (det_offsets.back() != rec.score.size() || rec.bits.size() != rec.score.size() * W)
+    throw RuntimeError("COCO records are inconsistent");
+  std::vector<ImageRef> images;
+  images.reserve(ids.size());
+  std::size_t groups = 0;
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    if (rec.img_groups[i] < 0 ||
+        static_cast<std::size_t>(rec.img_groups[i]) > rec.group_ndets.size() - groups)
+      throw RuntimeError("COCO records are inconsistent");
+    const auto n = static_cast<std::size_t>(rec.img_groups[i]);
+    images.push_back({ids[i], groups, groups + n});
+    groups += n;
+  }
+  if (groups != rec.group_ndets.size()) throw RuntimeError("COCO records are inconsistent");
   std::stable_sort(images.begin(), images.end(),
                    [](const ImageRef& a, const ImageRef& b) { return a.id < b.id; });
   images.erase(std::unique(images.begin(), images.end(),
@@ -263,7 +268,6 @@ Summary summarize(const EvalConfig& cfg, const std::vector<RankRecords>& ranks,
     out.cat_ids.erase(std::unique(out.cat_ids.begin(), out.cat_ids.end()), out.cat_ids.end());
   } else {
     for (const auto& im : images) {
-      const Records& rec = *ranks[im.rank].records;
       for (std::size_t g = im.group_begin; g < im.group_end; ++g)
         if (rec.group_gts[g * (kAreas + 1)] > 0) out.cat_ids.push_back(rec.group_cat[g]);
     }
@@ -277,11 +281,10 @@ Summary summarize(const EvalConfig& cfg, const std::vector<RankRecords>& ranks,
   // Groups per category, in image order.
   std::vector<std::vector<GroupRef>> by_cat(K);
   for (const auto& im : images) {
-    const Records& rec = *ranks[im.rank].records;
     for (std::size_t g = im.group_begin; g < im.group_end; ++g) {
       const auto it = cat_index.find(cfg.use_cats ? rec.group_cat[g] : -1);
       if (it == cat_index.end()) continue;
-      by_cat[it->second].push_back({im.rank, g, det_offsets[im.rank][g]});
+      by_cat[it->second].push_back({g, det_offsets[g]});
     }
   }
 
@@ -302,7 +305,6 @@ Summary summarize(const EvalConfig& cfg, const std::vector<RankRecords>& ranks,
     std::size_t n_all = 0;
     std::array<std::int64_t, kAreas> npig{};
     for (const auto& gr : by_cat[k]) {
-      const Records& rec = *ranks[gr.rank].records;
       n_all += static_cast<std::size_t>(rec.group_ndets[gr.group]);
       for (int a = 0; a < kAreas; ++a) npig[a] += rec.group_gts[gr.group * (kAreas + 1) + 1 + a];
     }
@@ -321,7 +323,6 @@ Summary summarize(const EvalConfig& cfg, const std::vector<RankRecords>& ranks,
     {
       std::size_t j = 0;
       for (const auto& gr : by_cat[k]) {
-        const Records& rec = *ranks[gr.rank].records;
         const auto n = static_cast<std::size_t>(rec.group_ndets[gr.group]);
         for (std::size_t i = 0; i < n; ++i, ++j) {
           const std::uint64_t* w = &rec.bits[(gr.det_begin + i) * W];

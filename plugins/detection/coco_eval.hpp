@@ -10,8 +10,12 @@
 
 #include <msgpack.hpp>
 
-#include "mask.hpp"
 #include "tally/state.hpp"
+#include "tally_support/mask.hpp"
+
+namespace tally::detection {
+namespace mask = tally::support::mask;  // COCO RLE masks (plugins/support)
+}  // namespace tally::detection
 
 namespace tally::detection::coco {
 
@@ -74,14 +78,25 @@ struct Records {
   void append(const Records& o);
 };
 
+/// The records of every kind (one per entry of COCODetection's `metric`), a state field: the
+/// ranks' records are merged kind by kind, in rank order (merge). Packed as a msgpack array of
+/// Records, as the std::vector it is.
+struct KindRecords : std::vector<Records> {
+  using std::vector<Records>::vector;
+  /// Appends the records of a later rank, kind by kind; RuntimeError when it holds another
+  /// number of kinds.
+  void merge(const KindRecords& later);
+  template <class Packer>
+  void msgpack_pack(Packer& o) const {
+    o.pack(static_cast<const std::vector<Records>&>(*this));
+  }
+  void msgpack_unpack(const msgpack::object& o) {
+    o.convert(static_cast<std::vector<Records>&>(*this));
+  }
+};
+
 /// Matches one image and appends its records (evaluateImg for every category and area range).
 void evaluate_image(const EvalConfig& cfg, const ImageData& img, Records& out);
-
-/// One rank's view for compute: its image ids (same order as the records) and records.
-struct RankRecords {
-  const std::vector<std::int64_t>* img_ids = nullptr;
-  const Records* records = nullptr;
-};
 
 struct Summary {
   std::array<double, 12> stats{};
@@ -91,10 +106,11 @@ struct Summary {
   std::vector<double> classwise_ap;
 };
 
-/// accumulate() + summarize() over the records of every rank; images are taken in ascending id
-/// order and an id seen twice counts once (the first occurrence in rank order). `cat_ids`: the
-/// categories to evaluate (empty: every category with ground truth).
-Summary summarize(const EvalConfig& cfg, const std::vector<RankRecords>& ranks,
+/// accumulate() + summarize() over the records of every rank, merged in rank order (`ids`: their
+/// image ids, in the same order); images are taken in ascending id order and an id seen twice
+/// counts once (the first occurrence, in rank order). `cat_ids`: the categories to evaluate
+/// (empty: every category with ground truth). RuntimeError when the records are inconsistent.
+Summary summarize(const EvalConfig& cfg, const std::vector<std::int64_t>& ids, const Records& rec,
                   const std::vector<std::int64_t>& cat_ids, int threads);
 
 }  // namespace tally::detection::coco

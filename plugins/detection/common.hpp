@@ -33,12 +33,14 @@
 #include <thread>
 #include <vector>
 
-#include "mask.hpp"
 #include "tally/batch.hpp"
 #include "tally/input.hpp"
 #include "tally/parallel.hpp"
+#include "tally_support/mask.hpp"
 
 namespace tally::detection {
+
+namespace mask = tally::support::mask;  // COCO RLE masks (plugins/support)
 
 /// The per-image field `name` (ragged, or dense [N, ...] whose row i is image i: a reader makes a
 /// field dense when every image has the same number of boxes), or nothing when the batch does not

@@ -1,5 +1,6 @@
 // The detection plugin: COCODetection, VOCMeanAP and ProposalRecall. Each metric lives in its
-// own file with its formula and references; mask.hpp is the port of pycocotools' maskApi.c.
+// own file with its formula and references; tally_support/mask.hpp (plugins/support) is the port
+// of pycocotools' maskApi.c.
 #include <vector>
 
 #include "detection.hpp"

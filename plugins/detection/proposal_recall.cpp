@@ -16,8 +16,8 @@
 // unspecified beyond 16 proposals.
 // Keys: "AR@{n}" for n in proposal_nums (fractions).
 //
-// State: int64 counts of recorded IoUs >= t per (n, t) and the number of ground-truth boxes; they
-// add up across ranks exactly.
+// State: int64 counts of recorded IoUs >= t per (n, t), the number of ground-truth boxes and of
+// images, all summed across ranks (reduced to rank 0, checked): exact on any number of ranks.
 //
 // Example: one image, GT [0, 0, 10, 10], proposals [0, 0, 10, 10] (score .9) and [50, 50, 60, 60]
 // (score .8) -> AR@1 = AR@10 = 1.0.
@@ -25,7 +25,6 @@
 #include <cstdint>
 #include <numeric>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "coco_eval.hpp"
@@ -43,8 +42,7 @@ struct RecallState {
   PackedVector<std::int64_t> hits;  // [proposal_nums x iou_thrs]
   std::int64_t num_gts = 0;
   std::int64_t images = 0;  // images seen on this rank (sample numbers in messages)
-  MSGPACK_DEFINE(hits, num_gts, images)
-  auto sums() { return std::tie(hits, num_gts, images); }
+  TALLY_STATE(sum(hits), sum(num_gts), sum(images))
 };
 
 class ProposalRecall final : public TypedMetric<RecallState> {
@@ -143,19 +141,12 @@ class ProposalRecall final : public TypedMetric<RecallState> {
     s.images += b.size();
   }
 
-  Value compute(const std::vector<RecallState>& states) const override {
-    std::vector<std::int64_t> hits(nums_.size() * thrs_.size(), 0);
-    std::int64_t num_gts = 0;
-    for (std::size_t r = 0; r < states.size(); ++r) {
-      if (states[r].hits.size() != hits.size())
-        throw RuntimeError(check_.owner() + ": the state of rank " + std::to_string(r) + " has " +
-                           std::to_string(states[r].hits.size()) + " counters, expected " +
-                           std::to_string(hits.size()));
-      add_counts(hits, states[r].hits, check_.owner(), r);
-      add_count(num_gts, states[r].num_gts, check_.owner(), r);
-    }
-    check_counts({hits, std::span<const std::int64_t>(&num_gts, 1)}, check_.owner(),
-                 states.empty() ? 0 : states.size() - 1);
+  Value compute(const RecallState& all) const override {
+    const auto& hits = all.hits;
+    const std::int64_t num_gts = all.num_gts;
+    if (hits.size() != nums_.size() * thrs_.size())
+      throw RuntimeError(check_.owner() + ": the state holds " + std::to_string(hits.size()) +
+                         " counters, expected " + std::to_string(nums_.size() * thrs_.size()));
     Value out = Value::map();
     std::vector<double> recalls(thrs_.size());
     for (std::size_t p = 0; p < nums_.size(); ++p) {

@@ -22,9 +22,10 @@
 // Keys: "AP{round(100 t)}" per threshold, then "mAP" (and "mAP@(s0, s1)" per scale range, in the
 // order given, "mAP" where mmeval appends the full range).
 //
-// State: per prediction its class, score and 2 bits (TP, FP) per (threshold, scale range); int64
-// ground-truth counts per (class, range). Rank 0 sorts each class's predictions in dataset order:
-// the same result on any number of ranks.
+// State: per prediction its class, score and 2 bits (TP, FP) per (threshold, scale range),
+// concatenated across ranks in rank order (dataset order); int64 ground-truth counts per (class,
+// range) and the image count, summed across ranks (checked). Rank 0 sorts each class's
+// predictions (stable, in dataset order): the same result on any number of ranks.
 //
 // Example: one image, GT [0, 0, 10, 10] class 0, prediction [0, 0, 10, 10] class 0 score .9,
 // num_classes 1 -> {AP50: 1.0, mAP: 1.0}.
@@ -57,7 +58,7 @@ struct VocState {
   PackedVector<std::uint64_t> bits;    // per prediction: words(); TP bit k, FP bit I*S + k
   PackedVector<std::int64_t> num_gts;  // [num_classes x scales]
   std::int64_t images = 0;
-  MSGPACK_DEFINE(cls, score, bits, num_gts, images)
+  TALLY_STATE(concat(cls), concat(score), concat(bits), sum(num_gts), sum(images))
 };
 
 /// One end of a scale range: null (no bound) or a number; `is_int` keeps Python's repr.
@@ -176,31 +177,31 @@ class VOCMeanAP final : public TypedMetric<VocState> {
     s.images += b.size();
   }
 
-  Value compute(const std::vector<VocState>& states) const override {
+  // Each rank's predictions come as three arrays that must have one length between them.
+  void check_rank(const VocState& s, std::size_t) const override {
+    if (s.cls.size() != s.score.size() || s.bits.size() != s.score.size() * words())
+      throw RuntimeError(fmt::format("{} classes, {} scores and {} bit words for {} per prediction",
+                                     s.cls.size(), s.score.size(), s.bits.size(), words()));
+  }
+
+  Value compute(const VocState& all) const override {
     const std::size_t I = thrs_.size(), S = scales_.size(), W = words();
     const auto C = static_cast<std::size_t>(num_classes_);
-    std::vector<std::int64_t> num_gts(C * S, 0);
-    for (std::size_t r = 0; r < states.size(); ++r) {
-      const VocState& st = states[r];
-      if (st.num_gts.size() != num_gts.size() || st.cls.size() != st.score.size() ||
-          st.bits.size() != st.score.size() * W)
-        throw RuntimeError(check_.owner() + ": the state of rank " + std::to_string(r) +
-                           " is inconsistent");
-      add_counts(num_gts, st.num_gts, check_.owner(), r);
-      for (const auto c : st.cls)
-        if (c < 0 || static_cast<std::size_t>(c) >= C)
-          corrupt_state(check_.owner(), r,
-                        "class " + std::to_string(c) + " outside [0, " + std::to_string(C) + ")");
-    }
-    check_counts({num_gts}, check_.owner(), states.size() - 1);
+    const auto& num_gts = all.num_gts;
+    if (num_gts.size() != C * S || all.cls.size() != all.score.size() ||
+        all.bits.size() != all.score.size() * W)
+      throw RuntimeError(check_.owner() + ": the state is inconsistent");
+    for (const auto c : all.cls)
+      if (c < 0 || static_cast<std::size_t>(c) >= C)
+        throw RuntimeError(check_.owner() + ": the state is corrupt: class " + std::to_string(c) +
+                           " outside [0, " + std::to_string(C) + ")");
     struct Det {
       double score;
       const std::uint64_t* bits;
     };
     std::vector<std::vector<Det>> by_class(C);
-    for (const auto& st : states)
-      for (std::size_t d = 0; d < st.cls.size(); ++d)
-        by_class[static_cast<std::size_t>(st.cls[d])].push_back({st.score[d], &st.bits[d * W]});
+    for (std::size_t d = 0; d < all.cls.size(); ++d)
+      by_class[static_cast<std::size_t>(all.cls[d])].push_back({all.score[d], &all.bits[d * W]});
     // ap[c][i][s] as float32, as mmeval stores it.
     std::vector<float> ap(C * I * S, 0.0f);
     const double eps = std::numeric_limits<float>::epsilon();

@@ -24,8 +24,9 @@
 // gt [[[10.1, 4.8], [10, 3]], [[6, 10.2], [2, 4.1]]], valid_mask [[1, 1], [1, 0]]
 //   -> {"EPE": 5.318186230865093}
 //
-// State: per sample, epe_i (as float64) and n_i, reduced in dataset order at compute: the
-// result is the same, bit for bit, on any number of ranks.
+// State: per sample, epe_i (as float64) and n_i, concatenated in rank order (= dataset order) at
+// a sync and reduced in that order at compute: the result is the same, bit for bit, on any number
+// of ranks. The sample count is summed; the flows' dtype must agree between the ranks that set it.
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -53,7 +54,7 @@ struct FlowState {
   std::int64_t n = 0;
   PackedVector<double> epe;           // [n] per-sample mean EPE (a float32 value when 4)
   PackedVector<std::int64_t> pixels;  // [n] valid pixels per sample
-  MSGPACK_DEFINE(dtype_bytes, n, epe, pixels)
+  TALLY_STATE(agree(dtype_bytes, 0), sum(n), concat(epe), concat(pixels))
 };
 
 template <class A, class B>
@@ -130,25 +131,11 @@ class EndPointError final : public TypedMetric<FlowState> {
     });
   }
 
-  Value compute(const std::vector<FlowState>& states) const override {
-    std::int32_t bytes = 0;
-    std::int64_t n = 0;
-    for (std::size_t r = 0; r < states.size(); ++r) {
-      const FlowState& s = states[r];
-      if (s.epe.size() != static_cast<std::size_t>(s.n) || s.pixels.size() != s.epe.size())
-        throw RuntimeError(
-            fmt::format("{}: the state of rank {} is inconsistent", check_.owner(), r));
-      if (s.n == 0) continue;
-      if (bytes == 0)
-        bytes = s.dtype_bytes;
-      else if (bytes != s.dtype_bytes)
-        check_.fail(kPred, fmt::format("holds float{} flow on rank {} but float{} on an earlier "
-                                       "rank",
-                                       8 * s.dtype_bytes, r, 8 * bytes));
-      add_count(n, s.n, check_.owner(), r);
-    }
-    if (n == 0) check_.fail("no samples");
-    const double epe = bytes == 4 ? reduce<float>(states) : reduce<double>(states);
+  Value compute(const FlowState& all) const override {
+    if (all.epe.size() != static_cast<std::size_t>(all.n) || all.pixels.size() != all.epe.size())
+      throw RuntimeError(fmt::format("{}: the state is inconsistent", check_.owner()));
+    if (all.n == 0) check_.fail("no samples");
+    const double epe = all.dtype_bytes == 4 ? reduce<float>(all) : reduce<double>(all);
     Value out = Value::map();
     out.set("EPE", epe);
     return out;
@@ -198,16 +185,15 @@ class EndPointError final : public TypedMetric<FlowState> {
 
   /// mmeval's compute_metric: sum(epe_i * n_i) / sum(n_i) in T, in dataset order.
   template <class T>
-  static double reduce(const std::vector<FlowState>& states) {
+  static double reduce(const FlowState& s) {
     T total = T(0);
     std::int64_t pixels = 0;
-    for (const FlowState& s : states)
-      for (std::int64_t i = 0; i < s.n; ++i) {
-        const std::int64_t c = s.pixels[static_cast<std::size_t>(i)];
-        if (c == 0) continue;  // mmeval: NaN * 0 (see the header)
-        total = total + static_cast<T>(s.epe[static_cast<std::size_t>(i)]) * static_cast<T>(c);
-        pixels += c;
-      }
+    for (std::int64_t i = 0; i < s.n; ++i) {
+      const std::int64_t c = s.pixels[static_cast<std::size_t>(i)];
+      if (c == 0) continue;  // mmeval: NaN * 0 (see the header)
+      total = total + static_cast<T>(s.epe[static_cast<std::size_t>(i)]) * static_cast<T>(c);
+      pixels += c;
+    }
     if (pixels == 0) return std::numeric_limits<double>::quiet_NaN();
     return static_cast<double>(total / static_cast<T>(pixels));
   }

@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -320,12 +321,21 @@ inline void count_pck_items(const InputChecker& check, const Batch& batch, const
 
 // ---- metric bases -----------------------------------------------------------------------------
 
-/// State of the PCK-like metrics: exact int64 counters, `groups` rows of K, summed across ranks.
+/// The number of cells of a [rows x k] state, or nothing when it is not a size (a corrupt state).
+inline std::optional<std::size_t> state_size(std::int64_t rows, std::int64_t k) {
+  std::int64_t cells = 0;
+  if (rows < 0 || k < 0 || __builtin_mul_overflow(rows, k, &cells)) return std::nullopt;
+  return static_cast<std::size_t>(cells);
+}
+
+/// State of the PCK-like metrics: exact int64 counters, `groups` rows of K. Across ranks: k must
+/// agree (a rank without data has 0), n and the counters are summed (checked). K comes from the
+/// data, so the counters are gathered and added on rank 0, not reduced in place.
 struct CountState {
   std::int64_t k = 0;                 // keypoints; 0 until a batch was seen
   std::int64_t n = 0;                 // instances
   PackedVector<std::int64_t> counts;  // [groups * k]
-  MSGPACK_DEFINE(k, n, counts)
+  TALLY_STATE(agree(k, 0), sum(n), sum(counts))
 };
 
 class CountMetric : public TypedMetric<CountState> {
@@ -362,28 +372,23 @@ class CountMetric : public TypedMetric<CountState> {
     state.n += c.n;
   }
 
-  Value compute(const std::vector<CountState>& states) const override {
-    std::int64_t k = 0, n = 0;
-    std::vector<std::int64_t> total;
-    for (std::size_t r = 0; r < states.size(); ++r) {
-      const CountState& s = states[r];
-      if (s.counts.size() != state_cells(groups_, s.k, check_.owner(), r))
-        throw RuntimeError(
-            fmt::format("{}: the state of rank {} is inconsistent", check_.owner(), r));
-      if (s.k == 0) continue;
-      if (k == 0) {
-        k = s.k;
-        total.assign(s.counts.size(), 0);
-      } else if (s.k != k) {
-        check_.fail(
-            kPred, fmt::format("has {} keypoints on rank {} but {} on an earlier rank", s.k, r, k));
-      }
-      add_counts(total, s.counts, check_.owner(), r);
-      add_count(n, s.n, check_.owner(), r);
-    }
-    if (n == 0) check_.fail("no samples");
-    check_counts({total}, check_.owner(), states.size() - 1);
-    return results(total, k, n);
+  /// The number of keypoints is learned from the data: the counters have no size before it.
+  bool reducible() const override { return false; }
+
+  // A rank's counters fit its own number of keypoints; a rank that saw no data has none.
+  void check_rank(const CountState& s, std::size_t) const override {
+    const auto cells = state_size(groups_, s.k);
+    if (!cells || s.counts.size() != *cells || (s.k == 0 && s.n != 0))
+      throw RuntimeError(fmt::format("{} counters and {} instances for {} keypoints x {} groups",
+                                     s.counts.size(), s.n, s.k, groups_));
+  }
+
+  Value compute(const CountState& all) const override {
+    const auto cells = state_size(groups_, all.k);
+    if (!cells || all.counts.size() != *cells)
+      throw RuntimeError(fmt::format("{}: the state is inconsistent", check_.owner()));
+    if (all.n == 0) check_.fail("no samples");
+    return results(all.counts, all.k, all.n);
   }
 
   InputChecker check_;
@@ -392,12 +397,13 @@ class CountMetric : public TypedMetric<CountState> {
 
 /// State of the mean-distance metrics: the float32 distance of every keypoint (-1 = masked out),
 /// instance-major, kept so that compute sums them in mmeval's order (keypoint-major over the
-/// whole dataset) whatever the sharding.
+/// whole dataset) whatever the sharding. Across ranks: k must agree (a rank without data has 0),
+/// n is summed, the distances are concatenated in rank order (dataset order).
 struct DistanceState {
   std::int64_t k = 0;
   std::int64_t n = 0;
   PackedVector<float> dist;  // [n * k]
-  MSGPACK_DEFINE(k, n, dist)
+  TALLY_STATE(agree(k, 0), sum(n), concat(dist))
 };
 
 class DistanceMetric : public TypedMetric<DistanceState> {
@@ -424,33 +430,28 @@ class DistanceMetric : public TypedMetric<DistanceState> {
     state.n += c.n;
   }
 
+  // A rank's distances are whole rows of its own number of keypoints.
+  void check_rank(const DistanceState& s, std::size_t) const override {
+    if (s.k < 0 ||
+        (s.k == 0 ? !s.dist.empty() : s.dist.size() % static_cast<std::size_t>(s.k) != 0))
+      throw RuntimeError(fmt::format("{} distances for {} keypoints a row", s.dist.size(), s.k));
+  }
+
   /// mmeval: distance_valid = distances.T[distances.T != -1] (keypoint-major), then
   /// float32 distance_valid.sum() / max(1, len(distance_valid)).
-  Value compute(const std::vector<DistanceState>& states) const override {
-    std::int64_t k = 0, n = 0;
-    for (std::size_t r = 0; r < states.size(); ++r) {
-      const DistanceState& s = states[r];
-      if (s.dist.size() != state_cells(s.n, s.k, check_.owner(), r))
-        throw RuntimeError(
-            fmt::format("{}: the state of rank {} is inconsistent", check_.owner(), r));
-      if (s.n == 0) continue;
-      if (k == 0)
-        k = s.k;
-      else if (s.k != k)
-        check_.fail(
-            kPred, fmt::format("has {} keypoints on rank {} but {} on an earlier rank", s.k, r, k));
-      add_count(n, s.n, check_.owner(), r);
-    }
+  Value compute(const DistanceState& all) const override {
+    const std::int64_t k = all.k, n = all.n;
+    const auto cells = state_size(n, k);
+    if (!cells || all.dist.size() != *cells)
+      throw RuntimeError(fmt::format("{}: the state is inconsistent", check_.owner()));
     if (n == 0) check_.fail("no samples");
-    state_cells(n, k, check_.owner(), states.size() - 1);
     std::vector<float> valid;
-    valid.reserve(static_cast<std::size_t>(n * k));
+    valid.reserve(*cells);
     for (std::int64_t kk = 0; kk < k; ++kk)
-      for (const DistanceState& s : states)
-        for (std::int64_t i = 0; i < s.n; ++i) {
-          const float v = s.dist[static_cast<std::size_t>(i * k + kk)];
-          if (v != -1.0f) valid.push_back(v);
-        }
+      for (std::int64_t i = 0; i < n; ++i) {
+        const float v = all.dist[static_cast<std::size_t>(i * k + kk)];
+        if (v != -1.0f) valid.push_back(v);
+      }
     const auto cnt = static_cast<std::int64_t>(valid.size());
     const float total = numpy::sum(valid);
     // np.float32 / Python int: the int is cast to float32 (NEP 50).

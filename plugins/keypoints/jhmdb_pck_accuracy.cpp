@@ -14,7 +14,8 @@
 // Example (mmeval's docstring): pred = gt, all visible, thr 0.2, norm_item torso
 //   -> {Head tPCK: 1.0, Sho tPCK: 1.0, ..., Mean tPCK: 1.0}
 //
-// State: exact int64 counters valid_k and hits_k per normaliser.
+// State: exact int64 counters valid_k and hits_k per normaliser, summed across ranks (CountState,
+// common.hpp: the number of keypoints must agree).
 #include "common.hpp"
 
 namespace tally::keypoints {

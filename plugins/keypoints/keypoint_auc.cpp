@@ -16,7 +16,8 @@
 // [40, 40], [20, 10]], gt [[10, 0], [10, 10], [0, -1], [30, 30], [0, 10]], mask [1, 1, 0, 1, 1]
 //   -> {"AUC@4": 0.375}
 //
-// State: exact int64 counters: valid keypoints and hits per threshold, per keypoint.
+// State: exact int64 counters: valid keypoints and hits per threshold, per keypoint, summed across
+// ranks (CountState, common.hpp: the number of keypoints must agree).
 #include "common.hpp"
 
 namespace tally::keypoints {

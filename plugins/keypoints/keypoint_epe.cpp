@@ -15,7 +15,8 @@
 // gt [[10, 0], [10, 10], [0, -1], [30, 30], [0, 10]], mask [1, 1, 0, 1, 1]
 //   -> {"EPE": 11.535533905029297}
 //
-// State: the float32 distance of every keypoint (-1 when invisible): 4 bytes per keypoint.
+// State: the float32 distance of every keypoint (-1 when invisible): 4 bytes per keypoint,
+// concatenated across ranks in rank order (DistanceState, common.hpp).
 #include "common.hpp"
 
 namespace tally::keypoints {

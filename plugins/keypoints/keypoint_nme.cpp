@@ -18,7 +18,8 @@
 // norm_mode use_norm_item, norm_item box_size -> {"NME": 0.0353553406894207} (float32; the first
 // instance is masked out by its zero box; the docstring prints an older float64 value).
 //
-// State: the float32 distance of every keypoint (-1 when not counted): 4 bytes per keypoint.
+// State: the float32 distance of every keypoint (-1 when not counted): 4 bytes per keypoint,
+// concatenated across ranks in rank order (DistanceState, common.hpp).
 #include <array>
 
 #include "common.hpp"

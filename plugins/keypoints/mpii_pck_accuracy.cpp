@@ -27,7 +27,8 @@
 // Example (mmeval's docstring): pred = gt - 1 on 16 keypoints, all visible, thr 0.3, head
 //   -> {Head: 100.0, Shoulder: 100.0, ..., PCKh: 100.0, PCKh@0.1: 100.0}
 //
-// State: exact int64 counters (valid, hits at thr, hits at 0.1, visible) per keypoint.
+// State: exact int64 counters (valid, hits at thr, hits at 0.1, visible) per keypoint, summed
+// across ranks (CountState, common.hpp: the number of keypoints must agree).
 #include "common.hpp"
 
 namespace tally::keypoints {

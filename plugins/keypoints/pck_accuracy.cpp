@@ -16,8 +16,8 @@
 // Example (mmeval's docstring): pred_coords = gt_coords, mask all true, thr 0.5, norm_item bbox
 //   -> {"PCK@0.5": 1.0}
 //
-// State: exact int64 counters valid_k and hits_k per normaliser; they add up across ranks, so
-// the result does not depend on the sharding.
+// State: exact int64 counters valid_k and hits_k per normaliser, summed across ranks (CountState,
+// common.hpp: the number of keypoints must agree), so the result does not depend on the sharding.
 #include "common.hpp"
 
 namespace tally::keypoints {

@@ -26,7 +26,8 @@
 // Example: logits [[0, 0], [0, 0]] (one sample of 2 tokens, vocabulary 2), targets [0, 1]
 //   -> {"perplexity": 2.0}
 //
-// State: per sample nll_i (float64) and n_i (int64).
+// State: per sample nll_i (float64) and n_i (int64), concatenated in rank order (= dataset
+// order) at a sync, and the sample count, summed.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -52,7 +53,7 @@ struct PerplexityState {
   std::int64_t n = 0;
   PackedVector<double> nll;           // [n]
   PackedVector<std::int64_t> tokens;  // [n]
-  MSGPACK_DEFINE(n, nll, tokens)
+  TALLY_STATE(sum(n), concat(nll), concat(tokens))
 };
 
 class Perplexity final : public TypedMetric<PerplexityState> {
@@ -101,21 +102,18 @@ class Perplexity final : public TypedMetric<PerplexityState> {
     state.n += n;
   }
 
-  Value compute(const std::vector<PerplexityState>& states) const override {
+  Value compute(const PerplexityState& all) const override {
+    if (all.nll.size() != static_cast<std::size_t>(all.n) || all.tokens.size() != all.nll.size())
+      throw RuntimeError(fmt::format("{}: the state is inconsistent", check_.owner()));
+    if (all.n == 0) check_.fail("no samples");
     double total = 0.0;
-    std::int64_t count = 0, n = 0;
-    for (std::size_t r = 0; r < states.size(); ++r) {
-      const PerplexityState& s = states[r];
-      if (s.nll.size() != static_cast<std::size_t>(s.n) || s.tokens.size() != s.nll.size())
+    std::int64_t count = 0;
+    for (std::size_t i = 0; i < all.nll.size(); ++i) {
+      total += all.nll[i];
+      if (__builtin_add_overflow(count, all.tokens[i], &count))
         throw RuntimeError(
-            fmt::format("{}: the state of rank {} is inconsistent", check_.owner(), r));
-      for (std::int64_t i = 0; i < s.n; ++i) {
-        total += s.nll[static_cast<std::size_t>(i)];
-        add_count(count, s.tokens[static_cast<std::size_t>(i)], check_.owner(), r);
-      }
-      add_count(n, s.n, check_.owner(), r);
+            fmt::format("{}: the state is corrupt: a count overflows", check_.owner()));
     }
-    if (n == 0) check_.fail("no samples");
     Value out = Value::map();
     out.set("perplexity", count != 0 ? std::exp(total / static_cast<double>(count)) : 0.0);
     return out;

@@ -101,17 +101,6 @@ inline void check_consistent(const InputChecker& check, std::int64_t& outputs,
   weighted = static_cast<std::int64_t>(r.weighted);
 }
 
-/// check_consistent for the state of rank r (its outputs and weighting, as stored) against the
-/// ranks before it.
-inline void check_rank_consistent(const InputChecker& check, std::int64_t& outputs,
-                                  std::int64_t& weighted, std::int64_t rank_outputs,
-                                  std::int64_t rank_weighted, std::size_t r) {
-  Rows probe;
-  probe.outputs = rank_outputs;
-  probe.weighted = rank_weighted != 0;
-  check_consistent(check, outputs, weighted, probe, " on rank " + std::to_string(r));
-}
-
 inline ParamSpec multioutput_param(bool variance_weighted) {
   std::vector<std::string> choices{"uniform_average", "raw_values"};
   if (variance_weighted) choices.push_back("variance_weighted");
@@ -138,13 +127,15 @@ inline std::vector<InputSpec> regression_inputs() {
 
 // ---- RegressionMAE, RegressionMSE, RMSE ------------------------------------------------------
 
-/// Exact sums: per output, sum_i w_i * term(pred_i, target_i); and sum_i w_i. Order-free.
+/// Exact sums: per output, sum_i w_i * term(pred_i, target_i); and sum_i w_i. Order-free. Across
+/// ranks: the accumulators added exactly (merge), the number of outputs and the weighting shared
+/// by every rank that has samples (agree), the sample count summed.
 struct ErrorSumState {
-  PackedVector<std::int64_t> words;  // (outputs + 1) accumulators of ExactSum::kWords, weight last
-  std::int64_t outputs = -1;         // -1 until the first non-empty batch
+  ExactSums words;            // (outputs + 1) accumulators of ExactSum::kWords, weight last
+  std::int64_t outputs = -1;  // -1 until the first non-empty batch
   std::int64_t weighted = -1;
   std::int64_t n = 0;
-  MSGPACK_DEFINE(words, outputs, weighted, n)
+  TALLY_STATE(merge(words), agree(outputs, -1), agree(weighted, -1), sum(n))
 };
 
 enum class ErrorKind { Absolute, Squared, RootSquared };
@@ -168,10 +159,9 @@ class ErrorMetric : public TypedMetric<ErrorSumState> {
     std::vector<ExactSum> acc(d + 1);
     if (!s.words.empty()) {
       // A state restored from a checkpoint: as checked as one from another rank.
-      if (!normalized_words(s))
-        throw RuntimeError(check_.owner() +
-                           ": the restored state is corrupt: its sums are not "
-                           "normalized accumulators");
+      if (s.words.size() != (d + 1) * ExactSum::kWords || !s.words.normalized())
+        throw RuntimeError(check_.owner() + ": the restored state is corrupt: its sums are not " +
+                           std::to_string(d + 1) + " normalized accumulators");
       for (std::size_t k = 0; k <= d; ++k) acc[k].merge(s.words.data() + k * ExactSum::kWords);
     }
     for (std::int64_t i = 0; i < rows_.n; ++i) {
@@ -200,25 +190,18 @@ class ErrorMetric : public TypedMetric<ErrorSumState> {
     s.n += rows_.n;
   }
 
-  Value compute(const std::vector<ErrorSumState>& states) const override {
-    std::int64_t outputs = -1, weighted = -1, n = 0;
-    for (std::size_t r = 0; r < states.size(); ++r) {
-      const auto& s = states[r];
-      if (s.outputs < 0) continue;
-      if (s.outputs >= (std::int64_t{1} << 40) ||
-          s.words.size() != static_cast<std::size_t>(s.outputs + 1) * ExactSum::kWords ||
-          !normalized_words(s))
-        throw RuntimeError(check_.owner() + ": the state of rank " + std::to_string(r) +
-                           " is corrupt");
-      check_rank_consistent(check_, outputs, weighted, s.outputs, s.weighted, r);
-      add_count(n, s.n, check_.owner(), r);
-    }
-    if (n == 0) check_.fail("no samples");
-    const auto d = static_cast<std::size_t>(outputs);
+  Value compute(const ErrorSumState& s) const override {
+    // A rank's accumulators that do not match the other ranks' or its own number of outputs.
+    const bool unset = s.outputs < 0;
+    if (s.words.mismatched() || (unset && (s.n != 0 || !s.words.empty())) ||
+        (!unset && (s.outputs >= (std::int64_t{1} << 40) ||
+                    s.words.size() != static_cast<std::size_t>(s.outputs + 1) * ExactSum::kWords ||
+                    !s.words.normalized())))
+      throw RuntimeError(check_.owner() + ": the state is corrupt");
+    if (s.n == 0) check_.fail("no samples");
+    const auto d = static_cast<std::size_t>(s.outputs);
     std::vector<ExactSum> acc(d + 1);
-    for (const auto& s : states)
-      if (s.outputs >= 0)
-        for (std::size_t k = 0; k <= d; ++k) acc[k].merge(s.words.data() + k * ExactSum::kWords);
+    for (std::size_t k = 0; k <= d; ++k) acc[k].merge(s.words.data() + k * ExactSum::kWords);
     const double wsum = acc[d].value();
     if (wsum == 0.0) check_.fail(kWeight, "sums to 0: the weighted average is undefined");
     std::vector<double> errors(d);
@@ -232,13 +215,6 @@ class ErrorMetric : public TypedMetric<ErrorSumState> {
     else
       out.set(key_, numpy::mean(errors));
     return out;
-  }
-
-  /// Every accumulator of `s` normalized (ExactSum::normalized); its size is checked before.
-  static bool normalized_words(const ErrorSumState& s) {
-    for (std::size_t at = 0; at + ExactSum::kWords <= s.words.size(); at += ExactSum::kWords)
-      if (!ExactSum::normalized(s.words.data() + at)) return false;
-    return true;
   }
 
   InputChecker check_;

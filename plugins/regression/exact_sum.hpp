@@ -6,12 +6,23 @@
 // 2^(32 i - 1074), so every double (2^-1074 .. 2^1024) and sums up to 2^1070 fit. Words are int64:
 // a double's 53-bit significand lands in 3 words without carrying, and 2^30 additions fit before
 // normalize() must carry (words back to [0, 2^32), the top word signed).
+//
+// ExactSums: the words of several normalized accumulators as a state field that ranks merge
+// exactly (TALLY_STATE's merge()).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
+#include <string>
+
+#include <msgpack.hpp>
+
+#include "tally/error.hpp"
+#include "tally/state.hpp"
 
 namespace tally::regression {
 
@@ -98,6 +109,66 @@ class ExactSum {
  private:
   Words w_{};
   std::int64_t pending_ = 0;
+};
+
+/// The normalized words of some ExactSum accumulators, kWords each, one after another: a state
+/// field merged across ranks by adding the accumulators exactly (so any sharding gives the same
+/// words). Packs as a PackedVector<std::int64_t> (one msgpack bin).
+struct ExactSums : PackedVector<std::int64_t> {
+  using PackedVector<std::int64_t>::PackedVector;
+
+  /// Adds a later rank's accumulators to these; an empty side (a rank without samples) takes the
+  /// other's. RuntimeError when either side is not normalized accumulators (a corrupt state: its
+  /// words could overflow int64 here). When the two hold different numbers of accumulators it
+  /// keeps these and records it (mismatched()): the ranks read data of different shapes, which
+  /// the state's other fields tell (an InputError), or a state is corrupt.
+  void merge(const ExactSums& later) {
+    if (later.empty()) return;
+    check(later);
+    if (empty()) {
+      *this = later;
+      return;
+    }
+    check(*this);
+    if (size() != later.size()) {
+      mismatched_ = true;
+      return;
+    }
+    for (std::size_t at = 0; at < size(); at += ExactSum::kWords) {
+      ExactSum acc;
+      acc.merge(data() + at);
+      acc.merge(later.data() + at);
+      std::copy(acc.words().begin(), acc.words().end(), begin() + static_cast<std::ptrdiff_t>(at));
+    }
+  }
+
+  /// Whether a merge met a rank with another number of accumulators (never packed).
+  bool mismatched() const { return mismatched_; }
+
+  /// Whether every accumulator is normalized (ExactSum::normalized), kWords words each.
+  bool normalized() const {
+    if (size() % ExactSum::kWords != 0) return false;
+    for (std::size_t at = 0; at < size(); at += ExactSum::kWords)
+      if (!ExactSum::normalized(data() + at)) return false;
+    return true;
+  }
+
+  template <class Packer>
+  void msgpack_pack(Packer& out) const {
+    out.pack(static_cast<const PackedVector<std::int64_t>&>(*this));
+  }
+  void msgpack_unpack(const msgpack::object& o) {
+    o.convert(static_cast<PackedVector<std::int64_t>&>(*this));
+  }
+
+ private:
+  bool mismatched_ = false;
+
+  static void check(const ExactSums& s) {
+    if (!s.normalized())
+      throw RuntimeError(
+          "the state of a rank is corrupt: its exact sums are not normalized accumulators");
+  }
 };
 
 }  // namespace tally::regression

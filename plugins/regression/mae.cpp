@@ -13,8 +13,9 @@
 //
 // Example: y [3, -0.5, 2, 7], p [2.5, 0, 2, 8] -> 0.5 (scikit-learn's docstring).
 //
-// State: per output, the exact sum of w |p - y| and of w (ExactSum, 67 words each): any
-// sharding gives the same bits, and the state does not grow with N.
+// State: per output, the exact sum of w |p - y| and of w (ExactSum, 67 words each), added
+// exactly across ranks: any sharding gives the same bits, and the state does not grow with N
+// (see ErrorSumState in common.hpp for every field's merge).
 #include "common.hpp"
 
 namespace tally::regression {

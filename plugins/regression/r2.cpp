@@ -14,10 +14,11 @@
 //
 // Example: y [3, -0.5, 2, 7], p [2.5, 0, 2, 8] -> 0.9486081370449679 (scikit-learn's docstring).
 //
-// State: the values themselves (target, pred and weight per sample, float64, packed as bins):
-// den_d needs the mean of the targets before the squares, a second pass no running sum can do
-// both exactly and stably. compute() makes the passes in dataset order with exact sums
-// (ExactSum), so any sharding gives the same bits.
+// State: the values themselves (target, pred and weight per sample, float64, packed as bins),
+// concatenated across ranks in rank order: den_d needs the mean of the targets before the
+// squares, a second pass no running sum can do both exactly and stably. compute() makes the
+// passes in dataset order with exact sums (ExactSum), so any sharding gives the same bits. The
+// number of outputs and the weighting must be the same on every rank that has samples (agree).
 #include <cmath>
 #include <limits>
 
@@ -30,7 +31,7 @@ struct R2State {
   PackedVector<double> target, pred, weight;  // [n * outputs], [n * outputs], [n] if weighted
   std::int64_t outputs = -1;
   std::int64_t weighted = -1;
-  MSGPACK_DEFINE(target, pred, weight, outputs, weighted)
+  TALLY_STATE(concat(target), concat(pred), concat(weight), agree(outputs, -1), agree(weighted, -1))
 };
 
 class R2 final : public TypedMetric<R2State> {
@@ -50,34 +51,26 @@ class R2 final : public TypedMetric<R2State> {
     if (rows_.weighted) s.weight.insert(s.weight.end(), rows_.weight.begin(), rows_.weight.end());
   }
 
-  Value compute(const std::vector<R2State>& states) const override {
-    std::int64_t outputs = -1, weighted = -1, n = 0;
-    for (std::size_t r = 0; r < states.size(); ++r) {
-      const auto& s = states[r];
-      if (s.outputs < 0) continue;
-      const auto rows = static_cast<std::int64_t>(s.target.size()) / s.outputs;
-      if (s.target.size() != s.pred.size() ||
-          s.target.size() % static_cast<std::size_t>(s.outputs) != 0 ||
-          (s.weighted != 0 && static_cast<std::int64_t>(s.weight.size()) != rows))
-        throw RuntimeError(check_.owner() + ": the state of rank " + std::to_string(r) +
-                           " is corrupt");
-      check_rank_consistent(check_, outputs, weighted, s.outputs, s.weighted, r);
-      n += rows;
-    }
+  Value compute(const R2State& s) const override {
+    const bool any = !s.target.empty() || !s.pred.empty() || !s.weight.empty();
+    const auto rows = s.outputs > 0 ? s.target.size() / static_cast<std::size_t>(s.outputs) : 0;
+    if (s.outputs == 0 || (s.outputs < 0 && any) ||
+        (s.outputs > 0 && (s.target.size() != s.pred.size() ||
+                           s.target.size() % static_cast<std::size_t>(s.outputs) != 0 ||
+                           (s.weighted != 0 && s.weight.size() != rows))))
+      throw RuntimeError(check_.owner() + ": the state is corrupt");
+    const auto n = static_cast<std::int64_t>(rows);
     if (n == 0) check_.fail("no samples");
     if (n < 2) {
       Value out = Value::map();
       out.set("r2", std::numeric_limits<double>::quiet_NaN());
       return out;
     }
-    const auto d = static_cast<std::size_t>(outputs);
+    const auto d = static_cast<std::size_t>(s.outputs);
+    const bool weighted = s.weighted != 0;
     const auto each = [&](auto&& f) {  // f(target row, pred row, weight)
-      for (const auto& s : states) {
-        if (s.outputs < 0) continue;
-        const std::size_t rows = s.target.size() / d;
-        for (std::size_t i = 0; i < rows; ++i)
-          f(s.target.data() + i * d, s.pred.data() + i * d, weighted ? s.weight[i] : 1.0);
-      }
+      for (std::size_t i = 0; i < rows; ++i)
+        f(s.target.data() + i * d, s.pred.data() + i * d, weighted ? s.weight[i] : 1.0);
     };
     // Pass 1: sum w, sum w y, sum w (y - p)^2.
     ExactSum wsum;

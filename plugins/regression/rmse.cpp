@@ -9,7 +9,8 @@
 //
 // Example: y [3, -0.5, 2, 7], p [2.5, 0, 2, 8] -> 0.6123724356957945 (scikit-learn's docstring).
 //
-// State: per output, the exact sum of w (y - p)^2 and of w (ExactSum): shard-independent bits.
+// State: per output, the exact sum of w (y - p)^2 and of w (ExactSum), added exactly across
+// ranks: shard-independent bits (see ErrorSumState in common.hpp for every field's merge).
 #include "common.hpp"
 
 namespace tally::regression {

@@ -321,21 +321,21 @@ inline bool load_row(const Frame& f, std::int64_t r, std::int64_t plane, bool to
 
 // ---- PSNR, SNR, SSIM -----------------------------------------------------------------------
 
-/// One float64 value per sample, in the rank's order.
+/// One float64 value per sample, in the rank's order; the ranks' values are concatenated in rank
+/// order (dataset order).
 struct PerSampleState {
   PackedVector<double> values;
-  MSGPACK_DEFINE(values)
+  TALLY_STATE(concat(values))
 };
 
 /// The result of the per-sample metrics (PSNR, SNR, SSIM, MAE, MSE): {key: numpy.mean of every
-/// sample's value}, the ranks' values in rank order (dataset order). InputError without samples.
-inline Value mean_of_samples(const std::vector<PerSampleState>& states, const InputChecker& check,
+/// sample's value}, in dataset order, so any number of ranks gives the same bits. InputError
+/// without samples.
+inline Value mean_of_samples(const PerSampleState& all, const InputChecker& check,
                              const std::string& key) {
-  std::vector<double> all;
-  for (const auto& s : states) all.insert(all.end(), s.values.begin(), s.values.end());
-  if (all.empty()) check.fail("no samples");
+  if (all.values.empty()) check.fail("no samples");
   Value out = Value::map();
-  out.set(key, numpy::mean(all));
+  out.set(key, numpy::mean(all.values));
   return out;
 }
 
@@ -409,8 +409,8 @@ class PerSampleMetric : public TypedMetric<PerSampleState> {
     }
   }
 
-  Value compute(const std::vector<PerSampleState>& states) const override {
-    return mean_of_samples(states, check_, key_);
+  Value compute(const PerSampleState& all) const override {
+    return mean_of_samples(all, check_, key_);
   }
 
   /// Loads row r of a plane of both frames into row_p_/row_g_; InputError on a NaN.

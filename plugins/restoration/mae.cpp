@@ -18,7 +18,8 @@
 // Example (mmeval's docstring): pred 32x32x3 ones, gt twos, mask twos with rows 0..15 zero
 //   -> sum(|d| m) = 16*32*3 * 2/255, sum(m) * 1 = 3072 -> 0.00392156862745098.
 //
-// State: one float64 per sample, averaged in dataset order at compute.
+// State: one float64 per sample, concatenated across ranks in rank order and averaged in dataset
+// order at compute, so any number of ranks gives the same bits.
 #include "pixel_error.hpp"
 
 namespace tally::restoration {

@@ -18,7 +18,8 @@
 // Example (mmeval's docstring): pred 32x32x3 ones, gt twos, mask twos with rows 0..15 zero
 //   -> sum(d^2 m) = 3072 * 2/255^2, sum(m) = 6144 -> 1.5378700499807768e-05.
 //
-// State: one float64 per sample, averaged in dataset order at compute.
+// State: one float64 per sample, concatenated across ranks in rank order and averaged in dataset
+// order at compute, so any number of ranks gives the same bits.
 #include "pixel_error.hpp"
 
 namespace tally::restoration {

@@ -72,8 +72,8 @@ class PixelError : public TypedMetric<PerSampleState> {
     }
   }
 
-  Value compute(const std::vector<PerSampleState>& states) const override {
-    return mean_of_samples(states, check_, key_);
+  Value compute(const PerSampleState& all) const override {
+    return mean_of_samples(all, check_, key_);
   }
 
  private:

@@ -21,8 +21,8 @@
 // exactly in integers (the same double as mmeval's float64 sum, whose partial sums are integers
 // below 2^53), 16 pixels per AVX2 step.
 //
-// State: one float64 per sample, averaged in dataset order at compute, so any number of ranks
-// gives the same bits.
+// State: one float64 per sample, concatenated across ranks in rank order and averaged in dataset
+// order at compute, so any number of ranks gives the same bits.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>

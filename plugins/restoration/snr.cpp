@@ -14,7 +14,8 @@
 //
 // Example: gt = 3x32x32 twos, pred = ones -> signal 4, noise 1 -> snr 6.0206 (10 log10 4).
 //
-// State: one float64 per sample, averaged in dataset order at compute.
+// State: one float64 per sample, concatenated across ranks in rank order and averaged in dataset
+// order at compute, so any number of ranks gives the same bits.
 #include <cmath>
 #include <cstdint>
 #include <vector>

@@ -30,7 +30,8 @@
 //
 // Example (mmeval's docstring): x = 32x32 twos, y = 32x32 ones -> 0.913062377743969.
 //
-// State: one float64 per sample, averaged in dataset order at compute.
+// State: one float64 per sample, concatenated across ranks in rank order and averaged in dataset
+// order at compute, so any number of ranks gives the same bits.
 #include <cstdint>
 #include <vector>
 

@@ -31,8 +31,9 @@
 // Inputs: pred_sem_seg and gt_sem_seg, label maps of any integer dtype, dense [N, H, W] or ragged
 // (one [H, W] tensor per sample); each sample's two maps have the same shape.
 //
-// State: the K x K int64 count matrix (one PackedVector) and the sample count; it adds up across
-// ranks exactly, so any number of ranks gives the same bits. Never per-image lists.
+// State: the K x K int64 count matrix (one PackedVector) and the sample count, both summed across
+// ranks (reduced to rank 0, checked): exact, so any number of ranks gives the same bits. Never
+// per-image lists.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -40,7 +41,6 @@
 #include <cstring>
 #include <limits>
 #include <string>
-#include <tuple>
 #include <type_traits>
 #include <vector>
 
@@ -63,8 +63,7 @@ constexpr std::int64_t kMaxClasses = 4096;
 struct MeanIoUState {
   PackedVector<std::int64_t> counts;  // [K * K], index gt * K + pred
   std::int64_t n = 0;                 // samples
-  MSGPACK_DEFINE(counts, n)
-  auto sums() { return std::tie(counts, n); }
+  TALLY_STATE(sum(counts), sum(n))
 };
 
 std::string shape_of(const std::vector<std::int64_t>& shape) {
@@ -237,20 +236,13 @@ class MeanIoU final : public TypedMetric<MeanIoUState> {
     state.n += n;
   }
 
-  Value compute(const std::vector<MeanIoUState>& states) const override {
+  Value compute(const MeanIoUState& all) const override {
     const auto k = static_cast<std::size_t>(k_);
-    std::vector<std::int64_t> m(k * k, 0);
-    std::int64_t n = 0;
-    for (std::size_t r = 0; r < states.size(); ++r) {
-      if (states[r].counts.size() != k * k)
-        throw RuntimeError(check_.owner() + ": the state of rank " + std::to_string(r) + " has " +
-                           std::to_string(states[r].counts.size()) + " cells, expected " +
-                           std::to_string(k * k));
-      add_counts(m, states[r].counts, check_.owner(), r);
-      add_count(n, states[r].n, check_.owner(), r);
-    }
-    if (n == 0) check_.fail("no samples");
-    check_counts({m}, check_.owner(), states.size() - 1);
+    const auto& m = all.counts;
+    if (m.size() != k * k)
+      throw RuntimeError(check_.owner() + ": the state holds " + std::to_string(m.size()) +
+                         " cells, expected " + std::to_string(k * k));
+    if (all.n == 0) check_.fail("no samples");
 
     std::vector<std::int64_t> tp(k), gts(k, 0), preds(k, 0);
     for (std::size_t g = 0; g < k; ++g) {

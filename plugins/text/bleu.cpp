@@ -23,9 +23,10 @@
 // here'], refs [['a cat is on the mat'], ['A big tree is growing near the park here']]
 //   -> {bleu: 0.5226045319355426}; with smooth: true -> 0.566315716093867.
 //
-// State: int64 counts (C, R, M_1..M_N, T_1..T_N), exact across ranks; with `tokenizer: auto` one
-// set per language and the language of the rank's first sample (the first rank with samples
-// decides, as the dataset's first prediction does in mmeval).
+// State: int64 counts (C, R, M_1..M_N, T_1..T_N; with `tokenizer: auto` one set per language)
+// and the sample count, summed across ranks: exact on any number of ranks; and, with `tokenizer:
+// auto`, the language of the rank's first sample, merged as the first rank's that has one (the
+// first rank with samples decides, as the dataset's first prediction does in mmeval).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -47,7 +48,7 @@ struct BleuState {
   PackedVector<std::int64_t> counts;  // [sets][2 + 2N]
   std::int64_t first_lang = -1;       // tokenizer auto: 0 en, 1 cn, -1 no sample yet
   std::int64_t n = 0;
-  MSGPACK_DEFINE(counts, first_lang, n)
+  TALLY_STATE(sum(counts), first(first_lang, -1), sum(n))
 };
 
 enum class Tok { Auto, En, Cn, T13a, None, Intl, Char };
@@ -137,21 +138,13 @@ class Bleu final : public TypedMetric<BleuState> {
     state.n += pred.size();
   }
 
-  Value compute(const std::vector<BleuState>& states) const override {
-    std::vector<std::int64_t> c(sets_ * width_, 0);
-    std::int64_t n = 0, lang = -1;
-    for (std::size_t r = 0; r < states.size(); ++r) {
-      if (states[r].counts.size() != c.size())
-        throw RuntimeError(check_.owner() + ": the state of rank " + std::to_string(r) + " has " +
-                           std::to_string(states[r].counts.size()) + " counters, expected " +
-                           std::to_string(c.size()));
-      add_counts(c, states[r].counts, check_.owner(), r);
-      if (lang < 0 && states[r].n > 0) lang = states[r].first_lang;
-      add_count(n, states[r].n, check_.owner(), r);
-    }
-    if (n == 0) check_.fail("no samples");
-    check_counts({c}, check_.owner(), states.size() - 1);
-    const std::int64_t* s = c.data() + (tok_ == Tok::Auto && lang == 1 ? width_ : 0);
+  Value compute(const BleuState& all) const override {
+    if (all.counts.size() != sets_ * width_)
+      throw RuntimeError(check_.owner() + ": the state holds " + std::to_string(all.counts.size()) +
+                         " counters, expected " + std::to_string(sets_ * width_));
+    if (all.n == 0) check_.fail("no samples");
+    const std::int64_t* s =
+        all.counts.data() + (tok_ == Tok::Auto && all.first_lang == 1 ? width_ : 0);
     const auto N = static_cast<std::size_t>(n_gram_);
     const std::int64_t sys_len = s[0], ref_len = s[1];
     const std::int64_t* matches = s + 2;

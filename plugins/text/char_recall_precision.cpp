@@ -11,12 +11,12 @@
 // Example (mmeval's doc): pred ['helL', 'HEL'], gt ['hello', 'HELLO'] -> {recall: 0.6,
 // precision: 0.8571428571428571}; letter_case upper -> {recall: 0.7, precision: 1.0}.
 //
-// State: int64 totals (ground-truth characters, predicted characters, true positives).
+// State: int64 totals (ground-truth characters, predicted characters, true positives, samples),
+// each summed across ranks.
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
-#include <tuple>
 #include <vector>
 
 #include "common.hpp"
@@ -28,8 +28,7 @@ namespace {
 
 struct CharState {
   std::int64_t gt = 0, pred = 0, tp = 0, n = 0;
-  MSGPACK_DEFINE(gt, pred, tp, n)
-  auto sums() { return std::tie(gt, pred, tp, n); }
+  TALLY_STATE(sum(gt), sum(pred), sum(tp), sum(n))
 };
 
 class CharRecallPrecision final : public TypedMetric<CharState> {
@@ -66,15 +65,7 @@ class CharRecallPrecision final : public TypedMetric<CharState> {
     state.n += pred.size();
   }
 
-  Value compute(const std::vector<CharState>& states) const override {
-    CharState t;
-    for (std::size_t r = 0; r < states.size(); ++r) {
-      const auto& s = states[r];
-      add_count(t.gt, s.gt, check_.owner(), r);
-      add_count(t.pred, s.pred, check_.owner(), r);
-      add_count(t.tp, s.tp, check_.owner(), r);
-      add_count(t.n, s.n, check_.owner(), r);
-    }
+  Value compute(const CharState& t) const override {
     if (t.n == 0) check_.fail("no samples");
     const auto tp = static_cast<double>(t.tp);
     Value out = Value::map();

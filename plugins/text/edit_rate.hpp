@@ -3,13 +3,13 @@
 // over tokens (words or characters); then
 //   rate = sum d / sum len(g)            (jiwer: (S + D + I) / (H + S + D))
 //   rate = sum d  when sum len(g) == 0  (jiwer's edge case: the number of insertions)
-// State: int64 totals (edit operations, reference tokens), exact on any number of ranks.
+// State: int64 totals (edit operations, reference tokens, samples), each summed across ranks:
+// exact on any number of ranks.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <string_view>
-#include <tuple>
 #include <vector>
 
 #include "common.hpp"
@@ -20,8 +20,7 @@ namespace tally::text {
 
 struct EditRateState {
   std::int64_t edits = 0, ref_tokens = 0, n = 0;
-  MSGPACK_DEFINE(edits, ref_tokens, n)
-  auto sums() { return std::tie(edits, ref_tokens, n); }
+  TALLY_STATE(sum(edits), sum(ref_tokens), sum(n))
 };
 
 /// The inputs of WER and CER.
@@ -58,14 +57,7 @@ class EditRate : public TypedMetric<EditRateState> {
     state.n += pred.size();
   }
 
-  Value compute(const std::vector<EditRateState>& states) const override {
-    EditRateState t;
-    for (std::size_t r = 0; r < states.size(); ++r) {
-      const auto& s = states[r];
-      add_count(t.edits, s.edits, check_.owner(), r);
-      add_count(t.ref_tokens, s.ref_tokens, check_.owner(), r);
-      add_count(t.n, s.n, check_.owner(), r);
-    }
+  Value compute(const EditRateState& t) const override {
     if (t.n == 0) check_.fail("no samples");
     Value out = Value::map();
     out.set(key_, t.ref_tokens == 0

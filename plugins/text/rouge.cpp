@@ -26,7 +26,9 @@
 // rouge_keys L -> {rougeL_fmeasure: 0.8333, rougeL_precision: 0.8333, rougeL_recall: 0.8333}.
 //
 // State: the per-sample (F, P, R) of every key as float64 (with tokenizer auto, for both
-// tokenizations), summed on rank 0 in dataset order: the same bits on any number of ranks.
+// tokenizations), concatenated across ranks in rank order and summed on rank 0 in dataset order:
+// the same bits on any number of ranks; the sample count, summed; with tokenizer auto, the
+// language of the rank's first sample, merged as the first rank's that has one.
 #include <algorithm>
 #include <cstdint>
 #include <string>
@@ -46,7 +48,7 @@ struct RougeState {
   PackedVector<double> scores;  // per sample: [sets][keys][F, P, R]
   std::int64_t first_lang = -1;
   std::int64_t n = 0;
-  MSGPACK_DEFINE(scores, first_lang, n)
+  TALLY_STATE(concat(scores), first(first_lang, -1), sum(n))
 };
 
 struct Prf {
@@ -116,28 +118,21 @@ class Rouge final : public TypedMetric<RougeState> {
     state.n += pred.size();
   }
 
-  Value compute(const std::vector<RougeState>& states) const override {
+  Value compute(const RougeState& all) const override {
     const std::size_t per_set = keys_.size() * 3;
-    std::int64_t n = 0, lang = -1;
-    for (std::size_t r = 0; r < states.size(); ++r) {
-      if (states[r].scores.size() != static_cast<std::size_t>(states[r].n) * sets_ * per_set)
-        throw RuntimeError(check_.owner() + ": the state of rank " + std::to_string(r) + " holds " +
-                           std::to_string(states[r].scores.size()) + " scores for " +
-                           std::to_string(states[r].n) + " samples");
-      if (lang < 0 && states[r].n > 0) lang = states[r].first_lang;
-      add_count(n, states[r].n, check_.owner(), r);
-    }
-    if (n == 0) check_.fail("no samples");
-    const std::size_t offset = lang_ == Lang::Auto && lang == 1 ? per_set : 0;
+    if (all.scores.size() != static_cast<std::size_t>(all.n) * sets_ * per_set)
+      throw RuntimeError(check_.owner() + ": the state holds " + std::to_string(all.scores.size()) +
+                         " scores for " + std::to_string(all.n) + " samples");
+    if (all.n == 0) check_.fail("no samples");
+    const std::size_t offset = lang_ == Lang::Auto && all.first_lang == 1 ? per_set : 0;
     std::vector<double> sums(per_set, 0.0);
-    for (const auto& s : states)
-      for (std::int64_t i = 0; i < s.n; ++i) {
-        const double* row =
-            s.scores.data() + static_cast<std::size_t>(i) * sets_ * per_set + offset;
-        for (std::size_t k = 0; k < per_set; ++k) sums[k] += row[k];
-      }
+    for (std::int64_t i = 0; i < all.n; ++i) {
+      const double* row =
+          all.scores.data() + static_cast<std::size_t>(i) * sets_ * per_set + offset;
+      for (std::size_t k = 0; k < per_set; ++k) sums[k] += row[k];
+    }
     Value out = Value::map();
-    const auto total = static_cast<double>(n);
+    const auto total = static_cast<double>(all.n);
     for (std::size_t k = 0; k < keys_.size(); ++k) {
       const std::string name = keys_[k] == 0 ? "rougeL" : "rouge" + std::to_string(keys_[k]);
       out.set(name + "_fmeasure", sums[3 * k] / total);

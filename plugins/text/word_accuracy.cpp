@@ -15,11 +15,10 @@
 // mode [exact, ignore_case, ignore_case_symbol] -> {accuracy: 0.3333, ignore_case_accuracy:
 // 0.6667, ignore_case_symbol_accuracy: 1.0}.
 //
-// State: three int64 counts and the sample count.
+// State: three int64 counts and the sample count, each summed across ranks.
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include "common.hpp"
@@ -31,8 +30,7 @@ namespace {
 
 struct WordAccuracyState {
   std::int64_t exact = 0, ignore_case = 0, ignore_case_symbol = 0, n = 0;
-  MSGPACK_DEFINE(exact, ignore_case, ignore_case_symbol, n)
-  auto sums() { return std::tie(exact, ignore_case, ignore_case_symbol, n); }
+  TALLY_STATE(sum(exact), sum(ignore_case), sum(ignore_case_symbol), sum(n))
 };
 
 class WordAccuracy final : public TypedMetric<WordAccuracyState> {
@@ -73,15 +71,7 @@ class WordAccuracy final : public TypedMetric<WordAccuracyState> {
     state.n += pred.size();
   }
 
-  Value compute(const std::vector<WordAccuracyState>& states) const override {
-    WordAccuracyState t;
-    for (std::size_t r = 0; r < states.size(); ++r) {
-      const auto& s = states[r];
-      add_count(t.exact, s.exact, check_.owner(), r);
-      add_count(t.ignore_case, s.ignore_case, check_.owner(), r);
-      add_count(t.ignore_case_symbol, s.ignore_case_symbol, check_.owner(), r);
-      add_count(t.n, s.n, check_.owner(), r);
-    }
+  Value compute(const WordAccuracyState& t) const override {
     if (t.n == 0) check_.fail("no samples");
     const auto n = static_cast<double>(t.n);
     Value out = Value::map();

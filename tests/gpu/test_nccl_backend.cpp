@@ -21,6 +21,7 @@
 #include "integration/cli_fixture.hpp"
 #include "registry.hpp"
 #include "support/expect_error.hpp"
+#include "support/with_collectives.hpp"
 #include "tally/dist_backend.hpp"
 #include "tally/error.hpp"
 
@@ -88,9 +89,10 @@ const tally::Registry& registry() {
   return r;
 }
 
-std::shared_ptr<DistBackend> make_nccl(const Value::Map& params = {}) {
+tally::test::WithCollectives make_nccl(const Value::Map& params = {}) {
   const auto& c = registry().get(tally::ComponentKind::Backend, "nccl");
-  return tally::Registry::make_backend(c, tally::make_params(*c.info, params, "backend 'nccl'"));
+  return tally::test::WithCollectives(
+      tally::Registry::make_backend(c, tally::make_params(*c.info, params, "backend 'nccl'")));
 }
 
 using tally::test::error_of;
@@ -219,8 +221,8 @@ TEST_F(NcclCli, OnOneGpuTheResultsAreThoseOfNondist) {
 TEST(NcclBackend, IsAWorldOfOne) {
   SKIP_WITHOUT_GPU();
   const auto b = make_nccl();
-  EXPECT_EQ(b->name(), "nccl");
-  EXPECT_TRUE(b->is_initialized());
+  EXPECT_EQ(b.backend->name(), "nccl");
+  EXPECT_TRUE(b.backend->is_initialized());
   EXPECT_EQ(b->rank(), 0);
   EXPECT_EQ(b->world_size(), 1);
   EXPECT_EQ(b->chunk_bytes(), std::size_t{256} << 20);

@@ -9,6 +9,7 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -17,11 +18,15 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "config.hpp"
 #include "support/expect_error.hpp"
 #include "support/process.hpp"
+#include "support/with_collectives.hpp"
 #include "tally/dist_backend.hpp"
 #include "tally/error.hpp"
 #include "tally/plugin.hpp"
@@ -44,9 +49,10 @@ const tally::ComponentInfo& nccl_info() {
   return m->components.at(0);
 }
 
-std::shared_ptr<DistBackend> make_nccl(const Value::Map& params = {}) {
+tally::test::WithCollectives make_nccl(const Value::Map& params = {}) {
   const auto& info = nccl_info();
-  return info.make_backend(tally::make_params(info, params, "backend 'nccl'"));
+  return tally::test::WithCollectives(
+      info.make_backend(tally::make_params(info, params, "backend 'nccl'")));
 }
 
 using tally::test::error_of;
@@ -87,13 +93,13 @@ const auto* const kFakeNccl = ::testing::AddGlobalTestEnvironment(new FakeNcclFi
 // Under mpirun the backends bootstrap through MPI, which the first one initialises and the last
 // one to go finalises; MPI cannot be initialised again after that (as with the mpi backend). One
 // backend lives for the whole run so that the tests can make theirs one after another.
-std::shared_ptr<DistBackend> g_keeper;
+tally::test::WithCollectives g_keeper;
 class KeepMpi : public ::testing::Environment {
  public:
   void SetUp() override {
     if (std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr) g_keeper = make_nccl();
   }
-  void TearDown() override { g_keeper.reset(); }
+  void TearDown() override { g_keeper = {}; }
 };
 const auto* const kKeepMpi = ::testing::AddGlobalTestEnvironment(new KeepMpi);
 
@@ -102,8 +108,12 @@ const auto* const kKeepMpi = ::testing::AddGlobalTestEnvironment(new KeepMpi);
 TEST(NcclEmulated, CollectivesAtEverySizeAndChunk) {
   for (const long long chunk : {256ll << 20, 1000ll, 1ll}) {
     const auto b = make_nccl({{"chunk_bytes", Value(chunk)}});
-    EXPECT_EQ(b->name(), "nccl");
-    EXPECT_TRUE(b->is_initialized());
+    EXPECT_EQ(b.backend->name(), "nccl");
+    EXPECT_TRUE(b.backend->is_initialized());
+    EXPECT_EQ(b.backend->chunk_bytes(), static_cast<std::size_t>(chunk));
+    // NCCL has a reduction; varying gathers are the engine's padded fallback.
+    EXPECT_NE(tally::get_primitive<tally::Reducer>(*b.backend), nullptr);
+    EXPECT_EQ(tally::get_primitive<tally::VaryingAllGather>(*b.backend), nullptr);
     EXPECT_EQ(b->world_size(), 1);
     EXPECT_EQ(b->rank(), 0);
     EXPECT_EQ(b->chunk_bytes(), static_cast<std::size_t>(chunk));
@@ -171,15 +181,36 @@ TEST(NcclEmulated, ACollectiveThatNeverEndsTimesOutAndAbortsTheCommunicator) {
   // The size exchange is the first collective of all_gather_object: 8 bytes a rank.
   EXPECT_HAS(
       m,
-      "nccl backend: rank 0 of 1 (cuda:0): ncclAllGather of 8 bytes a rank timed out after 0.2 s "
-      "(backend.timeout); the communicator was aborted");
+      "nccl backend: rank 0 of 1 (cuda:0): all_gather_object: ncclAllGather of 8 bytes a rank "
+      "timed out after 0.2 s (backend.timeout); the communicator was aborted");
   EXPECT_HAS(m, "every rank must reach the same collective");
-  EXPECT_FALSE(b->is_initialized());
+  EXPECT_FALSE(b.backend->is_initialized());
   m = error_of<tally::RuntimeError>([&] { b->broadcast_object(pattern(0, 10), 0); });
-  EXPECT_HAS(m,
-             "the communicator was aborted after an earlier error: ncclAllGather of 8 bytes a rank "
-             "timed out");
+  EXPECT_HAS(
+      m,
+      "the communicator was aborted after an earlier error: all_gather_object: ncclAllGather "
+      "of 8 bytes a rank timed out");
   EXPECT_THROW(b->barrier(), tally::RuntimeError);
+}
+
+// The engine's per-call deadline (CallOptions::timeout) replaces backend.timeout for that call,
+// and the message names the engine's collective and its purpose.
+TEST(NcclEmulated, ACallsOwnDeadlineBoundsItAndTheMessageNamesTheCollective) {
+  using namespace std::chrono_literals;
+  for (const auto& [purpose, deadline] :
+       {std::pair{"sync payload", 150ms}, std::pair{"results", 250ms}}) {
+    const auto b = make_nccl({{"timeout", 600.0}});
+    std::string m;
+    {
+      const ScopedEnv hang("TALLY_FAKE_CUDA_STREAM_HANG", "1");
+      m = error_of<tally::RuntimeError>([&] {
+        b->all_gather_object(pattern(0, 10), {purpose, deadline});
+      });
+    }
+    EXPECT_HAS(m, fmt::format("all_gather_object ({}): ncclAllGather of 8 bytes a rank timed out "
+                              "after {} s (this call's deadline)",
+                              purpose, deadline.count() / 1000.0));
+  }
 }
 
 TEST(NcclEmulated, AnAsynchronousErrorIsARuntimeErrorNamingTheCollective) {
@@ -191,9 +222,10 @@ TEST(NcclEmulated, AnAsynchronousErrorIsARuntimeErrorNamingTheCollective) {
   }
   EXPECT_HAS(
       m,
-      "nccl backend: rank 0 of 1 (cuda:0): ncclBroadcast of 8 bytes from rank 0 failed: "
+      "nccl backend: rank 0 of 1 (cuda:0): broadcast_object: ncclBroadcast of 8 bytes from rank 0 "
+      "failed: "
       "remote process exited or there was a network error: fake NCCL: injected remote error");
-  EXPECT_FALSE(b->is_initialized());
+  EXPECT_FALSE(b.backend->is_initialized());
   EXPECT_THROW(b->all_gather_object(pattern(0, 1)), tally::RuntimeError);
 }
 

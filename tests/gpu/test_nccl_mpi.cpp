@@ -18,6 +18,7 @@
 #include "config.hpp"
 #include "registry.hpp"
 #include "support/reduce_check.hpp"
+#include "support/with_collectives.hpp"
 #include "tally/dist_backend.hpp"
 #include "tally/error.hpp"
 
@@ -59,9 +60,10 @@ const tally::Registry& registry() {
   return r;
 }
 
-std::shared_ptr<DistBackend> make_nccl(const Value::Map& params) {
+tally::test::WithCollectives make_nccl(const Value::Map& params) {
   const auto& c = registry().get(tally::ComponentKind::Backend, "nccl");
-  return tally::Registry::make_backend(c, tally::make_params(*c.info, params, "backend 'nccl'"));
+  return tally::test::WithCollectives(
+      tally::Registry::make_backend(c, tally::make_params(*c.info, params, "backend 'nccl'")));
 }
 
 // Sizes that differ by rank, with an empty object on every third rank.
@@ -70,14 +72,14 @@ std::size_t size_of_rank(int r, std::size_t scale) { return r % 3 == 1 ? 0 : (r 
 // Live for the whole program (MPI is finalised when the last backend that initialised it goes):
 // one bootstrapped through MPI with the default chunk, one through MPI with a tiny chunk (rounds),
 // and one through a rendezvous file.
-std::shared_ptr<DistBackend> g_mpi, g_small, g_file;
+tally::test::WithCollectives g_mpi, g_small, g_file;
 
 class Backends : public ::testing::Environment {
  public:
   void TearDown() override {
-    g_file.reset();
-    g_small.reset();
-    g_mpi.reset();
+    g_file = {};
+    g_small = {};
+    g_mpi = {};
   }
 };
 const auto* const kBackends = ::testing::AddGlobalTestEnvironment(new Backends);
@@ -97,7 +99,7 @@ class NcclMpiTest : public ::testing::TestWithParam<Kind> {
       g_file = make_nccl({{"rendezvous", path}, {"timeout", 60.0}});
     }
   }
-  DistBackend& backend() {
+  tally::Collectives& backend() {
     switch (GetParam()) {
       case Kind::Mpi:
         return *g_mpi;
@@ -113,12 +115,12 @@ class NcclMpiTest : public ::testing::TestWithParam<Kind> {
 TEST_P(NcclMpiTest, RankAndWorldMatchTheLauncher) {
   EXPECT_EQ(backend().world_size(), env_int("OMPI_COMM_WORLD_SIZE", 1));
   EXPECT_EQ(backend().rank(), env_int("OMPI_COMM_WORLD_RANK", 0));
-  EXPECT_TRUE(backend().is_initialized());
+  EXPECT_TRUE(backend().backend().is_initialized());
   backend().barrier();
 }
 
 TEST_P(NcclMpiTest, AllGatherObjectsOfDifferentSizes) {
-  DistBackend& b = backend();
+  tally::Collectives& b = backend();
   for (const std::size_t scale : {std::size_t{1}, std::size_t{1000}, std::size_t{100000}}) {
     const Bytes mine = pattern(b.rank(), size_of_rank(b.rank(), scale));
     const auto got = b.all_gather_object(mine);
@@ -130,7 +132,7 @@ TEST_P(NcclMpiTest, AllGatherObjectsOfDifferentSizes) {
 }
 
 TEST_P(NcclMpiTest, BroadcastObjectFromEveryRank) {
-  DistBackend& b = backend();
+  tally::Collectives& b = backend();
   for (int src = 0; src < b.world_size(); ++src) {
     const Bytes obj = pattern(src, 10000 + static_cast<std::size_t>(src));
     const Bytes arg = b.rank() == src ? obj : Bytes{};
@@ -141,7 +143,7 @@ TEST_P(NcclMpiTest, BroadcastObjectFromEveryRank) {
 // ncclReduce on int64 to every root (the sync's reduction of states of counts); 5000 values go
 // in rounds on the small-chunk backend.
 TEST_P(NcclMpiTest, ReduceSumMinMaxToEveryRoot) {
-  DistBackend& b = backend();
+  tally::Collectives& b = backend();
   for (const std::size_t n : {std::size_t{1}, std::size_t{5000}})
     for (int root = b.world_size() - 1; root >= 0; --root)
       for (const auto op : {tally::ReduceOp::sum, tally::ReduceOp::min, tally::ReduceOp::max})
@@ -149,7 +151,7 @@ TEST_P(NcclMpiTest, ReduceSumMinMaxToEveryRoot) {
 }
 
 TEST_P(NcclMpiTest, ManySyncsReuseTheBuffers) {
-  DistBackend& b = backend();
+  tally::Collectives& b = backend();
   for (int i = 0; i < 50; ++i) {
     const Bytes mine = pattern(b.rank() + i, 100 + static_cast<std::size_t>(i * 37));
     const auto got = b.all_gather_object(mine);

@@ -30,9 +30,12 @@ int main(int argc, char** argv) {
   const std::string sampler = argv[4];
   const std::int64_t batch = argc > 5 ? std::atoll(argv[5]) : 3;
   try {
-    auto ev =
-        tally::Evaluator::from_yaml("backend: {type: " + backend + "}\n" + "plugins: {paths: ['" +
-                                    plugin_dir + "']}\n" + "metrics:\n  - type: SequenceProbe\n");
+    tally::EvaluatorOptions options;
+    options.padded_sampler = sampler == "torch";  // its shards are padded: say so
+    auto ev = tally::Evaluator::from_yaml("backend: {type: " + backend + "}\n" +
+                                              "plugins: {paths: ['" + plugin_dir + "']}\n" +
+                                              "metrics:\n  - type: SequenceProbe\n",
+                                          std::move(options));
     const std::int64_t w = ev.world_size();
     const std::int64_t r = ev.rank();
     std::vector<std::int64_t> mine;

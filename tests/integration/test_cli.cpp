@@ -234,14 +234,16 @@ TEST_F(CliTest, FailedRunLeavesAnEarlierResultsFileIntact) {
 }
 
 // Hostile bytes: a metric state whose declared size is a lie (testkit's HostileState) is refused
-// with a message naming the rank, quickly, without allocating the claimed 96 GiB or 1 GiB.
+// with a message naming the rank, quickly, without allocating the claimed 96 GiB or 1 GiB. States
+// travel between ranks only (a world of one computes from them in place): two mpi ranks.
 TEST_F(CliTest, AStatePayloadThatLiesAboutItsSizeIsRefused) {
   for (const std::string lie : {"count", "length"}) {
     const auto cfg =
         config("metrics:\n  - type: HostileState\n    lie: " + lie + "\n",
                "plugins:\n  paths: [" + std::string(TALLY_TEST_PLUGIN_DIR) + "/testkit]\n");
     const auto out = dir / "never.json";
-    const auto r = tally("run " + cfg.string() + " -o " + out.string());
+    const auto r = run_command(mpirun(2) + " " + kTally + " run " + cfg.string() +
+                               " --set backend.type=mpi -o " + out.string());
     EXPECT_EQ(r.exit_code, 1) << r.err;
     EXPECT_NE(r.err.find("sync failed: the payload of rank 0"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("is not valid msgpack"), std::string::npos) << r.err;

@@ -105,9 +105,11 @@ TEST_F(FaultTest, AHungRankMakesTheOthersTimeOut) {
     EXPECT_LT(t.seconds, 2.0 + 28.0) << "the run took " << t.seconds << " s";
     const int waiter = hung == 0 ? 1 : 0;
     // It stops reading batches, so it falls silent; the others wait for its heartbeats.
+    // The message names the engine's collective and its purpose, then the MPI call.
     EXPECT_NE(t.r.err.find("mpi backend: rank " + std::to_string(waiter) +
-                           " of 3: MPI_Recv of a heartbeat from rank " + std::to_string(hung) +
-                           " (still reading)"),
+                           " of 3: run_on_every_rank (reading the shards): MPI_Recv of a "
+                           "heartbeat from rank " +
+                           std::to_string(hung) + " (still reading)"),
               std::string::npos)
         << t.r.err;
     EXPECT_NE(t.r.err.find("did not complete within 2 s (backend.timeout)"), std::string::npos)

@@ -9,10 +9,11 @@
 
 #include <fmt/format.h>
 
-#include "compare.hpp"
 #include "integration/cli_fixture.hpp"
-#include "report_writers.hpp"
 #include "results_io.hpp"
+#include "tally/compare.hpp"
+#include "tally/file_io.hpp"
+#include "tally/reports.hpp"
 
 namespace fs = std::filesystem;
 using namespace tally::test;

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "integration/cli_fixture.hpp"
-#include "text_safety.hpp"
+#include "tally/text_safety.hpp"
 
 namespace fs = std::filesystem;
 using tally::test::CliTest;

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -19,9 +20,11 @@
 #include "config.hpp"
 #include "registry.hpp"
 #include "support/reduce_check.hpp"
+#include "tally/collectives.hpp"
 #include "tally/dist_backend.hpp"
 #include "tally/error.hpp"
 
+using tally::Collectives;
 using tally::DistBackend;
 using tally::Value;
 
@@ -51,14 +54,21 @@ std::shared_ptr<DistBackend> make_mpi(const Value::Map& params = {}) {
 // Two live backends for the whole program: the default one (1 GiB chunks) and one whose tiny
 // chunk forces the rounds path. MPI_Finalize must wait for the last of them.
 constexpr std::size_t kSmallChunk = 4096;
-std::shared_ptr<DistBackend> g_default;
-std::shared_ptr<DistBackend> g_small;
+// A backend with the engine's collectives over it.
+struct Mpi {
+  explicit Mpi(const Value::Map& params = {}) : backend(make_mpi(params)), coll(*backend) {}
+  Collectives* operator->() { return &coll; }
+  std::shared_ptr<DistBackend> backend;
+  Collectives coll;
+};
+std::unique_ptr<Mpi> g_default;
+std::unique_ptr<Mpi> g_small;
 
 class Backends : public ::testing::Environment {
  public:
   void SetUp() override {
-    g_default = make_mpi();
-    g_small = make_mpi({{"chunk_bytes", static_cast<int>(kSmallChunk)}});
+    g_default = std::make_unique<Mpi>();
+    g_small = std::make_unique<Mpi>(Value::Map{{"chunk_bytes", static_cast<int>(kSmallChunk)}});
   }
   void TearDown() override {
     g_default.reset();
@@ -76,20 +86,26 @@ std::size_t size_of_rank(int r, std::size_t scale) { return r % 3 == 1 ? 0 : (r 
 
 class MpiBackendTest : public ::testing::TestWithParam<bool> {
  protected:
-  DistBackend& backend() { return GetParam() ? *g_small : *g_default; }
+  Collectives& backend() { return GetParam() ? g_small->coll : g_default->coll; }
 };
 
 TEST_P(MpiBackendTest, RankAndWorldMatchTheLauncher) {
-  DistBackend& b = backend();
-  EXPECT_EQ(b.name(), "mpi");
-  EXPECT_TRUE(b.is_initialized());
+  Collectives& b = backend();
+  EXPECT_EQ(b.backend().name(), "mpi");
+  EXPECT_TRUE(b.backend().is_initialized());
+  EXPECT_EQ(b.backend().chunk_bytes(), GetParam() ? kSmallChunk : std::size_t{1} << 30);
+  // MPI has every optional primitive: Allgatherv, Gatherv, Reduce, heartbeats.
+  EXPECT_NE(tally::get_primitive<tally::VaryingAllGather>(b.backend()), nullptr);
+  EXPECT_NE(tally::get_primitive<tally::RootedGather>(b.backend()), nullptr);
+  EXPECT_NE(tally::get_primitive<tally::Reducer>(b.backend()), nullptr);
+  EXPECT_NE(tally::get_primitive<tally::WorkAndWait>(b.backend()), nullptr);
   EXPECT_EQ(b.world_size(), env_int("OMPI_COMM_WORLD_SIZE", 1));
   EXPECT_EQ(b.rank(), env_int("OMPI_COMM_WORLD_RANK", 0));
   EXPECT_EQ(b.chunk_bytes(), GetParam() ? kSmallChunk : std::size_t{1} << 30);
 }
 
 TEST_P(MpiBackendTest, AllGatherObjectOfDifferentSizesInRankOrder) {
-  DistBackend& b = backend();
+  Collectives& b = backend();
   for (std::size_t scale : {1u, 100u, 3000u}) {
     const Bytes mine = pattern(b.rank(), size_of_rank(b.rank(), scale));
     const auto got = b.all_gather_object(view(mine));
@@ -108,7 +124,7 @@ TEST_P(MpiBackendTest, AllObjectsEmpty) {
 }
 
 TEST_P(MpiBackendTest, LargeObjectOnOneRankGoesInRounds) {
-  DistBackend& b = backend();
+  Collectives& b = backend();
   // 200 KB on the last rank against 4 KiB chunks: about 50 * world rounds on the small backend.
   const int big = b.world_size() - 1;
   const std::size_t big_size = 200 * 1000 + 7;
@@ -123,7 +139,7 @@ TEST_P(MpiBackendTest, LargeObjectOnOneRankGoesInRounds) {
 
 // MPI_Gatherv to each root in turn, one object larger than the small chunk (rounds).
 TEST_P(MpiBackendTest, GatherObjectReachesOnlyTheRoot) {
-  DistBackend& b = backend();
+  Collectives& b = backend();
   const auto n_of = [](int r) { return r == 1 ? 20 * 1000 + 3 : size_of_rank(r, 100); };
   for (int root = b.world_size() - 1; root >= 0; --root) {
     const Bytes mine = pattern(b.rank() + 7, n_of(b.rank()));
@@ -140,7 +156,7 @@ TEST_P(MpiBackendTest, GatherObjectReachesOnlyTheRoot) {
 }
 
 TEST_P(MpiBackendTest, BroadcastObjectFromEverySource) {
-  DistBackend& b = backend();
+  Collectives& b = backend();
   for (int src = b.world_size() - 1; src >= 0; --src) {
     const Bytes sent = pattern(src + 40, 10000 + static_cast<std::size_t>(src));
     const Bytes arg = b.rank() == src ? sent : pattern(99, 3);  // ignored off the source
@@ -150,7 +166,7 @@ TEST_P(MpiBackendTest, BroadcastObjectFromEverySource) {
 }
 
 TEST_P(MpiBackendTest, AllGatherFixed) {
-  DistBackend& b = backend();
+  Collectives& b = backend();
   const Bytes record = pattern(b.rank(), 24);
   Bytes out(24 * static_cast<std::size_t>(b.world_size()));
   b.all_gather_fixed(view(record), out);
@@ -161,7 +177,7 @@ TEST_P(MpiBackendTest, AllGatherFixed) {
 
 // MPI_Reduce on int64 to every root; 5000 values go in rounds on the small-chunk backend.
 TEST_P(MpiBackendTest, ReduceSumMinMaxToEveryRoot) {
-  DistBackend& b = backend();
+  Collectives& b = backend();
   for (const std::size_t n : {std::size_t{1}, std::size_t{5000}})
     for (int root = b.world_size() - 1; root >= 0; --root)
       for (const auto op : {tally::ReduceOp::sum, tally::ReduceOp::min, tally::ReduceOp::max})
@@ -169,7 +185,7 @@ TEST_P(MpiBackendTest, ReduceSumMinMaxToEveryRoot) {
 }
 
 TEST_P(MpiBackendTest, ReceiveBufferIsReused) {
-  DistBackend& b = backend();
+  Collectives& b = backend();
   const Bytes mine = pattern(b.rank(), 5000);
   const std::byte* first = b.all_gather_object(view(mine))[0].data();
   const auto again = b.all_gather_object(view(mine));
@@ -181,7 +197,7 @@ INSTANTIATE_TEST_SUITE_P(Chunks, MpiBackendTest, ::testing::Values(false, true),
                          [](const auto& p) { return p.param ? "small_chunks" : "default_chunks"; });
 
 TEST(MpiBackend, BarrierWaitsForTheSlowestRank) {
-  DistBackend& b = *g_default;
+  Collectives& b = g_default->coll;
   if (b.world_size() == 1) {  // one rank: nothing to wait for, but the barrier must return
     b.barrier();
     return;
@@ -195,25 +211,53 @@ TEST(MpiBackend, BarrierWaitsForTheSlowestRank) {
       << "rank " << b.rank() << " left the barrier early";
 }
 
+// A call's own deadline (CallOptions::timeout) bounds the wait for a silent rank, not for a
+// working one: rank 0 computes for 3 times the deadline while its heartbeats (every deadline / 4)
+// keep the others waiting; every rank reads its shard for 3 times the deadline, moving.
+TEST(MpiBackend, WorkLongerThanTheCallsDeadlineIsWaitedForWhileItShowsLife) {
+  using namespace std::chrono_literals;
+  Collectives& b = g_default->coll;
+  int runs = 0;
+  b.run_on_root(0,
+                [&] {
+                  ++runs;
+                  std::this_thread::sleep_for(900ms);
+                },
+                {"test: rank 0 working", 300ms});
+  EXPECT_EQ(runs, b.rank() == 0 ? 1 : 0);
+  std::atomic<std::uint64_t> progress{0};
+  b.run_on_every_rank(
+      [&] {
+        for (int i = 0; i < 18; ++i) {
+          std::this_thread::sleep_for(50ms);
+          ++progress;
+        }
+      },
+      progress, {"test: every rank reading", 300ms});
+  EXPECT_EQ(progress.load(), 18u);
+  EXPECT_EQ(b.all_gather_object({}, {"after", 300ms}).size(),
+            static_cast<std::size_t>(b.world_size()));
+}
+
 TEST(MpiBackend, BadChunkSizesAreConfigErrors) {
   EXPECT_THROW(make_mpi({{"chunk_bytes", 0}}), tally::ConfigError);
   EXPECT_THROW(make_mpi({{"chunk_bytes", Value(std::int64_t{1} << 31)}}), tally::ConfigError);
-  const int world = g_default->world_size();
+  const int world = (*g_default)->world_size();
   if (world > 1) {
     EXPECT_THROW(make_mpi({{"chunk_bytes", world - 1}}), tally::ConfigError);
   }
   // A failed construction leaves MPI usable for the backends that are alive.
-  EXPECT_EQ(g_default->all_gather_object({}).size(), static_cast<std::size_t>(world));
+  EXPECT_EQ((*g_default)->all_gather_object({}).size(), static_cast<std::size_t>(world));
 }
 
 TEST(MpiBackend, AThirdBackendComesAndGoesWithoutFinalisingMpi) {
   {
-    auto extra = make_mpi({{"chunk_bytes", 64}});
+    Mpi extra({{"chunk_bytes", 64}});
     const Bytes mine = pattern(extra->rank(), 300);
     EXPECT_EQ(to_bytes(extra->all_gather_object(view(mine))[0]), pattern(0, 300));
   }
-  EXPECT_TRUE(g_default->is_initialized());
-  EXPECT_EQ(to_bytes(g_default->broadcast_object(view(pattern(5, 10)), 0)), pattern(5, 10));
+  EXPECT_TRUE(g_default->backend->is_initialized());
+  EXPECT_EQ(to_bytes((*g_default)->broadcast_object(view(pattern(5, 10)), 0)), pattern(5, 10));
 }
 
 }  // namespace

@@ -26,4 +26,4 @@ const tally::PluginManifest* entry() noexcept {
 
 // What TALLY_PLUGIN exports, for ABI 999.
 extern "C" __attribute__((visibility("default"), used)) const std::uint32_t tally_abi_v999 = 999;
-BOOST_DLL_ALIAS(entry, tally_plugin)
+TALLY_PLUGIN_EXPORT_ENTRY(entry)

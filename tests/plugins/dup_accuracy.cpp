@@ -4,8 +4,8 @@
 
 namespace {
 struct Empty {
-  int n = 0;
-  MSGPACK_DEFINE(n)
+  std::int64_t n = 0;
+  TALLY_STATE(sum(n))
 };
 class Dup : public tally::TypedMetric<Empty> {
  public:
@@ -13,7 +13,7 @@ class Dup : public tally::TypedMetric<Empty> {
 
  protected:
   void update(Empty&, const tally::Batch&) override {}
-  tally::Value compute(const std::vector<Empty>&) const override { return tally::Value::map(); }
+  tally::Value compute(const Empty&) const override { return tally::Value::map(); }
 };
 }  // namespace
 

@@ -25,4 +25,4 @@ const tally::PluginManifest* entry() noexcept {
 }
 }  // namespace
 
-BOOST_DLL_ALIAS(entry, tally_plugin)
+TALLY_PLUGIN_EXPORT_ENTRY(entry)

@@ -11,11 +11,10 @@
 // kill_on and exit_on fire only while PATH does not exist, and create it first: a run resumed from
 // a checkpoint with the same config (the same fingerprint) goes past the sample that stopped it.
 //
-// CountProbe counts the values of `x` by x mod `bins`: a state of counts (a ReducibleMetric), so
-// at sync it is summed to rank 0, not gathered; its result says how many states compute() got
-// (1 when reduced). `corrupt: V` overwrites its first count with V after each batch (a corrupt
-// state: negative, or too large to sum exactly); `bins_by_rank: true` adds the MPI rank to the
-// number of bins (a plugin whose reduced size depends on more than its parameters).
+// CountProbe counts the values of `x` by x mod `bins`: a state of counts (sum fields), so at sync
+// it is summed to rank 0, not gathered. `corrupt: V` overwrites its first count with V after each
+// batch (a corrupt state: negative, or too large to sum exactly); `bins_by_rank: true` adds the MPI
+// rank to the number of bins (a plugin whose reduced size depends on more than its parameters).
 #include <algorithm>
 #include <chrono>
 #include <csignal>
@@ -44,13 +43,29 @@ std::uint64_t pow_mod(std::uint64_t b, std::int64_t e) {
   return r;
 }
 
-struct ProbeState {
+/// The values of a run of samples folded into an order-sensitive summary; two runs fold into
+/// the summary of the first followed by the second (merge, in rank order).
+struct Fold {
   std::int64_t count = 0;
   std::int64_t sum = 0;
   std::uint64_t hash = 0;
   std::int64_t first = -1;
   std::int64_t last = -1;
+  void merge(const Fold& s) {
+    if (s.count == 0) return;
+    if (count == 0) first = s.first;
+    last = s.last;
+    hash = hash * pow_mod(kMul, s.count) + s.hash;
+    count += s.count;
+    sum += s.sum;
+  }
   MSGPACK_DEFINE(count, sum, hash, first, last)
+};
+
+struct ProbeState {
+  Fold fold;
+  tally::PackedVector<std::int64_t> per_rank{0};  // this rank's count; concatenated: every rank's
+  TALLY_STATE(merge(fold), concat(per_rank))
 };
 
 class SequenceProbe : public tally::TypedMetric<ProbeState> {
@@ -80,26 +95,20 @@ class SequenceProbe : public tally::TypedMetric<ProbeState> {
       if (v[i] == fail_on_)
         throw tally::InputError("field 'x' holds the value " + std::to_string(v[i]) +
                                 " that fail_on rejects");
-      if (s.count == 0) s.first = v[i];
-      s.last = v[i];
-      ++s.count;
-      s.sum += v[i];
-      s.hash = s.hash * kMul + static_cast<std::uint64_t>(v[i]);
+      Fold& f = s.fold;
+      if (f.count == 0) f.first = v[i];
+      f.last = v[i];
+      ++f.count;
+      f.sum += v[i];
+      f.hash = f.hash * kMul + static_cast<std::uint64_t>(v[i]);
     }
+    s.per_rank.assign(1, s.fold.count);
   }
 
-  tally::Value compute(const std::vector<ProbeState>& states) const override {
+  tally::Value compute(const ProbeState& merged) const override {
     if (compute_sleep_ > 0)
       std::this_thread::sleep_for(std::chrono::duration<double>(compute_sleep_));
-    ProbeState all;
-    for (const auto& s : states) {
-      if (s.count == 0) continue;
-      if (all.count == 0) all.first = s.first;
-      all.last = s.last;
-      all.hash = all.hash * pow_mod(kMul, s.count) + s.hash;
-      all.count += s.count;
-      all.sum += s.sum;
-    }
+    const Fold& all = merged.fold;
     tally::Value out = tally::Value::map();
     out.set("count", all.count);
     out.set("sum", all.sum);
@@ -107,7 +116,7 @@ class SequenceProbe : public tally::TypedMetric<ProbeState> {
     out.set("first", all.first);
     out.set("last", all.last);
     tally::Value per_rank = tally::Value::array();
-    for (const auto& s : states) per_rank.push_back(s.count);
+    for (const auto c : merged.per_rank) per_rank.push_back(c);
     out.set("per_rank", per_rank);
     return out;
   }
@@ -133,24 +142,43 @@ class SequenceProbe : public tally::TypedMetric<ProbeState> {
 
 // HostileState packs a state that lies about its size, as a corrupt or malicious rank would: an
 // array header claiming 2^32 - 1 entries followed by nothing (`lie: count`), or a bin header
-// claiming 1 GiB followed by 3 bytes (`lie: length`). The engine must reject the payload without
+// claiming 1 GiB followed by 3 bytes (`lie: length`); `lie: restore` saves a state for a
+// checkpoint that its restore() refuses. The engine must reject the payload without
 // allocating what it claims.
 class HostileState : public tally::Metric {
  public:
   explicit HostileState(const tally::Params& p) : lie_(p.get_string("lie")) {}
   void add(const tally::Batch&) override {}
-  void pack(tally::Packer& out) const override {
+  void reset() override {}
+  std::size_t summed_size() const override { return 0; }
+  void write_sums(std::span<std::int64_t>) const override {}
+  bool gathers() const override { return true; }
+  void pack_gathered(tally::Packer& out) const override {
     if (lie_ == "count") {
       out.pack_array(0xFFFFFFFFu);
-    } else {
+    } else if (lie_ == "length") {
       out.pack_bin(1u << 30);
       out.pack_bin_body("abc", 3);
+    } else {
+      out.pack_nil();
     }
   }
-  tally::Value compute_packed(std::span<const msgpack::object>) const override {
+  tally::Value compute_synced(std::span<const msgpack::object>,
+                              std::span<const std::int64_t>) const override {
     return tally::Value::map();
   }
-  void reset() override {}
+  tally::Value compute_local() override { return tally::Value::map(); }
+  void save(tally::Packer& out) const override {
+    if (lie_ == "restore")
+      out.pack(7);
+    else
+      pack_gathered(out);
+  }
+  /// `lie: restore`: a state that saves but cannot be read back (a plugin whose restore() does
+  /// not match its save()).
+  void restore(const msgpack::object&) override {
+    if (lie_ == "restore") throw msgpack::type_error();
+  }
 
  private:
   std::string lie_;
@@ -159,8 +187,7 @@ class HostileState : public tally::Metric {
 struct CountState {
   tally::PackedVector<std::int64_t> bins;
   std::int64_t n = 0;
-  MSGPACK_DEFINE(bins, n)
-  auto sums() { return std::tie(bins, n); }
+  TALLY_STATE(sum(bins), sum(n))
 };
 
 class CountProbe : public tally::TypedMetric<CountState> {
@@ -188,19 +215,12 @@ class CountProbe : public tally::TypedMetric<CountState> {
     s.n += x.size(0);
     if (corrupt_) s.bins[0] = *corrupt_;
   }
-  tally::Value compute(const std::vector<CountState>& states) const override {
-    std::vector<std::int64_t> bins(static_cast<std::size_t>(bins_), 0);
-    std::int64_t n = 0;
-    for (const auto& s : states) {
-      for (std::size_t i = 0; i < bins.size() && i < s.bins.size(); ++i) bins[i] += s.bins[i];
-      n += s.n;
-    }
+  tally::Value compute(const CountState& all) const override {
     tally::Value out = tally::Value::map();
     tally::Value arr = tally::Value::array();
-    for (const auto c : bins) arr.push_back(c);
+    for (const auto c : all.bins) arr.push_back(c);
     out.set("bins", arr);
-    out.set("n", n);
-    out.set("states", static_cast<std::int64_t>(states.size()));
+    out.set("n", all.n);
     return out;
   }
 
@@ -215,8 +235,10 @@ TALLY_PLUGIN("testkit", "0.0.1", [] {
   return std::vector<tally::ComponentInfo>{
       tally::metric<HostileState>("HostileState",
                                   "Test probe: packs a state whose declared size is a lie",
-                                  {tally::param("lie", tally::ParamType::String, "which size lies")
-                                       .choices({"count", "length"})},
+                                  {tally::param("lie", tally::ParamType::String,
+                                                "which size lies, or restore: a saved state "
+                                                "restore() refuses")
+                                       .choices({"count", "length", "restore"})},
                                   {{"x", "anything", false}}),
       tally::metric<SequenceProbe>(
           "SequenceProbe", "Test probe: count, sum and an order-sensitive hash of an integer field",

@@ -3,10 +3,10 @@
 //   error_rate = #{i : argmax(pred_scores[i]) != gt_labels[i]} / N
 //
 // plus the errors per true class. The state is two integer counts per class, so the result is
-// exactly the same on any number of ranks; declared in sums(), the counts are summed to rank 0
-// (MPI_Reduce) at sync instead of gathered.
+// exactly the same on any number of ranks; declared `sum` in TALLY_STATE, the counts are summed
+// to rank 0 (MPI_Reduce) at sync instead of gathered.
 #include <cstdint>
-#include <tuple>
+#include <string>
 #include <vector>
 
 #include <tally/tally.hpp>
@@ -16,8 +16,7 @@ namespace {
 struct State {
   tally::PackedVector<std::int64_t> errors;  // per true class
   tally::PackedVector<std::int64_t> seen;    // per true class
-  MSGPACK_DEFINE(errors, seen)
-  auto sums() { return std::tie(errors, seen); }  // all counts: summed across ranks, not gathered
+  TALLY_STATE(sum(errors), sum(seen))        // counts: summed across ranks, not gathered
 };
 
 class ExampleErrorRate : public tally::TypedMetric<State> {
@@ -57,19 +56,16 @@ class ExampleErrorRate : public tally::TypedMetric<State> {
     }
   }
 
-  tally::Value compute(const std::vector<State>& states) const override {
-    std::vector<std::int64_t> errors(static_cast<std::size_t>(classes_), 0);
+  tally::Value compute(const State& all) const override {
     std::int64_t n = 0, e = 0;
-    for (const auto& s : states)
-      for (std::size_t c = 0; c < errors.size(); ++c) {
-        errors[c] += s.errors[c];
-        e += s.errors[c];
-        n += s.seen[c];
-      }
+    for (std::size_t c = 0; c < all.errors.size(); ++c) {
+      e += all.errors[c];
+      n += all.seen[c];
+    }
     if (n == 0) throw tally::InputError("metric 'ExampleErrorRate': no samples");
     tally::Value out = tally::Value::map();
     out.set("error_rate", static_cast<double>(e) / static_cast<double>(n));
-    out.set("errors_per_class", tally::Value(errors));
+    out.set("errors_per_class", tally::Value(std::vector<std::int64_t>(all.errors)));
     return out;
   }
 

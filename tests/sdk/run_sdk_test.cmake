@@ -1,27 +1,10 @@
 # The SDK test: install tally into a fresh prefix, build tests/sdk against it with
-# find_package(tally), and run the plugin through the installed `tally run`.
+# find_package(tally) (the project sets no C++ standard), and run the plugin through the installed
+# `tally run`.
 #   cmake -DSOURCE_DIR=... -DBINARY_DIR=... -DWORK_DIR=... -DGENERATOR=... -P run_sdk_test.cmake
-file(REMOVE_RECURSE "${WORK_DIR}")
-set(prefix "${WORK_DIR}/prefix")
-
-function(step)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "step failed (${rc}): ${ARGN}\n${out}\n${err}")
-  endif()
-  set(step_out "${out}" PARENT_SCOPE)
-endfunction()
-
-step(${CMAKE_COMMAND} --install "${BINARY_DIR}" --prefix "${prefix}")
-foreach(f bin/tally include/tally/tally.hpp lib/cmake/tally/tallyConfig.cmake lib/tally/plugins/libtally_npy.so)
-  if(NOT EXISTS "${prefix}/${f}")
-    message(FATAL_ERROR "the install lacks ${f}")
-  endif()
-endforeach()
-
-step(${CMAKE_COMMAND} -S "${SOURCE_DIR}/tests/sdk" -B "${WORK_DIR}/build" -G "${GENERATOR}"
-     "-DCMAKE_PREFIX_PATH=${prefix}")
-step(${CMAKE_COMMAND} --build "${WORK_DIR}/build")
+include("${CMAKE_CURRENT_LIST_DIR}/sdk_common.cmake")
+install_tally()
+build_against_install("${SOURCE_DIR}/tests/sdk" "${WORK_DIR}/build")
 if(NOT EXISTS "${WORK_DIR}/build/libtally_example_error_rate.so")
   message(FATAL_ERROR "the plugin was not built as libtally_example_error_rate.so")
 endif()

@@ -1,4 +1,4 @@
-// DistBackend::reduce under test: values that differ by rank and by position (negative ones and
+// Collectives::reduce under test: values that differ by rank and by position (negative ones and
 // values past 2^32 among them, so a misplaced or truncated value shows), and the element-wise
 // result every root must hold.
 #pragma once
@@ -11,7 +11,7 @@
 
 #include <gtest/gtest.h>
 
-#include "tally/dist_backend.hpp"
+#include "tally/collectives.hpp"
 
 namespace tally::test {
 
@@ -21,9 +21,9 @@ inline std::int64_t reduce_input(int rank, std::size_t i) {
          50000 + (i % 5 == 0 ? std::int64_t{1} << 40 : 0);
 }
 
-/// Reduces `n` values of reduce_input with `op` to `root` on backend `b` and, on the root,
+/// Reduces `n` values of reduce_input with `op` to `root` over collectives `b` and, on the root,
 /// checks every value against the same operation done here over every rank's inputs.
-inline void check_reduce(DistBackend& b, std::size_t n, ReduceOp op, int root) {
+inline void check_reduce(Collectives& b, std::size_t n, ReduceOp op, int root) {
   std::vector<std::int64_t> v(n);
   for (std::size_t i = 0; i < n; ++i) v[i] = reduce_input(b.rank(), i);
   b.reduce(v, op, root);

@@ -367,32 +367,82 @@ struct RunOptions {
   bool add_empty_batches = false;
 };
 
-/// The state of `m` packed as the engine's sync packs it.
+/// The whole local state of `m`, as a checkpoint saves it (Metric::save).
 inline msgpack::sbuffer pack_state(const Metric& m) {
   msgpack::sbuffer buf;
   Packer packer(buf);
-  m.pack(packer);
+  m.save(packer);
   return buf;
 }
 
-/// Computes on `into` from packed states, one a rank in rank order.
-inline Value compute_packed_states(const Metric& into,
-                                   const std::vector<msgpack::sbuffer>& states) {
-  std::vector<msgpack::object_handle> handles;
-  std::vector<msgpack::object> objects;
-  for (const auto& buf : states) {
-    handles.push_back(msgpack::unpack(buf.data(), buf.size()));
-    objects.push_back(handles.back().get());
+/// What one rank sends at a sync: its counts, which the engine sums to rank 0
+/// (Metric::write_sums), and the rest of its state, gathered to rank 0 (Metric::pack_gathered).
+struct RankPayload {
+  std::vector<std::int64_t> sums;
+  msgpack::sbuffer gathered;  // empty when the metric gathers nothing
+};
+
+inline RankPayload sync_payload(const Metric& m) {
+  RankPayload p;
+  p.sums.assign(m.summed_size(), 0);
+  m.write_sums(p.sums);
+  if (m.gathers()) {
+    Packer packer(p.gathered);
+    m.pack_gathered(packer);
   }
-  return into.compute_packed(objects);
+  return p;
 }
 
-/// Computes on `into` from the states of `ranks` (one metric a rank, in rank order), each packed
-/// and unpacked as the engine's sync does. compute_states(*m, {m}): the result of m's state.
+/// What rank 0 does with every rank's payload (rank order): sums the counts (as MPI_Reduce, but
+/// failing the test on overflow), unpacks the gathered parts and calls compute_synced().
+inline Value compute_payloads(const Metric& into, const std::vector<RankPayload>& ranks) {
+  std::vector<std::int64_t> sums(into.summed_size(), 0);
+  std::vector<msgpack::object_handle> handles;
+  std::vector<msgpack::object> objects;
+  for (const auto& r : ranks) {
+    if (r.sums.size() != sums.size())
+      throw std::logic_error("a rank's payload has " + std::to_string(r.sums.size()) +
+                             " counts, the metric sums " + std::to_string(sums.size()));
+    // As the engine checks each rank's counts before the reduction (sync.cpp, write_counts):
+    // each >= 0, and all of a rank's together < 2^62 / ranks, so the sums are exact.
+    const std::int64_t limit = (std::int64_t{1} << 62) / static_cast<std::int64_t>(ranks.size());
+    std::int64_t total = 0;
+    for (const std::int64_t c : r.sums) {
+      if (c < 0)
+        throw RuntimeError("a count of its state is negative (" + std::to_string(c) +
+                           "): the state is corrupt");
+      if (__builtin_add_overflow(total, c, &total) || total >= limit)
+        throw RuntimeError(
+            "the state is corrupt: this rank's counts add up to 2^62 / ranks or more");
+    }
+    for (std::size_t i = 0; i < sums.size(); ++i)
+      if (__builtin_add_overflow(sums[i], r.sums[i], &sums[i]))
+        throw std::logic_error("the summed counts overflow");
+    if (into.gathers()) {
+      handles.push_back(msgpack::unpack(r.gathered.data(), r.gathered.size()));
+      objects.push_back(handles.back().get());
+    }
+  }
+  return into.compute_synced(objects, sums);
+}
+
+/// Computes on `into` from the states of `ranks` (one metric a rank, in rank order), as the
+/// engine's sync does (sums reduced, the rest packed, gathered and unpacked).
+/// compute_states(*m, {m}): the result of m's state on a world of one rank that is not local.
 inline Value compute_states(const Metric& into, const std::vector<std::shared_ptr<Metric>>& ranks) {
-  std::vector<msgpack::sbuffer> states;
-  for (const auto& m : ranks) states.push_back(pack_state(*m));
-  return compute_packed_states(into, states);
+  std::vector<RankPayload> payloads;
+  for (const auto& m : ranks) payloads.push_back(sync_payload(*m));
+  return compute_payloads(into, payloads);
+}
+
+/// A fresh metric from `make` with the state `from` saved (a checkpoint round trip).
+inline std::shared_ptr<Metric> restored(const std::function<std::shared_ptr<Metric>()>& make,
+                                        const Metric& from) {
+  const msgpack::sbuffer saved = pack_state(from);
+  const auto handle = msgpack::unpack(saved.data(), saved.size());
+  auto m = make();
+  m->restore(handle.get());
+  return m;
 }
 
 /// Simulates one rank per shard: a metric instance each, fed its shard in batches, its state
@@ -421,35 +471,30 @@ inline bool same_bits(const Value& a, const Value& b) {
   return a == b;
 }
 
-/// For a metric whose state is counts (ReducibleMetric with reduced_size() > 0), the engine sums
-/// the ranks' counts instead of gathering the states (a world of more than one): run_ranks checks
-/// that compute_reduced() of the sums gives the bits compute_packed() gives.
+/// Every rank's state goes through a checkpoint round trip (save, restore into a fresh
+/// instance) before the simulated sync, so every reference test also checks that restore() gives
+/// back the state save() wrote. With one shard, run_ranks also checks that compute_local() (the
+/// engine's path in a world of one) gives the bits of the synced path.
 inline Value run_ranks(const std::function<std::shared_ptr<Metric>()>& make, const Batch& data,
                        const std::vector<Shard>& shards, const RunOptions& opt = {}) {
-  std::vector<msgpack::sbuffer> buffers;
-  std::vector<std::int64_t> sums;
+  std::vector<RankPayload> payloads;
+  std::shared_ptr<Metric> only;
   for (const auto& [begin, end] : shards) {
     const auto metric = make();
     if (begin == end && opt.add_empty_batches) metric->add(data.slice(begin, end));
     for (std::int64_t b = begin; b < end; b += opt.batch_size)
       metric->add(data.slice(b, std::min(end, b + opt.batch_size)));
-    buffers.push_back(pack_state(*metric));
-    if (const auto* r = dynamic_cast<const ReducibleMetric*>(metric.get());
-        r != nullptr && r->reduced_size() > 0) {
-      std::vector<std::int64_t> counts(r->reduced_size());
-      r->reduced_counts(counts);
-      sums.resize(counts.size(), 0);
-      for (std::size_t i = 0; i < counts.size(); ++i) sums[i] += counts[i];
-    }
+    payloads.push_back(sync_payload(*restored(make, *metric)));
+    if (shards.size() == 1) only = metric;
   }
   const auto target = make();
-  Value packed = compute_packed_states(*target, buffers);
-  if (!sums.empty()) {
-    const Value reduced = dynamic_cast<const ReducibleMetric&>(*target).compute_reduced(sums);
-    EXPECT_TRUE(same_bits(reduced, packed))
-        << "compute_reduced: " << reduced.to_json() << " vs compute_packed: " << packed.to_json();
+  Value synced = compute_payloads(*target, payloads);
+  if (only) {
+    const Value local = only->compute_local();
+    EXPECT_TRUE(same_bits(local, synced))
+        << "compute_local: " << local.to_json() << " vs compute_synced: " << synced.to_json();
   }
-  return packed;
+  return synced;
 }
 
 /// `type` with `params` over `data` on one rank, in one batch.

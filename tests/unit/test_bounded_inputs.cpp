@@ -12,7 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "compare.hpp"
 #include "config.hpp"
 #include "metric_harness.hpp"
 #include "registry.hpp"
@@ -20,6 +19,7 @@
 #include "support/expect_error.hpp"
 #include "support/npy.hpp"
 #include "support/process.hpp"
+#include "tally/compare.hpp"
 #include "tally/error.hpp"
 
 namespace fs = std::filesystem;

@@ -248,69 +248,93 @@ const std::vector<std::pair<std::string, Value::Map>>& score_metrics() {
   return m;
 }
 
-// compute_local(), the engine's path in a world of one, gives the bits compute_packed() gives
-// from the packed state, and leaves the state in place, also after a compute that throws.
-// Expected: compute_states (pack, unpack, compute_packed) of the same metric's state.
-TEST(ClassificationState, ComputeLocalIsComputePackedAndKeepsTheState) {
+// compute_local(), the engine's path in a world of one, gives the bits compute_synced() gives
+// from the state synced as on a world of several ranks, and leaves the state in place, also
+// after a compute that throws. Expected: compute_states (write_sums, pack_gathered,
+// compute_synced) of the same metric's state.
+TEST(ClassificationState, ComputeLocalIsComputeSyncedAndKeepsTheState) {
   auto metrics = score_metrics();
   metrics.emplace_back("AveragePrecision", Value::Map{});
   metrics.emplace_back("ROCAUC", Value::Map{{"multi_class", "ovr"}});
   for (const auto& [type, params] : metrics) {
     const auto m = make_metric(type, params);
-    auto* local = dynamic_cast<LocalComputeMetric*>(m.get());
-    ASSERT_NE(local, nullptr) << type;
     try {
-      local->compute_local();  // no samples yet: an error for most
+      m->compute_local();  // no samples yet: an error for most
     } catch (const Error&) {
     }
     m->add(scores_batch(20, 10));
-    EXPECT_TRUE(same_bits(local->compute_local(), compute_states(*m, {m}))) << type;
+    EXPECT_TRUE(same_bits(m->compute_local(), compute_states(*m, {m}))) << type;
     m->add(scores_batch(30, 10));
-    const Value both = local->compute_local();
+    const Value both = m->compute_local();
     EXPECT_TRUE(same_bits(both, compute_states(*m, {m}))) << type;
     EXPECT_FALSE(both.as_map().empty()) << type;
   }
 }
 
-// Which states are counts of a fixed size (summed across ranks, not gathered), and how many:
+// Which counts are summed across ranks in place (MPI_Reduce) rather than gathered, and how many:
 // Accuracy topk [1, 5] -> 2 hit counts + n; ConfusionMatrix 10 -> 100 + n; SingleLabelMetric
 // with num_classes 10 -> support, tp, predicted (10 each) + n; without num_classes the classes
-// come from the data, and per-sample scores (ROC-AUC, AP) are not counts: gathered (0).
-// run_ranks (metric_harness.hpp) checks on every metric's test data that the summed counts give
-// the bits the gathered states give.
-TEST(ClassificationState, CountStatesAreReducible) {
-  const std::vector<std::tuple<std::string, Value::Map, std::size_t>> cases = {
-      {"Accuracy", {{"topk", Value::Array{1, 5}}}, 3},
-      {"ConfusionMatrix", {{"num_classes", 10}}, 101},
-      {"SingleLabelMetric", {{"num_classes", 10}}, 31},
-      {"SingleLabelMetric", {}, 0},
-      {"MultiLabelMetric", {{"num_classes", 10}}, 31},
-      {"MultiLabelMetric", {}, 0},
-      {"F1Score", {{"num_classes", 10}}, 31},
-      {"ROCAUC", {}, 0},
-      {"AveragePrecision", {}, 0}};
-  for (const auto& [type, params, size] : cases) {
+// come from the data (0: gathered, and added in rank order). ROC-AUC and AP gather their
+// per-sample scores and labels and sum only n. Whether anything is gathered: the number of
+// classes (agree) of the single- and multi-label metrics, the per-sample state of the ranking
+// metrics. run_ranks (metric_harness.hpp) checks on every metric's test data that the summed
+// counts give the bits of a world of one.
+TEST(ClassificationState, CountsAreSummedInPlace) {
+  const std::vector<std::tuple<std::string, Value::Map, std::size_t, bool>> cases = {
+      {"Accuracy", {{"topk", Value::Array{1, 5}}}, 3, false},
+      {"ConfusionMatrix", {{"num_classes", 10}}, 101, false},
+      {"SingleLabelMetric", {{"num_classes", 10}}, 31, true},
+      {"SingleLabelMetric", {}, 0, true},
+      {"MultiLabelMetric", {{"num_classes", 10}}, 31, true},
+      {"MultiLabelMetric", {}, 0, true},
+      {"F1Score", {{"num_classes", 10}}, 31, false},
+      {"ROCAUC", {}, 1, true},
+      {"AveragePrecision", {}, 1, true}};
+  for (const auto& [type, params, size, gathers] : cases) {
     const auto m = make_metric(type, params);
-    const auto* r = dynamic_cast<const ReducibleMetric*>(m.get());
-    ASSERT_NE(r, nullptr) << type;
-    EXPECT_EQ(r->reduced_size(), size) << type;
+    EXPECT_EQ(m->summed_size(), size) << type;
+    EXPECT_EQ(m->gathers(), gathers) << type;
   }
 }
 
 // A state whose count arrays do not have the size the parameters give (a checkpoint of another
-// configuration restored into this one) is refused rather than summed out of place.
-TEST(ClassificationState, ACountArrayOfAnotherSizeIsNotReduced) {
+// configuration restored into this one) is refused rather than summed out of place, or read out
+// of range in a world of one.
+TEST(ClassificationState, ACountArrayOfAnotherSizeIsNotSummed) {
+  for (const auto& [type, k] : std::vector<std::pair<std::string, std::int64_t>>{
+           {"ConfusionMatrix", 4}, {"SingleLabelMetric", 4}, {"F1Score", 4}, {"Accuracy", 0}}) {
+    SCOPED_TRACE(type);
+    const Value::Map three =
+        k > 0 ? Value::Map{{"num_classes", 3}} : Value::Map{{"topk", Value::Array{1, 2}}};
+    const Value::Map four =
+        k > 0 ? Value::Map{{"num_classes", k}} : Value::Map{{"topk", Value::Array{1, 2, 3}}};
+    const auto from = make_metric(type, three);
+    if (type == "F1Score") {
+      Batch b;
+      b.set("pred_labels", Tensor::from_vector<std::int64_t>({0, 2, 1}));
+      b.set("gt_labels", Tensor::from_vector<std::int64_t>({0, 1, 1}));
+      from->add(b);
+    } else {
+      from->add(scores_batch(20, 3));
+    }
+    const auto to = restored([&] { return make_metric(type, four); }, *from);
+    std::vector<std::int64_t> counts(to->summed_size());
+    EXPECT_HAS(error_of<RuntimeError>([&] { to->write_sums(counts); }),
+               "cannot be summed across ranks");
+    EXPECT_HAS(error_of<RuntimeError>([&] { to->compute_local(); }), "metric '" + type + "'");
+  }
   const auto three = make_metric("ConfusionMatrix", {{"num_classes", 3}});
   three->add(scores_batch(20, 3));
-  const auto four = make_metric("ConfusionMatrix", {{"num_classes", 4}});
-  const auto packed = pack_state(*three);
-  dynamic_cast<RestorableMetric&>(*four).restore(
-      msgpack::unpack(packed.data(), packed.size()).get());
-  const auto& r = dynamic_cast<const ReducibleMetric&>(*four);
-  std::vector<std::int64_t> counts(r.reduced_size());
+  const auto four = restored(
+      [] {
+        return make_metric("ConfusionMatrix", {{"num_classes", 4}});
+      },
+      *three);
+  std::vector<std::int64_t> counts(four->summed_size());
   ASSERT_EQ(counts.size(), 17u);
-  EXPECT_HAS(error_of<RuntimeError>([&] { r.reduced_counts(counts); }),
-             "count array 0 holds 9 counts, its initial state 16: it cannot be reduced");
+  EXPECT_HAS(error_of<RuntimeError>([&] { four->write_sums(counts); }),
+             "state field 0 holds 9 counts, its initial state 16: it cannot be summed across "
+             "ranks");
 }
 
 TEST(ClassificationErrors, ClassIdOutOfRange) {
@@ -417,16 +441,35 @@ TEST(ClassificationErrors, ShapeMismatches) {
              "metric 'Accuracy': field 'pred_scores' has 99 rows, 'gt_labels' has 100");
 }
 
+// Without num_classes the number of classes comes from the data: ranks that saw another number
+// of score columns (or indicator columns) read inconsistent data, an InputError (exit 2) naming
+// the rank, whichever rank saw more, also past an empty rank; never a "corrupt state".
 TEST(ClassificationErrors, ClassCountsDifferAcrossRanks) {
-  const auto a = make_metric("SingleLabelMetric", {});
-  const auto b = make_metric("SingleLabelMetric", {});
-  a->add(scores_batch(4, 10));
-  b->add(scores_batch(4, 9));
-  EXPECT_HAS(error_of([&] {
-               compute_states(*a, {a, b});
-             }),
-             "metric 'SingleLabelMetric': field 'pred_scores' has 9 columns on rank 1 but 10 on an "
-             "earlier rank");
+  const auto indicator = [](std::int64_t c) {
+    Batch b = scores_batch(4, c);
+    std::vector<std::int64_t> hot(static_cast<std::size_t>(4 * c), 0);
+    for (std::int64_t i = 0; i < 4; ++i) hot[static_cast<std::size_t>(i * c + i % c)] = 1;
+    b.set("gt_labels", Tensor::from_vector(hot, {4, c}));
+    return b;
+  };
+  for (const std::string type : {"SingleLabelMetric", "MultiLabelMetric"}) {
+    for (const auto& [c0, c1] :
+         std::vector<std::pair<std::int64_t, std::int64_t>>{{10, 9}, {9, 10}, {3, 4}}) {
+      for (const bool gap : {false, true}) {
+        std::vector<std::shared_ptr<Metric>> ranks = {make_metric(type, {})};
+        const auto batch = [&](std::int64_t c) {
+          return type == "SingleLabelMetric" ? scores_batch(4, c) : indicator(c);
+        };
+        ranks.back()->add(batch(c0));
+        if (gap) ranks.push_back(make_metric(type, {}));
+        ranks.push_back(make_metric(type, {}));
+        ranks.back()->add(batch(c1));
+        EXPECT_HAS(error_of([&] { compute_states(*make_metric(type, {}), ranks); }),
+                   "rank " + std::to_string(ranks.size() - 1) + " disagrees with an earlier rank")
+            << type << " " << c0 << " then " << c1;
+      }
+    }
+  }
 }
 
 TEST(ClassificationErrors, MissingField) {

@@ -5,12 +5,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "compare.hpp"
 #include "config.hpp"
+#include "progress.hpp"
 #include "registry.hpp"
-#include "report_progress.hpp"
 #include "results_io.hpp"
 #include "support/process.hpp"
+#include "tally/compare.hpp"
 #include "tally/error.hpp"
 
 namespace fs = std::filesystem;

@@ -1,5 +1,5 @@
 // The detection plugin's COCODetection and the coco_json reader, loaded as the real plugin
-// libraries through the Registry; and the maskApi.c port (plugins/detection/mask.hpp).
+// libraries through the Registry; and the maskApi.c port (plugins/support: tally_support/mask.hpp).
 //
 // Expected values:
 //   - ../shared/fixtures/coco_val2014_100/expected.json: the 12 COCOeval stats of
@@ -20,14 +20,14 @@
 
 #include <gtest/gtest.h>
 
-#include "../../plugins/detection/mask.hpp"
 #include "metric_harness.hpp"
 #include "tally/error.hpp"
+#include "tally_support/mask.hpp"
 
 namespace tally::test {
 namespace {
 
-namespace mask = tally::detection::mask;
+namespace mask = tally::support::mask;
 
 const Json& expected_file() { return expected_json("tests/reference/expected_coco.json"); }
 

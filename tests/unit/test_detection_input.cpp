@@ -32,15 +32,15 @@
 
 #include <gtest/gtest.h>
 
-#include "../../plugins/detection/mask.hpp"
 #include "metric_harness.hpp"
 #include "tally/error.hpp"
 #include "tally/input.hpp"
+#include "tally_support/mask.hpp"
 
 namespace tally::test {
 namespace {
 
-namespace mask = tally::detection::mask;
+namespace mask = tally::support::mask;
 namespace fs = std::filesystem;
 
 /// Expects f to throw one InputError: one line holding every part.
@@ -67,16 +67,16 @@ std::vector<std::vector<Batch>> read_jsonl(const fs::path& path, int ranks,
   return out;
 }
 
-/// One metric a rank fed that rank's batches; the packed states merged on a fresh instance.
+/// One metric a rank fed that rank's batches; their states synced to a fresh instance, as the
+/// engine syncs them (counts summed, the rest packed and gathered).
 Value run_batches(const std::string& type, const Value::Map& params,
                   const std::vector<std::vector<Batch>>& per_rank) {
-  std::vector<msgpack::sbuffer> states;
+  std::vector<std::shared_ptr<Metric>> ranks;
   for (const auto& batches : per_rank) {
-    const auto m = make_metric(type, params);
-    for (const Batch& b : batches) m->add(b);
-    states.push_back(pack_state(*m));
+    ranks.push_back(make_metric(type, params));
+    for (const Batch& b : batches) ranks.back()->add(b);
   }
-  return compute_packed_states(*make_metric(type, params), states);
+  return compute_states(*make_metric(type, params), ranks);
 }
 
 class VocAsUsersHaveIt : public ::testing::TestWithParam<std::string> {};

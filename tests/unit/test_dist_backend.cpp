@@ -1,10 +1,13 @@
-// The object algorithms of DistBackend (size exchange, varying gather, padding, rounds, buffer
-// reuse) on the real nondist plugin, and on an in-process world of W threads whose transport
-// checks every primitive call against the contracts in dist_backend.hpp.
+// The engine's object collectives (tally::Collectives: size exchange, varying gather, padding,
+// rounds, buffer reuse, the fallbacks for optional primitives) on the real nondist plugin, and on
+// an in-process world of W threads whose transport checks every primitive call against the
+// contracts in dist_backend.hpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <barrier>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -13,20 +16,27 @@
 #include <memory>
 #include <mutex>
 #include <ostream>
+#include <set>
 #include <span>
 #include <string>
+#include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "config.hpp"
 #include "registry.hpp"
 #include "support/reduce_check.hpp"
+#include "support/thread_backend.hpp"
 #include "sync.hpp"
+#include "tally/collectives.hpp"
 #include "tally/dist_backend.hpp"
 #include "tally/error.hpp"
 
 #include <fmt/format.h>
 
+using tally::CallOptions;
+using tally::Collectives;
 using tally::DistBackend;
 using tally::Value;
 
@@ -55,18 +65,34 @@ std::shared_ptr<DistBackend> make_nondist(Value::Map params = {}) {
   return tally::Registry::make_backend(c, tally::make_params(*c.info, params, "backend"));
 }
 
+// A nondist backend with the engine's collectives over it.
+struct Nondist {
+  explicit Nondist(Value::Map params = {})
+      : backend(make_nondist(std::move(params))), coll(*backend) {}
+  Collectives* operator->() { return &coll; }
+  std::shared_ptr<DistBackend> backend;
+  Collectives coll;
+};
+
 TEST(NondistBackend, IsAWorldOfOne) {
-  auto b = make_nondist();
-  EXPECT_EQ(b->name(), "nondist");
-  EXPECT_TRUE(b->is_initialized());
+  Nondist b;
+  EXPECT_EQ(b.backend->name(), "nondist");
+  EXPECT_TRUE(b.backend->is_initialized());
   EXPECT_EQ(b->rank(), 0);
   EXPECT_EQ(b->world_size(), 1);
+  EXPECT_EQ(b.backend->chunk_bytes(), std::size_t{1} << 30);
   EXPECT_EQ(b->chunk_bytes(), std::size_t{1} << 30);
   b->barrier();
+  // It offers the varying all-gather (one copy) and nothing else.
+  EXPECT_NE(tally::get_primitive<tally::VaryingAllGather>(*b.backend), nullptr);
+  EXPECT_EQ(tally::get_primitive<tally::RootedGather>(*b.backend), nullptr);
+  EXPECT_EQ(tally::get_primitive<tally::Reducer>(*b.backend), nullptr);
+  EXPECT_EQ(tally::get_primitive<tally::WorkAndWait>(*b.backend), nullptr);
+  EXPECT_EQ(b.backend->find_primitive("tally.no_such_primitive/1"), nullptr);
 }
 
 TEST(NondistBackend, AllGatherObjectReturnsTheObject) {
-  auto b = make_nondist();
+  Nondist b;
   const Bytes obj = pattern(0, 1000);
   const auto got = b->all_gather_object(view(obj));
   ASSERT_EQ(got.size(), 1u);
@@ -74,7 +100,7 @@ TEST(NondistBackend, AllGatherObjectReturnsTheObject) {
 }
 
 TEST(NondistBackend, EmptyObjects) {
-  auto b = make_nondist();
+  Nondist b;
   const auto got = b->all_gather_object({});
   ASSERT_EQ(got.size(), 1u);
   EXPECT_TRUE(got[0].empty());
@@ -82,7 +108,7 @@ TEST(NondistBackend, EmptyObjects) {
 }
 
 TEST(NondistBackend, ChunkedPathsWithATinyChunk) {
-  auto b = make_nondist({{"chunk_bytes", 3}});
+  Nondist b({{"chunk_bytes", 3}});
   EXPECT_EQ(b->chunk_bytes(), 3u);
   for (std::size_t n : {0u, 1u, 2u, 3u, 4u, 7u, 1000u, 4099u}) {
     const Bytes obj = pattern(0, n);
@@ -92,7 +118,7 @@ TEST(NondistBackend, ChunkedPathsWithATinyChunk) {
 }
 
 TEST(NondistBackend, AllGatherFixed) {
-  auto b = make_nondist({{"chunk_bytes", 5}});
+  Nondist b({{"chunk_bytes", 5}});
   const Bytes record = pattern(0, 24);
   Bytes out(24);
   b->all_gather_fixed(view(record), out);
@@ -102,7 +128,7 @@ TEST(NondistBackend, AllGatherFixed) {
 }
 
 TEST(NondistBackend, BuffersAreReusedAcrossCalls) {
-  auto b = make_nondist();
+  Nondist b;
   const Bytes big = pattern(0, 1 << 20);
   const Bytes small = pattern(1, 100);
   const std::byte* first = b->all_gather_object(view(big))[0].data();
@@ -115,7 +141,7 @@ TEST(NondistBackend, BuffersAreReusedAcrossCalls) {
 }
 
 TEST(NondistBackend, AViewFromThePreviousCollectiveCanBePassedBackIn) {
-  auto b = make_nondist({{"chunk_bytes", 16}});
+  Nondist b({{"chunk_bytes", 16}});
   const Bytes obj = pattern(3, 500);
   const auto first = b->all_gather_object(view(obj));
   // Both arguments live in the backend's receive buffer, which the next call overwrites.
@@ -126,160 +152,26 @@ TEST(NondistBackend, AViewFromThePreviousCollectiveCanBePassedBackIn) {
 }
 
 TEST(NondistBackend, RejectsBadChunkSizesAndSources) {
-  auto b = make_nondist();
+  Nondist b({{"chunk_bytes", 100}});
   EXPECT_THROW(b->set_chunk_bytes(0), tally::ConfigError);
+  EXPECT_THROW(b->set_chunk_bytes(101), tally::ConfigError);  // more than the backend moves
+  EXPECT_NO_THROW(b->set_chunk_bytes(100));
   EXPECT_THROW(make_nondist({{"chunk_bytes", 0}}), tally::ConfigError);
   EXPECT_THROW(make_nondist({{"chunk_bytes", -5}}), tally::ConfigError);
   EXPECT_THROW(b->broadcast_object({}, 1), tally::RuntimeError);
   EXPECT_THROW(b->broadcast_object({}, -1), tally::RuntimeError);
+  EXPECT_THROW(b->gather_object({}, 1), tally::RuntimeError);
+  EXPECT_THROW(b->run_on_root(1, [] {}), tally::RuntimeError);
 }
 
 // ---- a world of W threads
 // ---------------------------------------------------------------------------
 
-// Shared by the W backends of one world: each primitive is "publish my buffer, wait, copy what I
-// need, wait". It records contract violations instead of throwing: a throw would leave the other
-// threads waiting at the barrier.
-struct ThreadWorld {
-  explicit ThreadWorld(int n) : size(n), sync(n), slots(static_cast<std::size_t>(n)) {}
-
-  struct Slot {
-    const std::byte* data = nullptr;
-    std::size_t n = 0;
-  };
-
-  void violation(const std::string& what) {
-    std::lock_guard lock(mutex);
-    violations.push_back(what);
-  }
-  void record_call(std::size_t bytes) {
-    std::lock_guard lock(mutex);
-    ++calls;
-    max_call_bytes = std::max(max_call_bytes, bytes);
-  }
-
-  int size;
-  std::barrier<> sync;
-  std::vector<Slot> slots;
-  std::mutex mutex;
-  std::vector<std::string> violations;
-  std::size_t calls = 0;  // counted once per rank
-  std::size_t max_call_bytes = 0;
-};
-
-class ThreadBackend final : public DistBackend {
- public:
-  ThreadBackend(ThreadWorld& world, int rank, bool native_varying)
-      : world_(world), rank_(rank), native_varying_(native_varying) {}
-
-  std::string name() const override { return "threads"; }
-  bool is_initialized() const override { return true; }
-  int rank() const override { return rank_; }
-  int world_size() const override { return world_.size; }
-  void barrier() override { world_.sync.arrive_and_wait(); }
-
- protected:
-  void all_gather_equal(const std::byte* send, std::size_t n, std::byte* recv) override {
-    const auto w = static_cast<std::size_t>(world_.size);
-    check_within_chunk("all_gather_equal", n * w);
-    publish(send, n);
-    for (std::size_t r = 0; r < w; ++r) {
-      if (world_.slots[r].n != n)
-        world_.violation("all_gather_equal: ranks passed different n");
-      else if (n != 0)
-        std::memcpy(recv + r * n, world_.slots[r].data, n);
-    }
-    world_.sync.arrive_and_wait();
-  }
-
-  void all_gather_varying(const std::byte* send, std::span<const std::size_t> counts,
-                          std::byte* recv) override {
-    if (!native_varying_) {
-      DistBackend::all_gather_varying(send, counts, recv);  // the padding default, as NCCL uses it
-      return;
-    }
-    std::size_t total = 0;
-    for (auto c : counts) total += c;
-    check_within_chunk("all_gather_varying", total);
-    publish(send, counts[static_cast<std::size_t>(rank_)]);
-    std::size_t at = 0;
-    for (std::size_t r = 0; r < counts.size(); ++r) {
-      if (world_.slots[r].n != counts[r])
-        world_.violation("all_gather_varying: counts disagree");
-      else if (counts[r] != 0)
-        std::memcpy(recv + at, world_.slots[r].data, counts[r]);
-      at += counts[r];
-    }
-    world_.sync.arrive_and_wait();
-  }
-
-  void gather_varying(const std::byte* send, std::span<const std::size_t> counts, std::byte* recv,
-                      int root) override {
-    if (!native_varying_) {
-      DistBackend::gather_varying(send, counts, recv, root);  // the all-gather default
-      return;
-    }
-    std::size_t total = 0;
-    for (auto c : counts) total += c;
-    check_within_chunk("gather_varying", total);
-    if ((recv != nullptr) != (rank_ == root))
-      world_.violation(
-          "gather_varying: a receive buffer on a rank other than the root, or none "
-          "on the root");
-    publish(send, counts[static_cast<std::size_t>(rank_)]);
-    std::size_t at = 0;
-    for (std::size_t r = 0; r < counts.size(); ++r) {
-      if (world_.slots[r].n != counts[r])
-        world_.violation("gather_varying: counts disagree");
-      else if (counts[r] != 0 && rank_ == root)
-        std::memcpy(recv + at, world_.slots[r].data, counts[r]);
-      at += counts[r];
-    }
-    world_.sync.arrive_and_wait();
-  }
-
-  void broadcast(std::byte* buf, std::size_t n, int src) override {
-    check_within_chunk("broadcast", n);
-    publish(buf, n);
-    const auto& from = world_.slots[static_cast<std::size_t>(src)];
-    if (from.n != n)
-      world_.violation("broadcast: ranks passed different n");
-    else if (rank_ != src && n != 0)
-      std::memcpy(buf, from.data, n);
-    world_.sync.arrive_and_wait();
-  }
-
- private:
-  void check_within_chunk(const char* call, std::size_t bytes) {
-    if (rank_ == 0) world_.record_call(bytes);
-    if (bytes > chunk_bytes())
-      world_.violation(std::string(call) + " moved " + std::to_string(bytes) +
-                       " bytes > chunk_bytes");
-  }
-  void publish(const std::byte* data, std::size_t n) {
-    world_.slots[static_cast<std::size_t>(rank_)] = {data, n};
-    world_.sync.arrive_and_wait();
-  }
-
-  ThreadWorld& world_;
-  int rank_;
-  bool native_varying_;
-};
-
-// Runs `body(backend)` on every rank of a W-thread world.
-ThreadWorld& run_world(ThreadWorld& world, bool native_varying, std::size_t chunk,
-                       const std::function<void(ThreadBackend&)>& body) {
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world.size; ++r) {
-    threads.emplace_back([&, r] {
-      ThreadBackend b(world, r, native_varying);
-      b.set_chunk_bytes(chunk);
-      body(b);
-    });
-  }
-  for (auto& t : threads) t.join();
-  return world;
-}
+// The in-process world of W threads (tests/support/thread_backend.hpp), shared with the sync
+// protocol's tests.
+using tally::testing::run_world;
+using tally::testing::ThreadBackend;
+using tally::testing::ThreadWorld;
 
 struct WorldCase {
   int world;
@@ -304,7 +196,7 @@ std::size_t object_size(int rank, int round) {
 TEST_P(ThreadWorldTest, AllGatherObjectInRankOrder) {
   const auto [w, native, chunk] = GetParam();
   ThreadWorld world(w);
-  run_world(world, native, chunk, [&](ThreadBackend& b) {
+  run_world(world, native, chunk, [&](Collectives& b) {
     for (int round = 0; round < 3; ++round) {
       const Bytes mine = pattern(b.rank() + 10 * round, object_size(b.rank(), round));
       const auto got = b.all_gather_object(view(mine));
@@ -326,7 +218,7 @@ TEST_P(ThreadWorldTest, AllGatherObjectInRankOrder) {
 TEST_P(ThreadWorldTest, GatherObjectReachesOnlyTheRootInRankOrder) {
   const auto [w, native, chunk] = GetParam();
   ThreadWorld world(w);
-  run_world(world, native, chunk, [&](ThreadBackend& b) {
+  run_world(world, native, chunk, [&](Collectives& b) {
     for (int root = 0; root < w; ++root) {
       for (int round = 0; round < 2; ++round) {
         const Bytes mine = pattern(b.rank() + 10 * round, object_size(b.rank(), round));
@@ -358,7 +250,7 @@ TEST_P(ThreadWorldTest, GatherObjectReachesOnlyTheRootInRankOrder) {
 TEST_P(ThreadWorldTest, BroadcastObjectFromEveryRank) {
   const auto [w, native, chunk] = GetParam();
   ThreadWorld world(w);
-  run_world(world, native, chunk, [&](ThreadBackend& b) {
+  run_world(world, native, chunk, [&](Collectives& b) {
     for (int src = 0; src < w; ++src) {
       const Bytes sent = pattern(src, object_size(src, 1));
       // Other ranks pass a different object, which is ignored.
@@ -374,7 +266,7 @@ TEST_P(ThreadWorldTest, BroadcastObjectFromEveryRank) {
 TEST_P(ThreadWorldTest, AllGatherFixed) {
   const auto [w, native, chunk] = GetParam();
   ThreadWorld world(w);
-  run_world(world, native, chunk, [&](ThreadBackend& b) {
+  run_world(world, native, chunk, [&](Collectives& b) {
     const Bytes record = pattern(b.rank(), 40);
     Bytes out(40 * static_cast<std::size_t>(w));
     b.all_gather_fixed(view(record), out);
@@ -385,12 +277,13 @@ TEST_P(ThreadWorldTest, AllGatherFixed) {
   EXPECT_TRUE(world.violations.empty()) << world.violations.front();
 }
 
-// The default reduce_values (a rooted gather, combined at the root), to every root, in rounds
-// when the chunk is small; values that differ by rank and position, negative ones included.
+// The backend's reduction (native) or the engine's fallback (a rooted gather, combined at the
+// root), to every root, in rounds when the chunk is small; values that differ by rank and
+// position, negative ones included.
 TEST_P(ThreadWorldTest, ReduceSumMinMaxToEveryRoot) {
   const auto [w, native, chunk] = GetParam();
   ThreadWorld world(w);
-  run_world(world, native, chunk, [&](ThreadBackend& b) {
+  run_world(world, native, chunk, [&](Collectives& b) {
     for (const std::size_t n : {std::size_t{1}, std::size_t{5}, std::size_t{1001}})
       for (int root = 0; root < w; ++root)
         for (const auto op : {tally::ReduceOp::sum, tally::ReduceOp::min, tally::ReduceOp::max})
@@ -429,7 +322,7 @@ TEST(ThreadWorld, RoundsMoveOneSliceOfEveryObjectPerCall) {
   // rounds (the largest object), plus one call for the sizes (3 * 8 = 24 bytes <= 30).
   ThreadWorld world(3);
   const std::size_t sizes[] = {100, 40, 35};
-  run_world(world, true, 30, [&](ThreadBackend& b) {
+  run_world(world, true, 30, [&](Collectives& b) {
     const Bytes mine = pattern(b.rank(), sizes[b.rank()]);
     const auto got = b.all_gather_object(view(mine));
     for (int r = 0; r < 3; ++r)
@@ -440,9 +333,107 @@ TEST(ThreadWorld, RoundsMoveOneSliceOfEveryObjectPerCall) {
   EXPECT_EQ(world.max_call_bytes, 30u);
 }
 
+// Every primitive call of a collective carries the collective's name with the caller's purpose,
+// and the caller's deadline, whichever route (native or fallback) it takes.
+TEST(ThreadWorld, EveryPrimitiveCallCarriesTheCollectivesNameAndDeadline) {
+  using namespace std::chrono_literals;
+  for (const bool native : {true, false}) {
+    SCOPED_TRACE(native ? "native" : "fallbacks");
+    ThreadWorld world(3);
+    std::atomic<std::uint64_t> progress{0};
+    run_world(world, native, 40, [&](Collectives& b) {
+      const Bytes mine = pattern(b.rank(), 100);
+      b.all_gather_object(view(mine), {"sync payload", 1500ms});
+      b.gather_object(view(mine), 1, {"states", 2500ms});
+      b.broadcast_object(view(mine), 2, {"results", 3500ms});
+      std::vector<std::int64_t> counts(9, b.rank());
+      b.reduce(counts, tally::ReduceOp::sum, 0, {"counts", 4500ms});
+      b.run_on_root(0, [] {}, {"computing", 5500ms});
+      b.run_on_every_rank([] {}, progress, {"reading", 6500ms});
+      b.all_gather_object(view(mine));  // no purpose, the backend's deadline
+      b.barrier({"done", 7500ms});
+    });
+    EXPECT_TRUE(world.violations.empty()) << world.violations.front();
+    const std::vector<std::pair<std::string, std::chrono::milliseconds>> want = {
+        {"all_gather_object (sync payload)", 1500ms},
+        {"gather_object (states)", 2500ms},
+        {"broadcast_object (results)", 3500ms},
+        {"reduce (counts)", 4500ms},
+        {"run_on_root (computing)", 5500ms},
+        {"run_on_every_rank (reading)", 6500ms},
+        {"all_gather_object", 0ms}};
+    std::set<std::string> seen;
+    for (std::size_t i = 0; i < world.names.size(); ++i) {
+      seen.insert(world.names[i]);
+      const auto it = std::find_if(want.begin(), want.end(),
+                                   [&](const auto& w) { return w.first == world.names[i]; });
+      ASSERT_NE(it, want.end()) << "a primitive call named '" << world.names[i] << "'";
+      EXPECT_EQ(world.timeouts[i], it->second) << world.names[i];
+    }
+    for (const auto& [name, timeout] : want) {
+      // The engine runs the work itself where the backend has no WorkAndWait: no primitive call.
+      if (!native && name.starts_with("run_on_")) continue;
+      EXPECT_EQ(seen.count(name), 1u) << "no primitive call named '" << name << "'";
+    }
+  }
+}
+
+// run_on_root and run_on_every_rank: the work runs where it is due, exactly once, through the
+// backend's WorkAndWait or the engine's fallback; an exception is rethrown on its own rank only.
+TEST(ThreadWorld, WorkRunsWhereItIsDueAndItsErrorStaysOnItsRank) {
+  for (const bool native : {true, false}) {
+    SCOPED_TRACE(native ? "native" : "fallbacks");
+    for (const int w : {1, 2, 4}) {
+      ThreadWorld world(w);
+      std::atomic<int> root_runs{0};
+      std::atomic<int> every_runs{0};
+      std::vector<int> threw(static_cast<std::size_t>(w), 0);
+      std::atomic<std::uint64_t> progress{0};
+      run_world(world, native, 1 << 20, [&](Collectives& b) {
+        b.run_on_root(w - 1, [&] {
+          EXPECT_EQ(b.rank(), w - 1);
+          ++root_runs;
+        });
+        try {
+          b.run_on_root(0, [&] { throw tally::RuntimeError("rank 0 failed while computing"); });
+        } catch (const tally::RuntimeError& e) {
+          EXPECT_STREQ(e.what(), "rank 0 failed while computing");
+          threw[static_cast<std::size_t>(b.rank())] = 1;
+        }
+        b.run_on_every_rank([&] { ++every_runs; }, progress);
+        // After the work: every rank is still in step (an all-gather succeeds).
+        const auto got = b.all_gather_object(view(pattern(b.rank(), 3)));
+        EXPECT_EQ(got.size(), static_cast<std::size_t>(w));
+      });
+      EXPECT_TRUE(world.violations.empty()) << world.violations.front();
+      EXPECT_EQ(root_runs.load(), 1) << w << " ranks";
+      EXPECT_EQ(every_runs.load(), w) << w << " ranks";
+      for (int r = 0; r < w; ++r) EXPECT_EQ(threw[static_cast<std::size_t>(r)], r == 0 ? 1 : 0);
+    }
+  }
+}
+
+// The engine asks only for the primitives of this ABI; a backend that offers an interface under an
+// id the engine does not know, or none at all, is used through the required primitives alone.
+TEST(ThreadWorld, OfferPrimitivesAnswersOnlyTheIdsItIsGiven) {
+  ThreadWorld world(1);
+  ThreadBackend native(world, 0, true);
+  ThreadBackend bare(world, 0, false);
+  EXPECT_EQ(tally::get_primitive<tally::VaryingAllGather>(native),
+            static_cast<tally::VaryingAllGather*>(&native));
+  EXPECT_EQ(tally::get_primitive<tally::RootedGather>(native),
+            static_cast<tally::RootedGather*>(&native));
+  EXPECT_EQ(tally::get_primitive<tally::Reducer>(native), static_cast<tally::Reducer*>(&native));
+  EXPECT_EQ(tally::get_primitive<tally::WorkAndWait>(native),
+            static_cast<tally::WorkAndWait*>(&native));
+  EXPECT_EQ(native.find_primitive("tally.all_gather_varying/2"), nullptr);
+  EXPECT_EQ(native.find_primitive(""), nullptr);
+  EXPECT_EQ(tally::get_primitive<tally::Reducer>(bare), nullptr);
+}
+
 TEST(ThreadWorld, UnchunkedGatherIsTwoCalls) {
   ThreadWorld world(4);
-  run_world(world, true, 1 << 30, [&](ThreadBackend& b) {
+  run_world(world, true, 1 << 30, [&](Collectives& b) {
     const Bytes mine = pattern(b.rank(), 1000 * static_cast<std::size_t>(b.rank()));
     b.all_gather_object(view(mine));
   });
@@ -453,7 +444,7 @@ TEST(ThreadWorld, PaddedGatherStaysWithinTheChunkWhenOneRankHoldsEverything) {
   // sum(counts) <= chunk, but padding every rank to the largest would not be: the default
   // all_gather_varying must split its padded gather.
   ThreadWorld world(4);
-  run_world(world, false, 100, [&](ThreadBackend& b) {
+  run_world(world, false, 100, [&](Collectives& b) {
     const Bytes mine = pattern(b.rank(), b.rank() == 1 ? 90 : 0);
     const auto got = b.all_gather_object(view(mine));
     EXPECT_EQ(to_bytes(got[1]), pattern(1, 90));
@@ -466,11 +457,16 @@ TEST(ThreadWorld, PaddedGatherStaysWithinTheChunkWhenOneRankHoldsEverything) {
 TEST(ThreadWorld, ChunkSmallerThanTheWorldIsRejected) {
   ThreadWorld world(1);
   ThreadBackend b(world, 0, true);
+  Collectives c(b);
   ThreadWorld four(4);
   ThreadBackend b4(four, 0, true);
-  EXPECT_NO_THROW(b.set_chunk_bytes(1));
-  EXPECT_THROW(b4.set_chunk_bytes(3), tally::ConfigError);
-  EXPECT_NO_THROW(b4.set_chunk_bytes(4));
+  Collectives c4(b4);
+  EXPECT_NO_THROW(c.set_chunk_bytes(1));
+  EXPECT_THROW(c4.set_chunk_bytes(3), tally::ConfigError);
+  EXPECT_NO_THROW(c4.set_chunk_bytes(4));
+  // A backend whose own chunk is smaller than its world: refused when the engine takes it over.
+  ThreadBackend small(four, 0, true, 3);
+  EXPECT_THROW(Collectives{small}, tally::ConfigError);
 }
 
 }  // namespace
@@ -486,9 +482,9 @@ std::vector<std::string> start_verdicts(
     int w, const std::function<void(int, tally::sync::StartRecord&)>& edit) {
   ThreadWorld world(w);
   std::vector<std::string> verdicts(static_cast<std::size_t>(w));
-  run_world(world, true, 1 << 30, [&](ThreadBackend& b) {
+  run_world(world, true, 1 << 30, [&](Collectives& b) {
     tally::sync::StartRecord rec;
-    rec.header.protocol = 3;
+    rec.header.protocol = tally::kProtocolVersion;
     rec.header.fingerprint = 42;
     rec.header.total_samples = 50;
     rec.layout = "x: int64 ()";

@@ -26,6 +26,13 @@ Batch batch_of(std::vector<std::int64_t> xs, const std::string& field = "x") {
   return b;
 }
 
+/// An evaluator whose host declares a padded sampler: each rank holds its last sample back.
+Evaluator padded(const std::string& yaml) {
+  tally::EvaluatorOptions options;
+  options.padded_sampler = true;
+  return Evaluator::from_yaml(yaml, std::move(options));
+}
+
 std::uint64_t expected_hash(std::int64_t n) {
   std::uint64_t h = 0;
   for (std::int64_t i = 0; i < n; ++i) h = h * 1000003 + static_cast<std::uint64_t>(i);
@@ -59,7 +66,7 @@ TEST(Evaluator, AccumulatesBatchesInOrder) {
 }
 
 TEST(Evaluator, CallerMayReuseItsBufferAfterAdd) {
-  auto ev = Evaluator::from_yaml(kHeader + "metrics: [{type: SequenceProbe}]\n");
+  auto ev = padded(kHeader + "metrics: [{type: SequenceProbe}]\n");
   std::vector<std::int64_t> buf{0, 1, 2};
   Batch b;
   b.set("x", Tensor::view(buf.data(), tally::DType::I64, {3}));
@@ -117,7 +124,7 @@ class StableCountingReader final : public CountingReader, public tally::StableBa
 // order-sensitive hash of 0..9 (SequenceProbe) both ways.
 TEST(Evaluator, HeldSamplesOfAStableReaderAreViewsThatOutliveIt) {
   for (const bool stable : {false, true}) {
-    auto ev = Evaluator::from_yaml(kHeader + "metrics: [{type: SequenceProbe}]\n");
+    auto ev = padded(kHeader + "metrics: [{type: SequenceProbe}]\n");
     {
       std::unique_ptr<tally::Reader> reader;
       if (stable)
@@ -154,10 +161,31 @@ TEST(Evaluator, ErrorInAddIsReportedByCompute) {
   }
 }
 
-TEST(Evaluator, BadLastSampleFailsInCompute) {
-  auto ev = Evaluator::from_yaml(kHeader + "metrics: [{type: SequenceProbe, fail_on: 9}]\n");
+// With a padded sampler the last sample is held back, so a bad one fails at compute(); without
+// one every sample is applied by add(), which fails at once.
+TEST(Evaluator, BadLastSampleFailsInComputeWithAPaddedSampler) {
+  auto ev = padded(kHeader + "metrics: [{type: SequenceProbe, fail_on: 9}]\n");
   ev.add(batch_of({1, 9}));  // 9 is held back: it is only applied at compute()
   EXPECT_THROW(ev.compute(), tally::InputError);
+
+  auto plain = Evaluator::from_yaml(kHeader + "metrics: [{type: SequenceProbe, fail_on: 9}]\n");
+  EXPECT_THROW(plain.add(batch_of({1, 9})), tally::InputError);
+  EXPECT_THROW(plain.compute(), tally::InputError);
+}
+
+// Without a padded sampler nothing is held back: a batch's samples are in the state as soon as
+// add() returns (a world of one computes from it in place). Expected: SequenceProbe over 0..2.
+TEST(Evaluator, WithoutAPaddedSamplerEverySampleIsAddedAtOnce) {
+  auto ev = Evaluator::from_yaml(kHeader + "metrics: [{type: SequenceProbe}]\n");
+  std::vector<std::int64_t> buf{0, 1, 2};
+  Batch b;
+  b.set("x", Tensor::view(buf.data(), tally::DType::I64, {3}));
+  ev.add(b);
+  buf = {7, 7, 7};  // already added: changing the buffer changes nothing
+  const auto r = ev.compute();
+  EXPECT_EQ(r.metrics.at("SequenceProbe").at("last").as_int(), 2);
+  EXPECT_EQ(static_cast<std::uint64_t>(r.metrics.at("SequenceProbe").at("hash").as_int()),
+            expected_hash(3));
 }
 
 TEST(Evaluator, RecordedErrorsFailCompute) {

@@ -1,4 +1,4 @@
-// engine/src/file_io.hpp: whole-file reads refuse what is not a regular file (without blocking on
+// tally/file_io.hpp: whole-file reads refuse what is not a regular file (without blocking on
 // a FIFO) and are bounded in size; outputs are staged and committed all or none, written through
 // devices, FIFOs, sockets and file descriptors (never renamed over them), through symlinks to
 // their targets, with the umask's mode, shortened temporary names, and the removal of temporary

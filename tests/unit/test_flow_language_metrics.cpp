@@ -150,7 +150,7 @@ TEST(EndPointErrorErrors, ShapesDtypesAndNaN) {
   d.set("gt_flow", Tensor::from_vector(std::vector<double>(24), {1, 3, 4, 2}));
   EXPECT_HAS(error_of([&] { m2->add(d); }),
              "field 'pred_flow' holds float64 flow, earlier batches float32");
-  EXPECT_HAS(error_of([&] { make_metric("EndPointError", {})->compute_packed({}); }),
+  EXPECT_HAS(error_of([&] { make_metric("EndPointError", {})->compute_local(); }),
              "metric 'EndPointError': no samples");
   EXPECT_HAS(error_of<ConfigError>([&] {
                make_metric("EndPointError", {{"max_flow", -1.0}});
@@ -223,7 +223,7 @@ TEST(PerplexityErrors, TargetsLogitsAndShapes) {
   EXPECT_HAS(error_of([&] { m->add(mixed); }), "field 'gt_tokens' must be ragged like");
   // Nothing of the failed batches was kept: the state holds the first batch only.
   EXPECT_EQ(compute_states(*m, {m}), run_single("Perplexity", {}, lm_batch(2)));
-  EXPECT_HAS(error_of([&] { make_metric("Perplexity", {})->compute_packed({}); }),
+  EXPECT_HAS(error_of([&] { make_metric("Perplexity", {})->compute_local(); }),
              "metric 'Perplexity': no samples");
   EXPECT_HAS(error_of<ConfigError>([&] {
                make_metric("Perplexity", {{"ignore_labels", "pad"}});

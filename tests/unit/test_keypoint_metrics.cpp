@@ -278,7 +278,11 @@ TEST(KeypointErrors, KeypointCounts) {
 TEST(KeypointErrors, NoSamples) {
   for (const auto& [type, params] : all_metrics()) {
     const auto m = make_metric(type, params);
-    EXPECT_HAS(error_of([&] { m->compute_packed({}); }), "metric '" + type + "': no samples");
+    EXPECT_HAS(error_of([&] { m->compute_local(); }), "metric '" + type + "': no samples");
+    EXPECT_HAS(error_of([&] {
+                 compute_states(*m, {m, make_metric(type, params)});
+               }),
+               "metric '" + type + "': no samples");
   }
 }
 

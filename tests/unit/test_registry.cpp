@@ -290,10 +290,10 @@ TEST(Registry, ObjectsKeepTheirLibraryLoaded) {
   metric->add(b);
   msgpack::sbuffer buf;
   tally::Packer pk(buf);
-  metric->pack(pk);
+  metric->pack_gathered(pk);
   auto h = msgpack::unpack(buf.data(), buf.size());
   std::vector<msgpack::object> states{h.get()};
-  const auto v = metric->compute_packed(states);
+  const auto v = metric->compute_synced(states, {});
   EXPECT_EQ(v.at("count").as_int(), 3);
   EXPECT_EQ(v.at("sum").as_int(), 6);
   metric.reset();

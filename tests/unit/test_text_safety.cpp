@@ -1,12 +1,12 @@
 // Text from outside (configs, file names, plugins, data): the UTF-8 check that config text passes
-// before any work, and the escaping of what is only reported (engine/src/text_safety.hpp).
+// before any work, and the escaping of what is only reported (tally/text_safety.hpp).
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "config.hpp"
 #include "tally/error.hpp"
-#include "text_safety.hpp"
+#include "tally/text_safety.hpp"
 
 using tally::escape_for_terminal;
 using tally::escape_invalid_utf8;

@@ -67,4 +67,33 @@ TEST(WatchdogDeathTest, ARearmedCallGetsAFreshDeadline) {
       ::testing::ExitedWithCode(0), "");
 }
 
+// A call may carry its own deadline (the engine's CallOptions::timeout): shorter than the
+// default, it ends the process after its own time, and the message says whose deadline it was;
+// the next call without one is back on the default.
+TEST(WatchdogDeathTest, ACallsOwnDeadlineReplacesTheDefault) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        Watchdog w("mpi backend: rank 1 of 2", 0.4);
+        w.arm("all_gather_object (sync payload): MPI_Allgatherv", 0.1);
+        std::this_thread::sleep_for(std::chrono::seconds(5));
+        w.disarm();
+      },
+      ::testing::ExitedWithCode(1),
+      "mpi backend: rank 1 of 2: all_gather_object \\(sync payload\\): MPI_Allgatherv did not "
+      "complete within 0.1 s \\(this call's deadline\\)");
+  // A longer deadline than the default: a call lasting 1.5 defaults passes.
+  EXPECT_EXIT(
+      {
+        Watchdog w("mpi backend: rank 0 of 2", 0.2);
+        w.arm("run_on_root: MPI_Recv", 2.0);
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        w.disarm();
+        w.arm("MPI_Bcast");  // back on the default
+        std::this_thread::sleep_for(std::chrono::seconds(5));
+      },
+      ::testing::ExitedWithCode(1),
+      "MPI_Bcast did not complete within 0.2 s \\(backend.timeout\\)");
+}
+
 }  // namespace

@@ -26,7 +26,9 @@
 #include "tally/batch.hpp"
 #include "tally/dist_backend.hpp"
 #include "tally/export.hpp"
+#include "tally/plugin.hpp"
 #include "tally/reader.hpp"
+#include "tally/settings.hpp"
 #include "tally/value.hpp"
 
 namespace tally {
@@ -48,6 +50,10 @@ struct Results {
   /// label -> map of result keys (DESIGN.md, "Results JSON").
   Value metrics = Value::map();
   RunInfo run;
+  /// Metric label -> the ResultSpecs its metric declares (directions, plots), for comparisons and
+  /// reports. Filled by Evaluator::compute(); not part of the results JSON (run.types names each
+  /// label's metric type instead), so a Results read back from a file has none.
+  std::vector<std::pair<std::string, std::vector<ResultSpec>>> specs;
   /// The results JSON document: {"results": ..., "run": ...}, pretty-printed.
   std::string to_json() const;
 };
@@ -59,6 +65,13 @@ struct EvaluatorOptions {
   std::shared_ptr<DistBackend> backend;
   /// Check everything but create no backend (tally validate): rank 0 of world size 1.
   bool validate_only = false;
+  /// The host feeds add() from a sampler that pads every rank's shard to one size by repeating
+  /// samples (PyTorch's DistributedSampler, mmengine's DefaultSampler): each rank then holds its
+  /// last sample back until the next add() or compute(), so that compute(dataset_size) can drop
+  /// the padding (the last sample of each of the last padded_total - dataset_size ranks). Without
+  /// it, every sample is added at once, and compute(dataset_size) below the samples added is an
+  /// error. tally's own readers (read_all) never pad.
+  bool padded_sampler = false;
 };
 
 /// How read_all() reads a shard.
@@ -87,6 +100,14 @@ class TALLY_API Evaluator {
   /// throwing it.
   static Evaluator failed(std::shared_ptr<DistBackend> backend, int exit_code,
                           const std::string& message);
+  /// After from_file(config, options) threw on one rank of several: when the config asks for the
+  /// mpi backend (read as leniently as possible: the last `backend.type=` of options.overrides,
+  /// else the file's backend.type), an evaluator that only fails, as failed() above, over an mpi
+  /// backend made with its defaults from the built-in plugins, so that the other ranks fail with
+  /// this rank's error. nullopt when the type is another or unknown, or no mpi backend can be had.
+  static std::optional<Evaluator> join_as_failed(const std::filesystem::path& config,
+                                                 const EvaluatorOptions& options, int exit_code,
+                                                 const std::string& message);
 
   Evaluator(Evaluator&&) noexcept;
   Evaluator& operator=(Evaluator&&) noexcept;
@@ -97,6 +118,12 @@ class TALLY_API Evaluator {
   const std::string& backend_name() const;
   /// Where the config asks for the results JSON (output.json), if anywhere.
   std::optional<std::filesystem::path> output_json() const;
+  /// The config's `output:` section.
+  OutputPaths outputs() const;
+  /// The config's `regression:` section, if any.
+  const std::optional<RegressionSettings>& regression() const;
+  /// Whether the config has a `checkpoint:` section (read_all() writes checkpoints).
+  bool has_checkpoint() const;
 
   /// The config's data reader over this rank's shard; checks that it provides every field the
   /// metrics read. ConfigError when the config has no `data:` section.

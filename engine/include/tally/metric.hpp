@@ -1,33 +1,30 @@
-// Metric: the interface every metric plugin implements, and TypedMetric, the helper most metrics
-// use. Each rank calls add() on its own shard; at sync the engine packs every rank's state, and
-// rank 0 calls compute_packed() with the states of all ranks in rank order (= dataset order). In
-// a world of one a TypedMetric computes from its local state directly (LocalComputeMetric); a
-// state made of counts is summed to rank 0 instead of gathered (ReducibleMetric).
-//
-// With TypedMetric a metric declares its local state as a struct with MSGPACK_DEFINE and writes
-// only update(state, batch) and compute(states):
+// Metric: the one interface every metric plugin implements, and TypedMetric, the base class a
+// metric is written with. A metric writes only its math:
 //
 //   struct State {
-//     tally::PackedVector<std::int64_t> hits;
+//     tally::PackedVector<std::int64_t> hits;  // per-class counts
 //     std::int64_t n = 0;
-//     MSGPACK_DEFINE(hits, n)
-//     auto sums() { return std::tie(hits, n); }  // optional: all counts, summed across ranks
+//     tally::PackedVector<double> scores;      // per-sample values
+//     TALLY_STATE(sum(hits), sum(n), concat(scores))
 //   };
 //   class MyMetric : public tally::TypedMetric<State> {
 //     void update(State& s, const tally::Batch& b) override { ... }
-//     tally::Value compute(const std::vector<State>& per_rank) const override { ... }
+//     tally::Value compute(const State& all) const override { ... }
 //   };
 //
-// Checkpoints (docs/checkpoint.md) save each rank's packed state and load it back into a fresh
-// metric through RestorableMetric, which TypedMetric implements: a TypedMetric keeps everything it
-// accumulates in its State, so unpacking the State it packed restores it exactly. A metric that
-// derives from Metric directly may also derive from RestorableMetric; one that does not cannot be
-// checkpointed (the engine says so before a checkpointed run starts).
+// Each rank calls update() on its own shard. At a sync, each field travels by its reduction
+// (TALLY_STATE, tally/state.hpp): the int64 counts of `sum` fields are summed to rank 0 with
+// DistBackend::reduce (MPI_Reduce, ncclReduce) when their sizes are fixed by the parameters, and
+// every other field is gathered to rank 0 and merged there in rank order (= dataset order), with
+// checked arithmetic. compute() then runs once, on rank 0, on the merged state; in a world of one
+// it gets the local state itself (no copy). Checkpoints (docs/checkpoint.md) save the whole state
+// and load it back (save/restore).
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <optional>
 #include <span>
 #include <string>
@@ -41,6 +38,7 @@
 #include "tally/batch.hpp"
 #include "tally/error.hpp"
 #include "tally/export.hpp"
+#include "tally/state.hpp"
 #include "tally/value.hpp"
 
 namespace tally {
@@ -55,198 +53,332 @@ struct InputSpec {
   bool required = true;
 };
 
+/// The interface between the engine and a metric (plugin ABI). Metrics derive from TypedMetric,
+/// which implements all of it from the metric's State; the engine calls, at a sync of W ranks:
+/// summed_size() and write_sums() (the counts it sums to rank 0), pack_gathered() (the rest, sent
+/// to rank 0), and on rank 0 compute_synced(); in a world of one, compute_local().
 class TALLY_API Metric {
  public:
   virtual ~Metric();
 
   /// Accumulates one batch into the local state. Throws InputError for bad data.
   virtual void add(const Batch& batch) = 0;
-  /// Writes the local state as one msgpack object.
-  virtual void pack(Packer& out) const = 0;
-  /// Rank 0: the results from every rank's packed state, in rank order. Returns a map of result
-  /// keys (mmeval's names) to numbers, arrays or maps.
-  virtual Value compute_packed(std::span<const msgpack::object> states) const = 0;
   /// Clears the local state.
   virtual void reset() = 0;
-};
 
-/// Optional interface of a metric whose local state can be loaded back from what its pack()
-/// wrote (checkpoint and resume). The engine finds it with dynamic_cast, so Metric's layout, and
-/// the plugin ABI, stay as they were: a plugin built before this interface existed still loads,
-/// and only checkpointing refuses its metrics.
-class TALLY_API RestorableMetric {
- public:
-  virtual ~RestorableMetric();
-  /// Replaces the local state with `packed`, an object this metric's own pack() wrote (on this
-  /// rank, in an earlier process). Throws msgpack::type_error when it cannot read it. Bins in
-  /// `packed` may point into a buffer freed after the call: copy what you keep.
-  virtual void restore(const msgpack::object& packed) = 0;
-};
-
-/// Optional interface of a metric that computes its results from its own local state without
-/// packing it: the engine calls compute_local() instead of pack() + compute_packed() in a world of
-/// one, which saves two copies of a large state (the packed bytes and the unpacked state).
-/// Found with dynamic_cast like RestorableMetric: the plugin ABI is unchanged, and a metric
-/// without it is packed and unpacked as before.
-class TALLY_API LocalComputeMetric {
- public:
-  virtual ~LocalComputeMetric();
-  /// The results compute_packed() would give from this metric's packed state alone. Leaves the
-  /// local state as it was (also when it throws).
+  /// How many int64 counts this metric sums across ranks: a function of its parameters only, so
+  /// the same on every rank (the sync header checks it).
+  virtual std::size_t summed_size() const = 0;
+  /// The local counts, summed_size() of them, each >= 0.
+  virtual void write_sums(std::span<std::int64_t> out) const = 0;
+  /// Whether any of the state is gathered to rank 0 (what is not summed).
+  virtual bool gathers() const = 0;
+  /// Writes the gathered part of the local state as one msgpack object.
+  virtual void pack_gathered(Packer& out) const = 0;
+  /// Rank 0: the results from every rank's gathered part (rank order; empty when gathers() is
+  /// false) and the summed counts. Returns a map of result keys to numbers, arrays or maps.
+  virtual Value compute_synced(std::span<const msgpack::object> gathered,
+                               std::span<const std::int64_t> sums) const = 0;
+  /// A world of one: the results from the local state, which it leaves as it was.
   virtual Value compute_local() = 0;
-};
 
-/// Optional interface of a metric whose state is non-negative int64 counts of a fixed number that
-/// add up across ranks (a confusion matrix, hit counts). At sync the engine sums every rank's
-/// counts to rank 0 with DistBackend::reduce (MPI_Reduce) instead of gathering every rank's
-/// state: rank 0 holds one state's worth of counts whatever the world size, and each rank sends
-/// its counts once. Integer sums are exact, so the results do not depend on the world size.
-/// Found with dynamic_cast like RestorableMetric: Metric's layout is unchanged.
-class TALLY_API ReducibleMetric {
- public:
-  virtual ~ReducibleMetric();
-  /// How many counts: a function of the metric's parameters only, so the same on every rank (the
-  /// sync header checks it); 0 when this configuration's state is not such counts (it is packed
-  /// and gathered then).
-  virtual std::size_t reduced_size() const = 0;
-  /// Writes the local counts, reduced_size() of them.
-  virtual void reduced_counts(std::span<std::int64_t> out) const = 0;
-  /// Rank 0: the results compute_packed() would give from every rank's packed state, from the
-  /// counts summed over the ranks.
-  virtual Value compute_reduced(std::span<const std::int64_t> sums) const = 0;
-};
-
-/// A State whose members are all counts that add up across ranks names them in sums(), and its
-/// TypedMetric is then a ReducibleMetric:
-///
-///   struct State { PackedVector<std::int64_t> hits; std::int64_t n = 0; MSGPACK_DEFINE(hits, n)
-///                  auto sums() { return std::tie(hits, n); } };
-///
-/// The sizes of the PackedVectors are those of initial_state(); they must not change in update().
-template <class S>
-concept SummedState = requires(S& s) {
-  s.sums();
+  /// Checkpoints: the whole local state as one msgpack object ...
+  virtual void save(Packer& out) const = 0;
+  /// ... and back: replaces the local state with what save() wrote (on this rank, in an earlier
+  /// process). Throws msgpack::type_error or RuntimeError when it cannot read it.
+  virtual void restore(const msgpack::object& saved) = 0;
 };
 
 namespace detail {
-template <class S, class Fn>
-void for_each_sum(S& s, Fn&& fn) {
-  std::apply(
-      [&](auto&... field) {
-        const auto one = [&](auto& f) {
-          if constexpr (std::is_same_v<std::remove_cvref_t<decltype(f)>, std::int64_t>)
-            fn(std::span<std::int64_t>(&f, 1));
-          else
-            fn(std::span<std::int64_t>(f.data(), f.size()));
-        };
-        (one(field), ...);
-      },
-      s.sums());
+
+template <class F>
+using field_value_t = typename std::remove_cvref_t<F>::value_type;
+
+template <class T>
+struct scalar_of {
+  using type = T;
+};
+template <class T>
+requires requires { typename T::value_type; }
+struct scalar_of<T> {
+  using type = typename T::value_type;
+};
+/// T itself, or the element type of a vector T.
+template <class T>
+using scalar_of_t = typename scalar_of<T>::type;
+
+template <class T>
+concept Int64Vector = requires(T& v) {
+  { v.data() } -> std::convertible_to<const std::int64_t*>;
+  { v.size() } -> std::convertible_to<std::size_t>;
 }
+&&std::is_same_v<typename T::value_type, std::int64_t>;
+
+/// A `sum` field the engine can reduce: int64 counts.
+template <class F>
+constexpr bool is_count_field() {
+  using T = field_value_t<F>;
+  return std::remove_cvref_t<F>::reduction == Reduction::sum &&
+         (std::is_same_v<T, std::int64_t> || Int64Vector<T>);
+}
+
+template <class T>
+std::span<const std::int64_t> counts_of(const T& v) {
+  if constexpr (std::is_same_v<T, std::int64_t>)
+    return std::span<const std::int64_t>(&v, 1);
+  else
+    return std::span<const std::int64_t>(v.data(), v.size());
+}
+
+/// Calls fn(field, index) for every field of `fields` (a tuple of tally::fields::Field).
+template <class Tuple, class Fn>
+void for_each_field(Tuple&& fields, Fn&& fn) {
+  [&]<std::size_t... I>(std::index_sequence<I...>) { (fn(std::get<I>(fields), I), ...); }
+  (std::make_index_sequence<std::tuple_size_v<std::remove_cvref_t<Tuple>>>{});
+}
+
+/// Calls fn(into_field, from_field, index) for every field of two states.
+template <class S, class Fn>
+void zip_fields(S& into, const S& from, Fn&& fn) {
+  auto a = into.tally_fields();
+  auto b = from.tally_fields();
+  [&]<std::size_t... I>(std::index_sequence<I...>) { (fn(std::get<I>(a), std::get<I>(b), I), ...); }
+  (std::make_index_sequence<std::tuple_size_v<decltype(a)>>{});
+}
+
+[[noreturn]] inline void corrupt(std::size_t rank, std::size_t field, const std::string& what) {
+  throw RuntimeError("the state of rank " + std::to_string(rank) + " is corrupt (state field " +
+                     std::to_string(field) + "): " + what);
+}
+
+template <class T>
+void check_counts_of(const T& v, std::size_t rank, std::size_t field) {
+  for (const std::int64_t c : counts_of(v))
+    if (c < 0) corrupt(rank, field, "a count is negative (" + std::to_string(c) + ")");
+}
+
+/// into op= from, element-wise, for scalars or vectors; an empty vector takes the other's
+/// elements (a rank that saw no data), otherwise the sizes must agree.
+template <class T, class Op>
+void elementwise(T& into, const T& from, std::size_t rank, std::size_t field, Op&& op) {
+  if constexpr (std::is_arithmetic_v<T>) {
+    op(into, from);
+  } else {
+    if (from.empty()) return;
+    if (into.empty()) {
+      into = from;
+      return;
+    }
+    if (into.size() != from.size())
+      corrupt(rank, field,
+              std::to_string(from.size()) + " values where an earlier rank has " +
+                  std::to_string(into.size()));
+    for (std::size_t i = 0; i < into.size(); ++i) op(into[i], from[i]);
+  }
+}
+
+/// Merges the value of one field of rank `rank` into `into` (the merge of the earlier ranks).
+template <class F, class G>
+void merge_field(F into, G from, std::size_t rank, std::size_t field) {
+  using T = typename F::value_type;
+  constexpr Reduction R = F::reduction;
+  if constexpr (R == Reduction::sum) {
+    static_assert(std::is_same_v<T, std::int64_t> || Int64Vector<T>,
+                  "sum() is for int64 counts (std::int64_t or PackedVector<std::int64_t>); use "
+                  "float_sum() for floating-point sums");
+    check_counts_of(from.value, rank, field);
+    elementwise(into.value, from.value, rank, field, [&](std::int64_t& a, std::int64_t b) {
+      if (__builtin_add_overflow(a, b, &a)) corrupt(rank, field, "a count overflows");
+    });
+  } else if constexpr (R == Reduction::concat) {
+    into.value.insert(into.value.end(), from.value.begin(), from.value.end());
+  } else if constexpr (R == Reduction::min) {
+    elementwise(into.value, from.value, rank, field, [](auto& a, const auto& b) {
+      if (b < a) a = b;
+    });
+  } else if constexpr (R == Reduction::max) {
+    elementwise(into.value, from.value, rank, field, [](auto& a, const auto& b) {
+      if (a < b) a = b;
+    });
+  } else if constexpr (R == Reduction::first) {
+    if (into.value == into.unset) into.value = from.value;
+  } else if constexpr (R == Reduction::agree) {
+    if (from.value == from.unset) return;
+    if (into.value == into.unset)
+      into.value = from.value;
+    else if (!(into.value == from.value))
+      throw InputError("rank " + std::to_string(rank) +
+                       " disagrees with an earlier rank on a value every rank must share (state "
+                       "field " +
+                       std::to_string(field) + "): the ranks read inconsistent data");
+  } else if constexpr (R == Reduction::float_sum) {
+    static_assert(std::is_floating_point_v<scalar_of_t<T>>,
+                  "float_sum() is for floating-point values");
+    elementwise(into.value, from.value, rank, field, [](auto& a, const auto& b) { a += b; });
+  } else {
+    static_assert(R == Reduction::merge);
+    into.value.merge(from.value);
+  }
+}
+
 }  // namespace detail
 
+/// The base class of metrics: State is a struct declared with TALLY_STATE (tally/state.hpp).
 template <class State>
-class TypedMetric : public Metric,
-                    public RestorableMetric,
-                    public LocalComputeMetric,
-                    public ReducibleMetric {
+class TypedMetric : public Metric {
+  static_assert(DeclaredState<State>,
+                "a TypedMetric's State declares its fields with TALLY_STATE(...)");
+
  public:
   void add(const Batch& batch) final { update(state(), batch); }
-  void pack(Packer& out) const final { out.pack(state()); }
-  Value compute_packed(std::span<const msgpack::object> packed) const final {
-    std::vector<State> states;
-    states.reserve(packed.size());
-    for (const auto& o : packed) {
-      State s = initial_state();
-      o.convert(s);
-      states.push_back(std::move(s));
-    }
-    return compute(states);
+  void reset() final { state_ = initial_state(); }
+
+  std::size_t summed_size() const final {
+    if (!reducible()) return 0;
+    const State layout = initial_state();
+    std::size_t n = 0;
+    detail::for_each_field(layout.tally_fields(), [&](const auto& f, std::size_t) {
+      if constexpr (detail::is_count_field<decltype(f)>()) n += detail::counts_of(f.value).size();
+    });
+    return n;
   }
-  Value compute_local() final {
-    // compute() reads the states by const reference: lend it the local state, moved (no copy),
-    // and take it back whatever happens.
-    std::vector<State> one;
-    one.push_back(std::move(state()));
-    struct GiveBack {
-      std::vector<State>& from;
-      std::optional<State>& to;
-      ~GiveBack() { to = std::move(from.front()); }
-    } give_back{one, state_};
-    return compute(one);
-  }
-  std::size_t reduced_size() const final {
-    if constexpr (SummedState<State>) {
-      if (!reducible()) return 0;
-      State layout = initial_state();
-      std::size_t n = 0;
-      detail::for_each_sum(layout, [&](std::span<std::int64_t> v) { n += v.size(); });
-      return n;
-    } else {
-      return 0;
-    }
-  }
-  void reduced_counts(std::span<std::int64_t> out) const final {
-    if constexpr (SummedState<State>) {
-      State layout = initial_state();
-      std::vector<std::size_t> sizes;
-      detail::for_each_sum(layout, [&](std::span<std::int64_t> v) { sizes.push_back(v.size()); });
-      std::size_t at = 0;
-      std::size_t field = 0;
-      detail::for_each_sum(state(), [&](std::span<std::int64_t> v) {
-        if (v.size() != sizes[field] || at + v.size() > out.size())
-          throw RuntimeError("count array " + std::to_string(field) + " holds " +
+
+  void write_sums(std::span<std::int64_t> out) const final {
+    if (!reducible()) return;
+    const State layout = initial_state();
+    auto fixed = layout.tally_fields();
+    std::size_t at = 0;
+    detail::zip_fields(state(), layout, [&](const auto& mine, const auto&, std::size_t i) {
+      if constexpr (detail::is_count_field<decltype(mine)>()) {
+        const auto v = detail::counts_of(mine.value);
+        std::size_t want = 0;
+        detail::for_each_field(fixed, [&](const auto& f, std::size_t j) {
+          if constexpr (detail::is_count_field<decltype(f)>())
+            if (j == i) want = detail::counts_of(f.value).size();
+        });
+        if (v.size() != want || at + v.size() > out.size())
+          throw RuntimeError("state field " + std::to_string(i) + " holds " +
                              std::to_string(v.size()) + " counts, its initial state " +
-                             std::to_string(sizes[field]) + ": it cannot be reduced");
+                             std::to_string(want) + ": it cannot be summed across ranks");
         std::copy(v.begin(), v.end(), out.begin() + static_cast<std::ptrdiff_t>(at));
         at += v.size();
-        ++field;
-      });
-      if (at != out.size())
-        throw RuntimeError(std::to_string(at) + " counts where " + std::to_string(out.size()) +
-                           " were expected");
-    } else {
-      throw RuntimeError("this metric's state is not counts: it cannot be reduced");
-    }
+      }
+    });
+    if (at != out.size())
+      throw RuntimeError(std::to_string(at) + " counts where " + std::to_string(out.size()) +
+                         " were expected");
   }
-  Value compute_reduced(std::span<const std::int64_t> sums) const final {
-    if constexpr (SummedState<State>) {
-      std::vector<State> one;
-      one.push_back(initial_state());
-      std::size_t at = 0;
-      detail::for_each_sum(one.front(), [&](std::span<std::int64_t> v) {
+
+  bool gathers() const final {
+    bool any = false;
+    detail::for_each_field(state().tally_fields(), [&](const auto& f, std::size_t) {
+      if (!summed(f)) any = true;
+    });
+    return any;
+  }
+
+  void pack_gathered(Packer& out) const final {
+    std::uint32_t n = 0;
+    const auto fields = state().tally_fields();
+    detail::for_each_field(fields, [&](const auto& f, std::size_t) { n += summed(f) ? 0 : 1; });
+    out.pack_array(n);
+    detail::for_each_field(fields, [&](const auto& f, std::size_t) {
+      if (!summed(f)) out.pack(f.value);
+    });
+  }
+
+  Value compute_synced(std::span<const msgpack::object> gathered,
+                       std::span<const std::int64_t> sums) const final {
+    State merged = initial_state();
+    for (std::size_t r = 0; r < gathered.size(); ++r) {
+      if (r == 0) {
+        unpack_gathered(gathered[0], merged, 0);
+        check_gathered(merged, 0);
+        continue;
+      }
+      State theirs = initial_state();
+      unpack_gathered(gathered[r], theirs, r);
+      check_gathered(theirs, r);
+      // The values every rank must share first: a rank that read other data (another number
+      // of classes, say) is an input error, before its counts of another size meet ours.
+      detail::zip_fields(merged, theirs, [&](auto into, auto from, std::size_t i) {
+        if constexpr (decltype(into)::reduction == Reduction::agree)
+          detail::merge_field(into, from, r, i);
+      });
+      detail::zip_fields(merged, theirs, [&](auto into, auto from, std::size_t i) {
+        if constexpr (decltype(into)::reduction != Reduction::agree)
+          if (!summed(into)) detail::merge_field(into, from, r, i);
+      });
+    }
+    // The summed counts into the `sum` fields the engine reduced.
+    std::size_t at = 0;
+    detail::for_each_field(merged.tally_fields(), [&](auto f, std::size_t i) {
+      if constexpr (detail::is_count_field<decltype(f)>()) {
+        if (!summed(f)) return;
+        std::span<std::int64_t> v;
+        if constexpr (std::is_same_v<typename decltype(f)::value_type, std::int64_t>)
+          v = std::span<std::int64_t>(&f.value, 1);
+        else
+          v = std::span<std::int64_t>(f.value.data(), f.value.size());
         if (at + v.size() > sums.size())
           throw RuntimeError(std::to_string(sums.size()) +
-                             " summed counts, fewer than the state holds");
+                             " summed counts, fewer than the state holds (state field " +
+                             std::to_string(i) + ")");
         std::copy_n(sums.begin() + static_cast<std::ptrdiff_t>(at), v.size(), v.begin());
         at += v.size();
-      });
-      if (at != sums.size())
-        throw RuntimeError(std::to_string(sums.size()) + " summed counts, the state holds " +
-                           std::to_string(at));
-      return compute(one);
-    } else {
-      throw RuntimeError("this metric's state is not counts: it cannot be reduced");
-    }
+      }
+    });
+    if (at != sums.size())
+      throw RuntimeError(std::to_string(sums.size()) + " summed counts, the state holds " +
+                         std::to_string(at));
+    check_total(merged, gathered.size() == 0 ? 0 : gathered.size() - 1);
+    return compute(merged);
   }
-  void reset() final { state_ = initial_state(); }
-  void restore(const msgpack::object& packed) final {
+
+  Value compute_local() final {
+    check_total(state(), 0);
+    return compute(state());
+  }
+
+  void save(Packer& out) const final {
+    const auto fields = state().tally_fields();
+    out.pack_array(static_cast<std::uint32_t>(std::tuple_size_v<decltype(fields)>));
+    detail::for_each_field(fields, [&](const auto& f, std::size_t) { out.pack(f.value); });
+  }
+
+  void restore(const msgpack::object& saved) final {
     State s = initial_state();
-    packed.convert(s);
+    auto fields = s.tally_fields();
+    constexpr auto n = std::tuple_size_v<decltype(fields)>;
+    if (saved.type != msgpack::type::ARRAY || saved.via.array.size != n)
+      throw msgpack::type_error();
+    detail::for_each_field(
+        fields, [&](auto& f, std::size_t i) { saved.via.array.ptr[i].convert(f.value); });
     state_ = std::move(s);
   }
 
  protected:
   /// The empty state (called lazily, so it may depend on parameters set in the constructor).
   virtual State initial_state() const { return State{}; }
+  /// Accumulates one batch into `state`.
   virtual void update(State& state, const Batch& batch) = 0;
-  /// `states` holds one state per rank, in rank order; for a ReducibleMetric, rank 0 may instead
-  /// pass one state holding the sums of every rank's counts.
-  virtual Value compute(const std::vector<State>& states) const = 0;
-  /// For a SummedState: whether this configuration's counts have a fixed size (a metric that
-  /// learns its number of classes from the data returns false without num_classes, and is
-  /// gathered).
+  /// The results from the state of every rank, merged (rank 0 only; in a world of one, the local
+  /// state).
+  virtual Value compute(const State& merged) const = 0;
+  /// Whether the sizes of this configuration's `sum` fields are fixed by its parameters (those of
+  /// initial_state()), so that the engine can sum them across ranks in place. A metric that
+  /// learns its number of classes from the data returns false without num_classes: its counts are
+  /// gathered and added in rank order then (an empty vector takes the other rank's size).
   virtual bool reducible() const { return true; }
+  /// Rank 0, at a sync of several ranks: checks the gathered part of one rank's state before it
+  /// is merged, where fields must fit together within a rank (per-prediction arrays of one
+  /// length, say: merged, a rank with too many and one with too few could look whole). Its
+  /// `sum` fields that the engine summed hold their initial values here. Throws RuntimeError
+  /// for a state no rank can have sent. The default checks nothing.
+  virtual void check_rank(const State& gathered, std::size_t rank) const {
+    (void)gathered;
+    (void)rank;
+  }
 
   State& state() const {
     if (!state_) state_ = initial_state();
@@ -254,6 +386,61 @@ class TypedMetric : public Metric,
   }
 
  private:
+  /// Whether field `f` is one the engine sums (rather than gathers).
+  template <class F>
+  bool summed(const F&) const {
+    if constexpr (detail::is_count_field<F>())
+      return reducible();
+    else
+      return false;
+  }
+
+  void check_gathered(const State& s, std::size_t rank) const {
+    try {
+      check_rank(s, rank);
+    } catch (const Error& e) {
+      throw RuntimeError("the state of rank " + std::to_string(rank) + " is corrupt: " + e.what());
+    }
+  }
+
+  void unpack_gathered(const msgpack::object& o, State& into, std::size_t rank) const {
+    auto fields = into.tally_fields();
+    std::uint32_t n = 0;
+    detail::for_each_field(fields, [&](const auto& f, std::size_t) { n += summed(f) ? 0 : 1; });
+    if (o.type != msgpack::type::ARRAY || o.via.array.size != n)
+      throw RuntimeError("the state of rank " + std::to_string(rank) +
+                         " is corrupt: not an array "
+                         "of " +
+                         std::to_string(n) + " state fields");
+    std::uint32_t k = 0;
+    detail::for_each_field(fields, [&](auto& f, std::size_t i) {
+      if (summed(f)) return;
+      try {
+        o.via.array.ptr[k++].convert(f.value);
+      } catch (const msgpack::type_error&) {
+        detail::corrupt(rank, i, "it does not hold the type this metric packs");
+      }
+      if constexpr (detail::is_count_field<decltype(f)>())
+        detail::check_counts_of(f.value, rank, i);
+    });
+  }
+
+  /// The merged counts of every `sum` field together stay under 2^62, so that any sum of some of
+  /// them (a row of a confusion matrix, tp + fp), and the sum of two such sums, is exact.
+  static void check_total(const State& s, std::size_t last_rank) {
+    std::int64_t total = 0;
+    detail::for_each_field(s.tally_fields(), [&](const auto& f, std::size_t i) {
+      if constexpr (detail::is_count_field<decltype(f)>()) {
+        for (const std::int64_t c : detail::counts_of(f.value)) {
+          if (c < 0)
+            detail::corrupt(last_rank, i, "a count is negative (" + std::to_string(c) + ")");
+          if (__builtin_add_overflow(total, c, &total) || total >= (std::int64_t{1} << 62))
+            detail::corrupt(last_rank, i, "the counts sum to 2^62 or more");
+        }
+      }
+    });
+  }
+
   mutable std::optional<State> state_;
 };
 

@@ -1,7 +1,9 @@
 // Plugin manifest and export macro. A plugin is a shared library (libtally_<name>.so) exporting
-// one entry, `tally_plugin`, through BOOST_DLL_ALIAS, and an ABI marker: a symbol whose name
-// carries the ABI version (tally_abi_v5), which the registry reads from the file before it loads
-// the library. The entry returns the manifest: the ABI version again (the first member), the
+// one entry, `tally_plugin` (TALLY_PLUGIN_EXPORT_ENTRY: the symbol layout of Boost.DLL's
+// BOOST_DLL_ALIAS, which the registry loads with Boost.DLL, without Boost in this header), and two
+// ABI markers: symbols whose names carry the ABI's major and minor versions (tally_abi_v6,
+// tally_abi_minor_0), which the registry reads from the file before it loads the library
+// (docs/abi.md). The entry returns the manifest: the ABI version again (the first member), the
 // plugin's version, and its components with their parameter schemas and factories. Nothing
 // registers itself at load time.
 //
@@ -17,8 +19,6 @@
 #include <memory>
 #include <string>
 #include <vector>
-
-#include <boost/dll/alias.hpp>
 
 #include "tally/dist_backend.hpp"
 #include "tally/metric.hpp"
@@ -147,11 +147,24 @@ static_assert(TALLY_PLUGIN_ABI_VERSION == ::tally::kAbiVersion,
               "TALLY_PLUGIN_ABI_VERSION must equal tally::kAbiVersion");
 #define TALLY_PLUGIN_CAT_(a, b) a##b
 #define TALLY_PLUGIN_CAT(a, b) TALLY_PLUGIN_CAT_(a, b)
-/// The ABI marker: an exported symbol whose NAME carries the ABI version (tally_abi_v5). The
+/// The ABI marker: an exported symbol whose NAME carries the ABI version (tally_abi_v<N>). The
 /// registry reads it from the library's dynamic symbol table without loading the library, so a
 /// plugin built for another ABI is refused before any of its code (static constructors
 /// included) runs.
 #define TALLY_PLUGIN_ABI_MARKER TALLY_PLUGIN_CAT(tally_abi_v, TALLY_PLUGIN_ABI_VERSION)
+/// The minor marker: the ABI additions this plugin was built with (tally_abi_minor_0). A tally of
+/// the same major loads the plugin when its own minor is at least this one (docs/abi.md).
+#define TALLY_PLUGIN_ABI_MINOR_MARKER TALLY_PLUGIN_CAT(tally_abi_minor_, TALLY_PLUGIN_ABI_MINOR)
+
+/// Exports `FN` (a `const tally::PluginManifest* FN() noexcept`) as the entry `tally_plugin`: an
+/// exported pointer variable holding the function's address, as Boost.DLL's BOOST_DLL_ALIAS lays
+/// it out (the registry reads it with boost::dll::shared_library::get_alias).
+#define TALLY_PLUGIN_EXPORT_ENTRY(FN)                                         \
+  namespace _autoaliases {                                                    \
+  extern "C" __attribute__((visibility("default"))) const void* tally_plugin; \
+  __attribute__((section("boostdll"), weak)) const void* tally_plugin =       \
+      reinterpret_cast<const void*>(reinterpret_cast<::std::intptr_t>(&FN));  \
+  }
 
 /// Defines and exports the plugin entry and the ABI marker. The third argument is a callable
 /// returning std::vector<tally::ComponentInfo> (it may contain commas: a lambda with a braced
@@ -170,4 +183,6 @@ static_assert(TALLY_PLUGIN_ABI_VERSION == ::tally::kAbiVersion,
   }                                                                                      \
   extern "C" __attribute__((visibility("default"), used))                                \
   const ::std::uint32_t TALLY_PLUGIN_ABI_MARKER = TALLY_PLUGIN_ABI_VERSION;              \
-  BOOST_DLL_ALIAS(tally_plugin_export::entry, tally_plugin)
+  extern "C" __attribute__((visibility("default"), used))                                \
+  const ::std::uint32_t TALLY_PLUGIN_ABI_MINOR_MARKER = TALLY_PLUGIN_ABI_MINOR;          \
+  TALLY_PLUGIN_EXPORT_ENTRY(tally_plugin_export::entry)

@@ -7,19 +7,19 @@
 //   - a detection's area is w*h of its bbox when the results' first entry has a bbox, else its
 //     mask's area (loadRes); without a bbox the box is the mask's tight box (toBbox);
 //   - masks (when read): polygons rasterised with rleFrPoly and merged, uncompressed RLE taken as
-//     is, compressed RLE strings decoded (mask.hpp, the port of maskApi.c); a bbox-only result
-//     gets the box's polygon as its mask, as loadRes gives it;
+//     is, compressed RLE strings decoded (tally_support/mask.hpp, the port of maskApi.c); a
+//     bbox-only result gets the box's polygon as its mask, as loadRes gives it;
 //   - ground truth keeps its `area`, `iscrowd` (default 0) and `id`; annotations and results of
 //     categories absent from `categories` are left out (pycocotools evaluates params.catIds only);
 //   - a result whose image is not in the annotations is an error (pycocotools asserts);
 //   - result polygons are rasterised at the image's size when the results carry a bbox (loadRes
 //     keeps them, annToRLE rasterises them); without a bbox they are an error, as loadRes
 //     cannot take their area.
-// Bounds (mask.hpp): box and polygon coordinates finite and at most 1e8 in magnitude; image
-// sides and RLE sizes below 2^31, and h * w below 2^32 when masks are read; RLE counts below
-// 2^32 and covering the image exactly. A value outside them, of the wrong type, or a key that is
-// missing is an InputError naming the file, the entry (`annotations[i] (id N)`, `images[i]`,
-// `[i] (image_id N)` of the results) and the key.
+// Bounds (tally_support/mask.hpp): box and polygon coordinates finite and at most 1e8 in
+// magnitude; image sides and RLE sizes below 2^31, and h * w below 2^32 when masks are read; RLE
+// counts below 2^32 and covering the image exactly. A value outside them, of the wrong type, or a
+// key that is missing is an InputError naming the file, the entry (`annotations[i] (id N)`,
+// `images[i]`, `[i] (image_id N)` of the results) and the key.
 // The results file is parsed in blocks of whole array elements (`block_bytes`, simdjson's DOM
 // parser, whose kernels are picked at run time for the CPU), so memory stays near the size of the
 // parsed arrays, not of the file; with `threads: 2` the next block is parsed while the current one
@@ -45,17 +45,18 @@
 #include <unordered_map>
 #include <vector>
 
-#include "../../detection/mask.hpp"
 #include "tally/batch.hpp"
 #include "tally/error.hpp"
 #include "tally/params.hpp"
 #include "tally/plugin.hpp"
 #include "tally/reader.hpp"
+#include "tally_support/mask.hpp"
+#include "tally_support/sharded_reader.hpp"
 
 namespace {
 
 namespace dom = simdjson::dom;
-namespace mask = tally::detection::mask;
+namespace mask = tally::support::mask;
 
 [[noreturn]] void fail(const std::string& what) {
   throw tally::InputError("coco_json reader: " + what);
@@ -433,12 +434,10 @@ bool for_each_element_chunked(const std::string& path, std::size_t block, int th
   return !source.bad_split();
 }
 
-class CocoJsonReader final : public tally::Reader {
+class CocoJsonReader final : public tally::support::ShardedReader {
  public:
   CocoJsonReader(const tally::Params& params, const tally::ShardInfo& shard) {
-    batch_size_ = params.get_int("batch_size");
-    if (batch_size_ < 1)
-      params.fail("batch_size", "must be at least 1, got " + std::to_string(batch_size_));
+    read_batch_size(params);
     const std::string ann_path = params.get_string("annotations");
     const std::string res_path = params.get_string("results");
     const std::string masks = params.get_string("masks");
@@ -450,10 +449,7 @@ class CocoJsonReader final : public tally::Reader {
                                      std::to_string(block));
     const auto threads = static_cast<int>(params.get_int("threads"));
     if (threads < 1) params.fail("threads", "must be >= 1");
-    if (shard.world_size < 1 || shard.rank < 0 || shard.rank >= shard.world_size)
-      throw tally::ConfigError("coco_json reader: invalid shard: rank " +
-                               std::to_string(shard.rank) + " of world size " +
-                               std::to_string(shard.world_size));
+    tally::support::check_shard("coco_json", shard);
     data_ = std::make_shared<Data>();
     try {
       read_results(res_path, masks, static_cast<std::size_t>(block), threads);
@@ -480,12 +476,10 @@ class CocoJsonReader final : public tally::Reader {
         f.emplace_back(m);
     return f;
   }
-  std::int64_t total_samples() const override { return static_cast<std::int64_t>(images_.size()); }
-  std::int64_t shard_samples() const override { return range_.size(); }
 
-  std::optional<tally::Batch> next() override {
-    if (next_ >= range_.end) return std::nullopt;
-    const std::int64_t begin = next_, end = std::min(range_.end, begin + batch_size_);
+ protected:
+  tally::Batch read_batch(std::int64_t begin, std::int64_t end) override {
+    const auto shard_begin = static_cast<std::size_t>(shard_range().begin);
     const auto n = static_cast<std::size_t>(end - begin);
     std::vector<std::int64_t> ids(n), hs(n), ws(n);
     tally::Batch::Ragged gbox, glabel, gid, garea, gcrowd, pbox, pscore, plabel, parea, pcounts,
@@ -498,8 +492,7 @@ class CocoJsonReader final : public tally::Reader {
       hs[k] = images_[i].height;
       ws[k] = images_[i].width;
       const std::size_t g0 = d.gt_begin[i], g1 = d.gt_begin[i + 1];
-      const std::size_t p0 = d.dt_first[i - static_cast<std::size_t>(range_.begin)],
-                        p1 = p0 + d.dt_count[i - static_cast<std::size_t>(range_.begin)];
+      const std::size_t p0 = d.dt_first[i - shard_begin], p1 = p0 + d.dt_count[i - shard_begin];
       const auto ng = static_cast<std::int64_t>(g1 - g0), np = static_cast<std::int64_t>(p1 - p0);
       using tally::DType;
       using tally::Tensor;
@@ -545,7 +538,6 @@ class CocoJsonReader final : public tally::Reader {
       b.set_ragged("gt_rle_counts", std::move(gcounts));
       b.set_ragged("gt_rle_lengths", std::move(glengths));
     }
-    next_ = end;
     return b;
   }
 
@@ -867,10 +859,9 @@ class CocoJsonReader final : public tally::Reader {
     const auto known_cat = [&](std::int32_t c) {
       return std::binary_search(cats_.begin(), cats_.end(), static_cast<std::int64_t>(c));
     };
-    range_ = tally::ShardRange::of(static_cast<std::int64_t>(images_.size()), shard);
-    next_ = range_.begin;
-    const auto lo = static_cast<std::size_t>(range_.begin),
-               hi = static_cast<std::size_t>(range_.end);
+    set_samples(static_cast<std::int64_t>(images_.size()), shard);
+    const auto lo = static_cast<std::size_t>(shard_range().begin),
+               hi = static_cast<std::size_t>(shard_range().end);
 
     // Ground truth: every image (it is small); grouped by image, file order kept.
     Data& d = *data_;
@@ -1071,9 +1062,6 @@ class CocoJsonReader final : public tally::Reader {
   std::vector<GtSeg> gt_segs_;
   std::vector<std::vector<std::vector<double>>> dt_polys_;  // polygon results, by slot
   bool with_masks_ = false;
-  std::int64_t batch_size_ = 0;
-  tally::ShardRange range_;
-  std::int64_t next_ = 0;
 };
 
 std::vector<tally::ParamSpec> coco_json_params() {
@@ -1087,7 +1075,7 @@ std::vector<tally::ParamSpec> coco_json_params() {
                    "Read masks (needed by segm): auto = when the first result has a segmentation")
           .def("auto")
           .choices({"auto", "true", "false"}),
-      tally::param("batch_size", tally::ParamType::Int, "images per batch").def(512),
+      tally::support::batch_size_param("images per batch", 512),
       tally::param("block_bytes", tally::ParamType::Int,
                    "The results file is parsed in blocks of about this many bytes (whole "
                    "elements; a longer element grows the block): memory against speed")

@@ -57,6 +57,7 @@
 #include "tally/params.hpp"
 #include "tally/plugin.hpp"
 #include "tally/reader.hpp"
+#include "tally_support/sharded_reader.hpp"
 
 namespace {
 
@@ -190,16 +191,12 @@ struct NumericInfo {
   bool all_int = true;
 };
 
-class JsonlReader final : public tally::Reader {
+class JsonlReader final : public tally::support::ShardedReader {
  public:
   JsonlReader(const tally::Params& params, const tally::ShardInfo& shard) {
     path_ = params.get_string("path");
-    batch_size_ = params.get_int("batch_size");
-    if (batch_size_ < 1)
-      params.fail("batch_size", "must be at least 1, got " + std::to_string(batch_size_));
-    if (shard.world_size < 1 || shard.rank < 0 || shard.rank >= shard.world_size)
-      throw tally::ConfigError(fmt::format("jsonl reader: invalid shard: rank {} of world size {}",
-                                           shard.rank, shard.world_size));
+    read_batch_size(params);
+    tally::support::check_shard("jsonl", shard);
     file_ = std::make_shared<MappedFile>(path_);
     index_lines();
 
@@ -239,33 +236,23 @@ class JsonlReader final : public tally::Reader {
       if (!empty_first.empty()) kind_of_empty_first(empty_first);
       scan_numeric_fields();
     }
-    total_ = static_cast<std::int64_t>(lines_.size());
-    range_ = tally::ShardRange::of(total_, shard);
-    next_ = range_.begin;
+    set_samples(static_cast<std::int64_t>(lines_.size()), shard);
   }
 
-  std::vector<std::string> fields() const override {
-    std::vector<std::string> names;
-    for (const auto& f : fields_) names.push_back(f.name);
-    return names;
-  }
-  std::int64_t total_samples() const override { return total_; }
-  std::int64_t shard_samples() const override { return range_.size(); }
+  std::vector<std::string> fields() const override { return tally::support::field_names(fields_); }
 
-  std::optional<tally::Batch> next() override {
-    if (next_ >= range_.end) return std::nullopt;
-    const std::int64_t begin = next_;
-    const std::int64_t rows = std::min(batch_size_, range_.end - begin);
+ protected:
+  tally::Batch read_batch(std::int64_t begin, std::int64_t end) override {
     std::vector<Builder> builders(fields_.size());
-    for (std::int64_t i = begin; i < begin + rows; ++i) {
+    for (std::int64_t i = begin; i < end; ++i) {
       const dom::element line = parse_line(static_cast<std::size_t>(i));
       for (std::size_t k = 0; k < fields_.size(); ++k)
         append(builders[k], fields_[k], lookup(line, fields_[k], static_cast<std::size_t>(i)),
                static_cast<std::size_t>(i));
     }
     tally::Batch batch;
-    for (std::size_t k = 0; k < fields_.size(); ++k) finish(batch, builders[k], fields_[k], rows);
-    next_ = begin + rows;
+    for (std::size_t k = 0; k < fields_.size(); ++k)
+      finish(batch, builders[k], fields_[k], end - begin);
     return batch;
   }
 
@@ -606,10 +593,6 @@ class JsonlReader final : public tally::Reader {
   std::vector<Field> fields_;
   dom::parser parser_;
   std::vector<char> buffer_;
-  std::int64_t batch_size_ = 0;
-  std::int64_t total_ = 0;
-  tally::ShardRange range_;
-  std::int64_t next_ = 0;
 };
 
 std::vector<tally::ParamSpec> jsonl_params() {
@@ -623,7 +606,7 @@ std::vector<tally::ParamSpec> jsonl_params() {
                    "-> text list; bool -> bool [N]; number -> int64/float64 [N]; nested numeric "
                    "arrays -> [N, ...] (ragged when the shapes differ between lines).")
           .optional(),
-      tally::param("batch_size", tally::ParamType::Int, "samples (lines) per batch").def(4096),
+      tally::support::batch_size_param("samples (lines) per batch", 4096),
   };
 }
 

@@ -18,6 +18,7 @@
 #include "tally/params.hpp"
 #include "tally/plugin.hpp"
 #include "tally/reader.hpp"
+#include "tally_support/sharded_reader.hpp"
 
 namespace {
 
@@ -25,18 +26,13 @@ using tally_npy::NpyFile;
 
 // Batches are views of a read-only mapping or of memory read once (an .npz member), kept alive
 // by the views, or copies: nothing rewrites them (StableBatchReader).
-class NpyReader final : public tally::Reader, public tally::StableBatchReader {
+class NpyReader final : public tally::support::ShardedReader, public tally::StableBatchReader {
  public:
   NpyReader(const tally::Params& params, const tally::ShardInfo& shard) {
-    batch_size_ = params.get_int("batch_size");
-    if (batch_size_ < 1)
-      params.fail("batch_size", "must be at least 1, got " + std::to_string(batch_size_));
+    read_batch_size(params);
     const auto files = params.get_string_map("fields");
     if (files.empty()) params.fail("fields", "must name at least one field (field name: file.npy)");
-    if (shard.world_size < 1 || shard.rank < 0 || shard.rank >= shard.world_size) {
-      throw tally::ConfigError("npy reader: invalid shard: rank " + std::to_string(shard.rank) +
-                               " of world size " + std::to_string(shard.world_size));
-    }
+    tally::support::check_shard("npy", shard);
 
     std::vector<std::unique_ptr<tally_npy::NpzMember>> members;  // per field, null for .npy
     for (const auto& [name, path] : files) {
@@ -66,26 +62,19 @@ class NpyReader final : public tally::Reader, public tally::StableBatchReader {
       }
       fields_.push_back(std::move(field));
     }
-    total_ = fields_.front().file.samples();
-    range_ = tally::ShardRange::of(total_, shard);
-    next_ = range_.begin;
+    set_samples(fields_.front().file.samples(), shard);
+    const tally::ShardRange& range = shard_range();
     for (std::size_t i = 0; i < fields_.size(); ++i) {
       if (!members[i]) continue;
       // This rank's rows, owned (and aligned: Tensor::zeros allocates them).
-      auto rows = std::make_shared<tally::Tensor>(members[i]->read_rows(range_.begin, range_.end));
-      fields_[i].first_row = range_.begin;
+      auto rows = std::make_shared<tally::Tensor>(members[i]->read_rows(range.begin, range.end));
+      fields_[i].first_row = range.begin;
       fields_[i].data = static_cast<const std::byte*>(rows->data());
       fields_[i].keepalive = std::shared_ptr<const void>(rows, rows->data());
     }
   }
 
-  std::vector<std::string> fields() const override {
-    std::vector<std::string> names;
-    for (const auto& f : fields_) names.push_back(f.name);
-    return names;
-  }
-  std::int64_t total_samples() const override { return total_; }
-  std::int64_t shard_samples() const override { return range_.size(); }
+  std::vector<std::string> fields() const override { return tally::support::field_names(fields_); }
   // "name: dtype [d1, d2]" per field: what every rank must read alike (shape without the sample
   // dimension, which total_samples() covers).
   std::string layout() const override {
@@ -99,11 +88,12 @@ class NpyReader final : public tally::Reader, public tally::StableBatchReader {
     return out;
   }
 
-  std::optional<tally::Batch> next() override {
-    check_not_truncated();
-    if (next_ >= range_.end) return std::nullopt;
-    const std::int64_t begin = next_;
-    const std::int64_t rows = std::min(batch_size_, range_.end - begin);
+ protected:
+  // Before every batch and at the end: see check_not_truncated().
+  void before_next() override { check_not_truncated(); }
+
+  tally::Batch read_batch(std::int64_t begin, std::int64_t end) override {
+    const std::int64_t rows = end - begin;
     tally::Batch batch;
     for (const auto& f : fields_) {
       std::vector<std::int64_t> shape = f.file.shape;
@@ -115,7 +105,6 @@ class NpyReader final : public tally::Reader, public tally::StableBatchReader {
                                             tally::Device::cpu(), f.keepalive);
       batch.set(f.name, f.aligned ? std::move(t) : t.clone());
     }
-    next_ = begin + rows;
     return batch;
   }
 
@@ -161,10 +150,6 @@ class NpyReader final : public tally::Reader, public tally::StableBatchReader {
   }
 
   std::vector<Field> fields_;
-  std::int64_t batch_size_ = 0;
-  std::int64_t total_ = 0;
-  tally::ShardRange range_;
-  std::int64_t next_ = 0;
 };
 
 std::vector<tally::ParamSpec> npy_params() {
@@ -177,7 +162,7 @@ std::vector<tally::ParamSpec> npy_params() {
                    "np.savez, '.npy' optional), or 'ARCHIVE.npz' alone for the member named "
                    "like the field. A value containing '.npz:' or ending in '.npz' is always "
                    "read as an archive."),
-      tally::param("batch_size", tally::ParamType::Int, "samples per batch").def(4096),
+      tally::support::batch_size_param("samples per batch", 4096),
   };
 }
 

@@ -30,6 +30,7 @@
 #include "tally/params.hpp"
 #include "tally/plugin.hpp"
 #include "tally/reader.hpp"
+#include "tally_support/sharded_reader.hpp"
 
 namespace {
 
@@ -67,19 +68,15 @@ std::vector<std::string> png_names(const std::string& reader, const std::string&
   return names;
 }
 
-class PngReader : public tally::Reader {
+class PngReader : public tally::support::ShardedReader {
  public:
   PngReader(Kind kind, const tally::Params& params, const tally::ShardInfo& shard)
       : kind_(kind), name_(kind == Kind::Masks ? "png_masks" : "images") {
-    batch_size_ = params.get_int("batch_size");
-    if (batch_size_ < 1)
-      params.fail("batch_size", "must be at least 1, got " + std::to_string(batch_size_));
+    read_batch_size(params);
     const auto dirs = params.get_string_map("fields");
     if (dirs.empty())
       params.fail("fields", "must name at least one field (field name: folder of .png files)");
-    if (shard.world_size < 1 || shard.rank < 0 || shard.rank >= shard.world_size)
-      throw tally::ConfigError(fmt::format("{} reader: invalid shard: rank {} of world size {}",
-                                           name_, shard.rank, shard.world_size));
+    tally::support::check_shard(name_, shard);
 
     for (const auto& [field, dir] : dirs) fields_.push_back({field, fs::path(dir)});
     names_ = png_names(name_, fields_.front().name, fields_.front().dir);
@@ -90,26 +87,18 @@ class PngReader : public tally::Reader {
       const auto other = png_names(name_, fields_[f].name, fields_[f].dir);
       if (other != names_) mismatch(fields_.front(), names_, fields_[f], other);
     }
-    range_ = tally::ShardRange::of(static_cast<std::int64_t>(names_.size()), shard);
-    next_ = range_.begin;
+    set_samples(static_cast<std::int64_t>(names_.size()), shard);
   }
 
-  std::vector<std::string> fields() const override {
-    std::vector<std::string> out;
-    for (const auto& f : fields_) out.push_back(f.name);
-    return out;
-  }
-  std::int64_t total_samples() const override { return static_cast<std::int64_t>(names_.size()); }
-  std::int64_t shard_samples() const override { return range_.size(); }
+  std::vector<std::string> fields() const override { return tally::support::field_names(fields_); }
 
-  std::optional<tally::Batch> next() override {
-    if (next_ >= range_.end) return std::nullopt;
-    const std::int64_t end = std::min(range_.end, next_ + batch_size_);
+ protected:
+  tally::Batch read_batch(std::int64_t begin, std::int64_t end) override {
     tally::Batch batch;
     for (const auto& f : fields_) {
       tally::Batch::Ragged samples;
-      samples.reserve(static_cast<std::size_t>(end - next_));
-      for (std::int64_t i = next_; i < end; ++i) {
+      samples.reserve(static_cast<std::size_t>(end - begin));
+      for (std::int64_t i = begin; i < end; ++i) {
         const fs::path file = f.dir / names_[static_cast<std::size_t>(i)];
         const std::string what = fmt::format("{} reader: field '{}' sample {}", name_, f.name, i);
         samples.push_back(kind_ == Kind::Masks ? tally_png::decode_mask(file, what)
@@ -117,7 +106,6 @@ class PngReader : public tally::Reader {
       }
       batch.set_ragged(f.name, std::move(samples));
     }
-    next_ = end;
     return batch;
   }
 
@@ -152,9 +140,6 @@ class PngReader : public tally::Reader {
   std::string name_;
   std::vector<Field> fields_;
   std::vector<std::string> names_;
-  std::int64_t batch_size_ = 0;
-  tally::ShardRange range_;
-  std::int64_t next_ = 0;
 };
 
 class PngMasksReader final : public PngReader {
@@ -174,9 +159,7 @@ std::vector<tally::ParamSpec> params(const char* content) {
                    std::string("field name -> folder of .png files (") + content +
                        "); the folders hold the same file names, matched by name, samples in "
                        "sorted name order"),
-      tally::param("batch_size", tally::ParamType::Int,
-                   "samples per batch (decoded together, then released)")
-          .def(16),
+      tally::support::batch_size_param("samples per batch (decoded together, then released)", 16),
   };
 }
 

@@ -17,10 +17,10 @@
 
 #include <fmt/format.h>
 
-#include "file_io.hpp"
 #include "report_common.hpp"
-#include "report_writers.hpp"
 #include "tally/error.hpp"
+#include "tally/file_io.hpp"
+#include "tally/reports.hpp"
 #include "tally/version.hpp"
 
 namespace tally {

@@ -15,8 +15,9 @@
 //                                   pycocotools does and gives -1 for masks of different sizes.
 //
 // Counts are uint32 and the arithmetic stays in uint32 where maskApi.c's does (the wrap-around
-// behaviour is the same). Header-only: the detection plugin, the coco_json reader and the tests
-// share it.
+// behaviour is the same). Part of the plugin-support library (plugins/support): the detection
+// plugin, the coco_json reader and the tests share it. Header-only, so that bb_iou_one and
+// rle_iou_one stay inline in the IoU loops of the COCO evaluation.
 #pragma once
 
 #include <algorithm>
@@ -27,7 +28,7 @@
 #include <string_view>
 #include <vector>
 
-namespace tally::detection::mask {
+namespace tally::support::mask {
 
 struct Rle {
   std::uint32_t h = 0;
@@ -404,4 +405,4 @@ inline double rle_iou_one(const Rle& d, const Rle& g, bool crowd, double box_iou
   return static_cast<double>(i) / static_cast<double>(u);
 }
 
-}  // namespace tally::detection::mask
+}  // namespace tally::support::mask

@@ -1,4 +1,4 @@
-#include "report_progress.hpp"
+#include "progress.hpp"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "compare.hpp"
+#include "tally/compare.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -6,9 +6,9 @@
 
 #include <fmt/format.h>
 
-#include "registry.hpp"
 #include "tally/error.hpp"
-#include "text_safety.hpp"
+#include "tally/registry.hpp"
+#include "tally/text_safety.hpp"
 
 namespace tally {
 
@@ -80,16 +80,6 @@ std::size_t literal_count(std::string_view p) {
       std::count_if(p.begin(), p.end(), [](char c) { return c != '*' && c != '?'; }));
 }
 
-[[noreturn]] void fail_at(const Located& l, const std::string& msg) {
-  throw ConfigError(l.where.empty() ? msg : fmt::format("{}: {}", l.where, msg));
-}
-
-std::string found_text(const Located& l) {
-  if (l.value.is_null()) return "nothing";
-  if (l.value.is_string()) return fmt::format("'{}'", l.value.as_string());
-  return l.value.to_json();
-}
-
 }  // namespace
 
 Tolerances::Resolved Tolerances::resolve(std::string_view key, std::string_view element) const {
@@ -125,49 +115,19 @@ Tolerances::Resolved Tolerances::resolve(std::string_view key, std::string_view 
   return out;
 }
 
-void Tolerances::add_rules(const Located& map, const std::string& what) {
-  if (map.value.is_null()) return;
-  if (!map.value.is_map())
-    fail_at(map, fmt::format("{} expects a map of KEY_PATTERN: {{rtol: X, atol: Y}}, found {}",
-                             what, found_text(map)));
-  for (const auto& [pattern, entry] : map.children) {
-    Rule rule;
-    rule.pattern = pattern;
-    rule.where = entry.key_where.empty() ? entry.where : entry.key_where;
-    if (pattern.empty()) fail_at(entry, fmt::format("{}: an empty key pattern", what));
-    if (!entry.value.is_map())
-      fail_at(entry,
-              fmt::format("{}: '{}' expects a map such as {{rtol: 0.01, atol: 0.002}}, found {}",
-                          what, pattern, found_text(entry)));
-    for (const auto& [field, v] : entry.children) {
-      if (field == "rtol" || field == "atol") {
-        if (!v.value.is_number() || !std::isfinite(v.value.as_double()) || v.value.as_double() < 0)
-          fail_at(v, fmt::format("{}: '{}': {} expects a number >= 0, found {}", what, pattern,
-                                 field, found_text(v)));
-        (field == "rtol" ? rule.rtol : rule.atol) = v.value.as_double();
-      } else if (field == "better") {
-        const std::string b = v.value.is_string() ? v.value.as_string() : std::string();
-        if (b == "higher")
-          rule.better = Better::Higher;
-        else if (b == "lower")
-          rule.better = Better::Lower;
-        else if (b == "neither")
-          rule.better = Better::Neither;
-        else
-          fail_at(v, fmt::format("{}: '{}': better expects higher, lower or neither, found {}",
-                                 what, pattern, found_text(v)));
-      } else {
-        const std::string& w = v.key_where.empty() ? v.where : v.key_where;
-        throw ConfigError(fmt::format("{}{}: '{}': unknown key '{}' (expected rtol, atol, better)",
-                                      w.empty() ? "" : w + ": ", what, pattern, field));
-      }
-    }
-    rules.push_back(std::move(rule));
-  }
+void Tolerances::add_rules(const std::vector<ToleranceRule>& more) {
+  rules.insert(rules.end(), more.begin(), more.end());
 }
 
-void Tolerances::add_file(const fs::path& file) {
-  add_rules(load_yaml_file(file, "tolerances"), fmt::format("tolerances '{}'", file.string()));
+void Tolerances::add_file(const fs::path& file) { add_rules(read_tolerance_rules(file)); }
+
+Tolerances Tolerances::of(const RegressionSettings& regression) {
+  Tolerances t;
+  if (regression.rtol) t.defaults.rtol = *regression.rtol;
+  if (regression.atol) t.defaults.atol = *regression.atol;
+  if (regression.tolerances_file) t.add_file(*regression.tolerances_file);
+  t.add_rules(regression.tolerances);
+  return t;
 }
 
 // ---- result specs -------------------------------------------------------------------------------
@@ -209,6 +169,17 @@ Plot ResultSpecs::plot(std::string_view label, std::string_view key) const {
 std::string ResultSpecs::type(std::string_view label) const {
   const Entry* e = entry(label);
   return e ? e->type : std::string();
+}
+
+ResultSpecs ResultSpecs::from_results(const Results& results) {
+  ResultSpecs out;
+  for (const auto& [label, specs] : results.specs) {
+    std::string type;
+    for (const auto& [l, t] : results.run.types)
+      if (l == label) type = t;
+    out.set(label, specs, std::move(type));
+  }
+  return out;
 }
 
 ResultSpecs ResultSpecs::from_registry(

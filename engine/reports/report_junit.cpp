@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "report_common.hpp"
-#include "report_writers.hpp"
+#include "tally/reports.hpp"
 #include "tally/version.hpp"
 
 namespace tally {

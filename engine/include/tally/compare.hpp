@@ -20,9 +20,9 @@
 #include <string_view>
 #include <vector>
 
-#include "config.hpp"
 #include "tally/evaluator.hpp"
 #include "tally/plugin.hpp"
+#include "tally/settings.hpp"
 #include "tally/value.hpp"
 
 namespace tally {
@@ -50,12 +50,7 @@ struct Tolerance {
 /// exactly `L.k`; else the glob matching `L.k[i]` or `L.k` with the most literal characters (the
 /// first written on a tie). Fields an entry leaves out come from the defaults.
 struct Tolerances {
-  struct Rule {
-    std::string pattern;
-    std::optional<double> rtol, atol;
-    std::optional<Better> better;
-    std::string where;  // file:line:column, for messages
-  };
+  using Rule = ToleranceRule;
   Tolerance defaults;
   std::vector<Rule> rules;
 
@@ -66,11 +61,12 @@ struct Tolerances {
   };
   Resolved resolve(std::string_view key, std::string_view element) const;
 
-  /// Entries from a YAML map (a tolerances file, or regression.tolerances written inline).
-  /// ConfigError naming the place of a bad entry.
-  void add_rules(const Located& map, const std::string& what);
-  /// Entries from a YAML file.
+  /// Entries already read (regression.tolerances written inline: RegressionSettings).
+  void add_rules(const std::vector<ToleranceRule>& more);
+  /// Entries from a YAML file (read_tolerance_rules).
   void add_file(const std::filesystem::path& file);
+  /// The defaults and rules of a config's `regression:` section (its tolerances file read now).
+  static Tolerances of(const RegressionSettings& regression);
 };
 
 /// What each metric label declares about its keys (ResultSpec lists), looked up by label.
@@ -84,6 +80,9 @@ class ResultSpecs {
   /// The metric type recorded for `label` ("" when unknown).
   std::string type(std::string_view label) const;
 
+  /// The specs the metrics of a run declared (Results::specs, filled by Evaluator::compute()),
+  /// with their types (run.types).
+  static ResultSpecs from_results(const Results& results);
   /// The specs of each label's metric type (label -> type from a results file's run.types),
   /// read from the registry. Returns the types the registry does not know in `unknown`.
   static ResultSpecs from_registry(const Registry& registry,

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tally/value.hpp"
+#include "value_json.hpp"
 
 namespace tally::report {
 
@@ -27,8 +28,8 @@ std::string md_escape(std::string_view s);
 /// "</script>" or "<!--" can appear whatever the strings hold.
 std::string script_json(const nlohmann::ordered_json& j);
 
-/// A Value as JSON (NaN and infinities as null).
-nlohmann::ordered_json to_json(const Value& v);
+/// A Value as JSON (NaN and infinities as null), as the results JSON writes it.
+inline nlohmann::ordered_json to_json(const Value& v) { return detail::value_to_json(v); }
 
 /// "2024-05-01T12:34:56" (UTC, now).
 std::string utc_timestamp();

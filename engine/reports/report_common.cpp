@@ -154,36 +154,6 @@ std::string script_json(const nlohmann::ordered_json& j) {
   return out;
 }
 
-nlohmann::ordered_json to_json(const Value& v) {
-  using K = Value::Kind;
-  switch (v.kind()) {
-    case K::Null:
-      return nullptr;
-    case K::Bool:
-      return v.as_bool();
-    case K::Int:
-      return v.as_int();
-    case K::Float: {
-      const double d = v.as_double();
-      if (!std::isfinite(d)) return nullptr;
-      return d;
-    }
-    case K::String:
-      return v.as_string();
-    case K::Array: {
-      auto a = nlohmann::ordered_json::array();
-      for (const auto& e : v.as_array()) a.push_back(to_json(e));
-      return a;
-    }
-    case K::Map: {
-      auto m = nlohmann::ordered_json::object();
-      for (const auto& [k, e] : v.as_map()) m[k] = to_json(e);
-      return m;
-    }
-  }
-  return nullptr;
-}
-
 std::string utc_timestamp() {
   const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
   std::tm tm{};

@@ -1,7 +1,5 @@
 #include "results_io.hpp"
 
-#include "report_common.hpp"
-
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -15,8 +13,8 @@
 #include <nlohmann/json.hpp>
 
 #include "tally/error.hpp"
-#include "tally/version.hpp"
-#include "text_safety.hpp"
+#include "tally/file_io.hpp"
+#include "tally/text_safety.hpp"
 
 namespace tally {
 
@@ -130,23 +128,6 @@ void check_result_values(const nlohmann::ordered_json& j, const std::string& key
 }
 
 }  // namespace
-
-std::string Results::to_json() const {
-  nlohmann::ordered_json doc;
-  doc["results"] = report::to_json(metrics);
-  // The config's file name need not be UTF-8: its stray bytes are written as \xNN, never an error
-  // after the work; any other such text (a plugin's result keys) becomes U+FFFD in the dump.
-  doc["run"] = {{"tally_version", kVersion}, {"config", escape_invalid_utf8(run.config)},
-                {"backend", run.backend},    {"world_size", run.world_size},
-                {"samples", run.samples},    {"wall_seconds", run.wall_seconds}};
-  auto types = nlohmann::ordered_json::object();
-  for (const auto& [label, type] : run.types) types[label] = type;
-  auto plugins = nlohmann::ordered_json::object();
-  for (const auto& [name, version] : run.plugins) plugins[name] = version;
-  doc["run"]["types"] = std::move(types);
-  doc["run"]["plugins"] = std::move(plugins);
-  return doc.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
-}
 
 Value value_from_json(const nlohmann::ordered_json& j) {
   using T = nlohmann::ordered_json::value_t;

@@ -4,7 +4,7 @@
 #include <fmt/format.h>
 
 #include "report_common.hpp"
-#include "report_writers.hpp"
+#include "tally/reports.hpp"
 #include "tally/version.hpp"
 
 namespace tally {

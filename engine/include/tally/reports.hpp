@@ -1,16 +1,26 @@
-// Reports for CI systems and people: JUnit XML (one testcase per metric key), a Markdown summary
-// (GitHub job summaries, PR comments) and a self-contained HTML report with charts. They are
-// driven by the metrics' ResultSpecs (Better, Plot): no writer knows any particular metric.
+// Results for people and CI systems (library tally_reports, CMake target tally::reports): the
+// terminal table, a results JSON read back (tally compare, baselines), and reports: JUnit XML
+// (one testcase per metric key), a Markdown summary (GitHub job summaries, PR comments) and a
+// self-contained HTML report with charts. They are driven by the metrics' ResultSpecs (Better,
+// Plot): no writer knows any particular metric.
 #pragma once
 
 #include <filesystem>
 #include <optional>
 #include <string>
 
-#include "compare.hpp"
+#include "tally/compare.hpp"
 #include "tally/evaluator.hpp"
 
 namespace tally {
+
+/// An aligned, readable table of every metric's results.
+std::string format_table(const Results& results);
+
+/// A results JSON file back as Results (metrics, and the run info it records: types, plugins;
+/// no specs). InputError naming the file when it cannot be read, is not JSON, nests deeper than
+/// 64 levels, or has no "results" object.
+Results read_results_json(const std::filesystem::path& path);
 
 struct ReportInput {
   const Results& results;

@@ -1,0 +1,64 @@
+// The plugin registry: discovers libtally_*.so files, checks each one's ABI version before
+// anything else, reads its manifest, and creates components whose objects keep their library
+// loaded (DESIGN.md, "Plugins"). Public for programs that list or query plugins (`tally plugins`,
+// the ResultSpecs `tally compare` reads for results files); a plugin needs none of it.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tally/export.hpp"
+#include "tally/plugin.hpp"
+
+namespace tally {
+
+/// One component of one loaded plugin.
+struct Component {
+  const ComponentInfo* info = nullptr;
+  std::filesystem::path file;
+  std::string plugin_name;
+  std::string plugin_version;
+  /// The boost::dll::shared_library, type-erased. Every object made from this component holds it.
+  std::shared_ptr<void> library;
+};
+
+class TALLY_API Registry {
+ public:
+  /// Searches, in order: `config_paths` (folders or .so files), TALLY_PLUGIN_PATH
+  /// (colon-separated), then the built-in plugin folder beside libtally. ConfigError for a
+  /// missing folder, a library that is not a valid plugin, an ABI mismatch (read from the file's
+  /// ABI marker before the library is loaded) or a duplicate name, and for a plugin file or
+  /// folder that another user could have written (world-writable, group-writable by a group other
+  /// than root's or the caller's, owned by neither root nor the caller) unless `allow_unsafe`
+  /// (plugins.allow_unsafe) or TALLY_ALLOW_UNSAFE_PLUGINS=1.
+  static Registry load(const std::vector<std::filesystem::path>& config_paths = {},
+                       bool allow_unsafe = false);
+
+  /// <libdir>/tally/plugins, where libtally lives.
+  static std::filesystem::path builtin_dir();
+
+  /// The component of `kind` called `name` (or aliased so); nullptr when there is none.
+  const Component* find(ComponentKind kind, std::string_view name) const;
+  /// Like find(), but a ConfigError listing the known names when there is none.
+  const Component& get(ComponentKind kind, std::string_view name) const;
+  const std::vector<Component>& components() const { return components_; }
+  /// The folders searched, in order.
+  const std::vector<std::filesystem::path>& search_path() const { return search_path_; }
+  /// The search path as "a:b:c", for messages.
+  std::string search_text() const;
+
+  // Objects hold their library: it is unloaded only after the last object is gone.
+  static std::shared_ptr<Metric> make_metric(const Component& c, const Params& p);
+  static std::shared_ptr<Reader> make_reader(const Component& c, const Params& p,
+                                             const ShardInfo& s);
+  static std::shared_ptr<DistBackend> make_backend(const Component& c, const Params& p);
+
+ private:
+  std::vector<Component> components_;
+  std::vector<std::filesystem::path> search_path_;
+};
+
+}  // namespace tally

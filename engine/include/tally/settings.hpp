@@ -1,0 +1,52 @@
+// What a config says about a run's outputs and about its check against a baseline: the parts of
+// the config that the program running the evaluation acts on (tally run). They are read with the
+// rest of the config by Evaluator::from_file / from_yaml, once, and given by
+// Evaluator::outputs(), Evaluator::regression() and Evaluator::has_checkpoint().
+#pragma once
+
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tally/export.hpp"
+#include "tally/plugin.hpp"  // Better
+
+namespace tally {
+
+/// The `output:` section: json, junit, markdown, html (relative to the working directory).
+struct OutputPaths {
+  std::optional<std::filesystem::path> json, junit, markdown, html;
+};
+
+/// One entry of a tolerances map, `PATTERN: {rtol: X, atol: Y, better: higher|lower|neither}`
+/// (any subset); the fields it leaves out come from the defaults (tally/compare.hpp, Tolerances).
+struct ToleranceRule {
+  std::string pattern;
+  std::optional<double> rtol, atol;
+  std::optional<Better> better;
+  std::string where;  // file:line:column, for messages
+};
+
+/// The `regression:` section: compare the results with a baseline after the run.
+///   regression:
+///     baseline: baseline.json     # relative to the config file
+///     rtol: 0.0                   # defaults for every key
+///     atol: 0.0
+///     tolerances: tolerances.yaml # relative to the config file, or an inline map
+struct RegressionSettings {
+  std::filesystem::path baseline;
+  std::optional<double> rtol, atol;
+  /// `tolerances: FILE`: read when the comparison is set up (read_tolerance_rules).
+  std::optional<std::filesystem::path> tolerances_file;
+  /// `tolerances:` written inline, checked with the rest of the config.
+  std::vector<ToleranceRule> tolerances;
+  std::string where;  // where the section was written
+};
+
+/// The rules of a tolerances file (tally compare --tolerances, regression.tolerances: FILE): a
+/// YAML map of KEY_PATTERN: {rtol, atol, better}; an empty file has none. InputError when the
+/// file cannot be read, ConfigError naming file:line:column of a bad entry.
+TALLY_API std::vector<ToleranceRule> read_tolerance_rules(const std::filesystem::path& file);
+
+}  // namespace tally

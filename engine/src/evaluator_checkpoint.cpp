@@ -1,0 +1,417 @@
+// Evaluator::read_all with a `checkpoint:` section (docs/checkpoint.md): rank 0 decides what to
+// resume, every rank restores its shard's state and skips what it had read, and every
+// `every_n_batches` the ranks save their states together.
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <tuple>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "evaluator_impl.hpp"
+#include "file_io.hpp"
+#include "msgpack_bounds.hpp"
+#include "sync.hpp"
+#include "tally/version.hpp"
+
+namespace tally {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+Value unpack_value(std::span<const std::byte> bytes, const char* what) {
+  Value v;
+  try {
+    unpack_bounded(bytes, /*reference_bins=*/false).get().convert(v);
+  } catch (const std::exception& e) {
+    throw RuntimeError(fmt::format("checkpoint: {} is not valid: {}", what, e.what()));
+  }
+  return v;
+}
+
+std::span<const std::byte> bytes_of(const msgpack::sbuffer& b) {
+  return std::as_bytes(std::span(b.data(), b.size()));
+}
+
+std::int64_t as_count(std::size_t n) { return static_cast<std::int64_t>(n); }
+
+}  // namespace
+
+checkpoint::Expected Evaluator::Impl::expectation() const {
+  checkpoint::Expected e;
+  e.world_size = backend->world_size();
+  const std::string canonical = fmt::format(
+      "backend {}\ndata {}\n{}", backend_name,
+      data_canonical.empty() ? "(a reader the caller made)" : data_canonical, metrics_canonical);
+  e.config_fingerprint = fmt::format("{:016x}", sync::fingerprint(canonical));
+  const auto add_plugin = [&](const std::string& name, const std::string& version) {
+    if (std::none_of(e.plugins.begin(), e.plugins.end(),
+                     [&](const auto& p) { return p.first == name; }))
+      e.plugins.emplace_back(name, version);
+  };
+  for (const auto& m : metrics) add_plugin(m.component->plugin_name, m.component->plugin_version);
+  if (data_plugin) add_plugin(data_plugin->first, data_plugin->second);
+  return e;
+}
+
+// Rank 0, before anything is read: the checkpoint to resume (validated against this run), or a
+// clean folder for a fresh run. Throws what every rank must then throw.
+Value Evaluator::Impl::decide(Reader& reader, const ReadOptions& options,
+                              const checkpoint::Expected& expected) {
+  namespace ck = checkpoint;
+  const CheckpointConfig& cc = *config.checkpoint;
+  Value d = Value::map();
+  d.set("status", 0);
+  d.set("step", -1);
+  std::string note;
+  std::error_code ec;
+  fs::create_directories(cc.dir, ec);
+  if (ec)
+    throw RuntimeError(fmt::format("{}: cannot create the checkpoint folder '{}': {}", cc.where,
+                                   cc.dir.string(), ec.message()));
+  const auto steps = ck::list_steps(cc.dir);
+  std::optional<std::int64_t> chosen;
+  if (options.resume) {
+    std::vector<std::string> partial;
+    for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
+      if (it->complete) {
+        chosen = it->step;
+        break;
+      }
+      partial.push_back(it->path.filename().string());
+    }
+    const std::string ignored =
+        partial.empty() ? std::string()
+                        : fmt::format("; ignoring {}: no {} (the run stopped while writing {})",
+                                      fmt::join(partial, ", "), ck::kMetadataName,
+                                      partial.size() == 1 ? "it" : "them");
+    if (chosen) {
+      const fs::path step_dir = cc.dir / ck::step_name(*chosen);
+      const fs::path meta_path = step_dir / ck::kMetadataName;
+      const std::string text =
+          ck::read_bytes(meta_path, "checkpoint metadata", kCheckpointMetadataMaxBytes);
+      const auto m = ck::Metadata::parse(text, meta_path);
+      if (m.step != *chosen)
+        throw InputError(fmt::format("checkpoint {}: step expected {} (its folder), found {}",
+                                     meta_path.string(), *chosen, m.step));
+      ck::check(m, expected, meta_path);
+      const auto total = reader.total_samples();
+      if (m.dataset_samples != total)
+        throw InputError(fmt::format(
+            "checkpoint {}: dataset size expected {} samples (the data now), found {}: the data "
+            "changed since it was written",
+            meta_path.string(), total, m.dataset_samples));
+      // A missing or truncated shard is found here, once, for every rank; its checksum is
+      // checked by the rank that reads it.
+      for (const auto& rec : m.shards) {
+        const fs::path file = step_dir / rec.file;
+        const auto size = fs::file_size(file, ec);
+        if (ec)
+          throw InputError(fmt::format(
+              "checkpoint {}: shard {} expected (the metadata lists it), found none: {}",
+              meta_path.string(), file.string(), ec.message()));
+        if (size != rec.size)
+          throw InputError(fmt::format(
+              "checkpoint shard {}: size expected {} bytes ({}), found {}: the shard is "
+              "truncated or corrupt",
+              file.string(), rec.size, ck::kMetadataName, size));
+      }
+      std::int64_t read = 0;
+      for (const auto n : m.samples) read += n;
+      d.set("step", *chosen);
+      d.set("metadata", text);
+      note = fmt::format("checkpoint: resuming from {} (step {}: {} of {} samples read){}",
+                         step_dir.string(), m.step, read, total, ignored);
+    } else {
+      note = fmt::format("checkpoint: no complete checkpoint in {}{}: starting from the beginning",
+                         cc.dir.string(), ignored);
+    }
+  }
+  // A fresh run replaces the checkpoints of an earlier run; a resumed one drops the incomplete
+  // ones the interrupted run left after the checkpoint it continues.
+  std::size_t replaced = 0;
+  for (const auto& st : steps) {
+    if (chosen && st.step <= *chosen) continue;
+    fs::remove(st.path / ck::kMetadataName, ec);  // first: a half-removed folder is incomplete
+    if (!ec) fs::remove_all(st.path, ec);
+    if (ec)
+      throw RuntimeError(fmt::format("checkpoint: cannot remove the old checkpoint {}: {}",
+                                     st.path.string(), ec.message()));
+    if (st.complete) ++replaced;
+  }
+  if (!options.resume && replaced > 0)
+    note = fmt::format(
+        "checkpoint: starting over: removed {} checkpoint{} of an earlier run from {} (tally run "
+        "--resume continues from the last one)",
+        replaced, replaced == 1 ? "" : "s", cc.dir.string());
+  d.set("notice", note);
+  return d;
+}
+
+// This rank: loads its metric states from its shard of `m` and reads again the batches it had
+// read, keeping only the held-back sample. Returns the batches read; a reading failure is
+// recorded (the caller stops); a shard that cannot be used throws.
+std::int64_t Evaluator::Impl::restore(Reader& reader, const checkpoint::Metadata& m,
+                                      const ReadOptions& options) {
+  namespace ck = checkpoint;
+  const CheckpointConfig& cc = *config.checkpoint;
+  const int me = backend->rank();
+  const auto r = static_cast<std::size_t>(me);
+  const fs::path step_dir = cc.dir / ck::step_name(m.step);
+  const fs::path meta_path = step_dir / ck::kMetadataName;
+  const fs::path file = step_dir / m.shards[r].file;
+  const std::string bytes = ck::read_bytes(file, "checkpoint shard", kCheckpointShardMaxBytes);
+  ck::verify(bytes, m.shards[r], file, meta_path);
+  const auto shard = ck::Shard::parse(bytes, file);
+  if (shard.rank != me || shard.step != m.step || shard.samples != m.samples[r] ||
+      shard.batches != m.batches[r])
+    throw InputError(fmt::format(
+        "checkpoint shard {}: expected rank {} at step {} after {} samples in {} batches ({}), "
+        "found rank {} at step {} after {} samples in {} batches",
+        file.string(), me, m.step, m.samples[r], m.batches[r], ck::kMetadataName, shard.rank,
+        shard.step, shard.samples, shard.batches));
+
+  // The metric states, packed as the sync protocol packs them: [0, [state...]].
+  msgpack::object_handle h;
+  try {
+    h = unpack_bounded(std::as_bytes(std::span(shard.payload.data(), shard.payload.size())),
+                       /*reference_bins=*/true);
+  } catch (const std::exception& e) {
+    throw InputError(fmt::format("checkpoint shard {}: the metric states are not valid msgpack: {}",
+                                 file.string(), e.what()));
+  }
+  const auto& o = h.get();
+  if (o.type != msgpack::type::ARRAY || o.via.array.size != 2 ||
+      o.via.array.ptr[0].type != msgpack::type::POSITIVE_INTEGER ||
+      o.via.array.ptr[0].via.u64 != 0 || o.via.array.ptr[1].type != msgpack::type::ARRAY ||
+      o.via.array.ptr[1].via.array.size != metrics.size())
+    throw InputError(
+        fmt::format("checkpoint shard {}: expected the states of {} metrics, found something else",
+                    file.string(), metrics.size()));
+  for (std::size_t i = 0; i < metrics.size(); ++i) {
+    try {
+      metrics[i].metric->restore(o.via.array.ptr[1].via.array.ptr[i]);
+    } catch (const std::exception&) {
+      throw InputError(
+          fmt::format("checkpoint shard {}: metric '{}' cannot read its saved state (expected "
+                      "the state its plugin packs)",
+                      file.string(), metrics[i].label));
+    }
+  }
+
+  const auto total = reader.total_samples();
+  if (total != m.dataset_samples)
+    throw InputError(fmt::format(
+        "checkpoint {}: dataset size expected {} samples (the data now), found {}: the data "
+        "changed since it was written",
+        meta_path.string(), total, m.dataset_samples));
+  held.reset();
+  samples = 0;
+  bool failed = false;
+  const bool stable = is_stable(&reader);
+  for (std::int64_t k = 0; k < shard.batches; ++k) {
+    auto b = next_batch(reader, failed);
+    if (failed) return k;
+    if (!b)
+      throw InputError(fmt::format(
+          "checkpoint shard {}: samples read expected {} in {} batches, found the data of rank {} "
+          "ends after {} in {} batches: the data changed since it was written",
+          file.string(), shard.samples, shard.batches, me, samples, k));
+    const auto n = b->size();
+    if (n > 0) {
+      if (hold_last) held = last_sample(*b, stable);
+      samples += n;
+    }
+    if (options.on_batch) options.on_batch(n);
+  }
+  if (samples != shard.samples)
+    throw InputError(fmt::format(
+        "checkpoint shard {}: samples read expected {} in {} batches, found {}: the data changed "
+        "since it was written",
+        file.string(), shard.samples, shard.batches, samples));
+  return shard.batches;
+}
+
+void Evaluator::Impl::read_checkpointed(Reader* reader, const ReadOptions& options) {
+  namespace ck = checkpoint;
+  const CheckpointConfig& cc = *config.checkpoint;
+  if (!backend)
+    throw ConfigError(
+        "this evaluator was built to validate a config; it has no backend to read data with");
+  Collectives& b = collectives();
+  const int world = b.world_size();
+  const int me = b.rank();
+  const auto expected = expectation();
+
+  // 1. Rank 0 picks the checkpoint to resume (or clears the folder for a fresh run) and tells
+  // every rank; a refusal fails every rank alike, before anything is read.
+  msgpack::sbuffer out;
+  if (me == 0) {
+    Value d = Value::map();
+    d.set("status", -1);  // rank 0 failed already: compute() reports it on every rank
+    if (!error && reader != nullptr) {
+      try {
+        d = decide(*reader, options, expected);
+      } catch (const Error& e) {
+        d = Value::map();
+        d.set("status", e.exit_code());
+        d.set("message", e.what());
+      } catch (const std::exception& e) {
+        d = Value::map();
+        d.set("status", 1);
+        d.set("message", fmt::format("checkpoint: {}", e.what()));
+      }
+    }
+    msgpack::pack(out, d);
+  }
+  const Value decision = unpack_value(b.broadcast_object(bytes_of(out), 0, {"checkpoint decision"}),
+                                      "rank 0's checkpoint decision");
+  const auto status = decision.at("status").as_int();
+  if (status > 0) throw_error(static_cast<int>(status), decision.at("message").as_string());
+  if (status < 0) return;
+  const std::int64_t from = decision.at("step").as_int();
+
+  // 2. Every rank restores its own shard; the ranks agree before any goes on.
+  std::int64_t step = 0;
+  std::int64_t batches = 0;
+  Value mine = Value::map();
+  int kind = 0;  // 0 ok, 1 this rank failed before (recorded), 2 its shard cannot be used
+  if (error || reader == nullptr) {
+    kind = 1;
+  } else if (from >= 0) {
+    try {
+      const auto meta_path = cc.dir / ck::step_name(from) / ck::kMetadataName;
+      const auto m = ck::Metadata::parse(decision.at("metadata").as_string(), meta_path);
+      batches = restore(*reader, m, options);
+      step = m.step;
+      if (error) kind = 1;
+    } catch (const Error& e) {
+      kind = 2;
+      mine.set("code", e.exit_code());
+      mine.set("message", e.what());
+    } catch (const std::exception& e) {
+      kind = 2;
+      mine.set("code", 1);
+      mine.set("message", fmt::format("checkpoint: {}", e.what()));
+    }
+  }
+  mine.set("kind", kind);
+  msgpack::sbuffer packed_status;
+  msgpack::pack(packed_status, mine);
+  {
+    const auto all = b.all_gather_object(bytes_of(packed_status), {"checkpoint status"});
+    std::optional<std::pair<int, std::string>> refusal;
+    bool stop = false;
+    for (int r = 0; r < world; ++r) {
+      const Value v = unpack_value(all[static_cast<std::size_t>(r)], "a rank's restore status");
+      const auto k = v.at("kind").as_int();
+      if (k == 2 && !refusal) {
+        const auto& msg = v.at("message").as_string();
+        refusal.emplace(static_cast<int>(v.at("code").as_int()),
+                        world > 1 ? fmt::format("rank {}: {}", r, msg) : msg);
+      }
+      stop = stop || k != 0;
+    }
+    if (refusal) throw_error(refusal->first, refusal->second);
+    // Said once every rank has restored its shard: "resuming from" is then true.
+    if (const Value* note = decision.find("notice");
+        me == 0 && options.on_notice && note != nullptr && !note->as_string().empty())
+      options.on_notice(note->as_string());
+    if (stop) return;
+  }
+
+  // 3. Rounds: every rank reads up to N batches and writes its shard; once every shard is
+  // written, rank 0 writes the metadata that completes the checkpoint. Ranks whose shard is done
+  // keep taking part until every shard is done.
+  const std::int64_t every = cc.every_n_batches;
+  const bool stable = is_stable(reader);
+  bool done = false;
+  while (true) {
+    bool failed = error.has_value();
+    for (std::int64_t i = 0; i < every && !done && !failed; ++i) {
+      auto batch = next_batch(*reader, failed);
+      if (failed) break;
+      if (!batch) {
+        done = true;
+        break;
+      }
+      const auto n = batch->size();
+      try {
+        add(*batch, stable);
+      } catch (const std::exception&) {  // add() recorded it
+        failed = true;
+        break;
+      }
+      ++batches;
+      if (options.on_batch) options.on_batch(n);
+    }
+    step += every;
+    const fs::path step_dir = cc.dir / ck::step_name(step);
+    Value rec = Value::map();
+    if (!error) {
+      recording("checkpoint: ", [&] {
+        ck::Shard shard;
+        shard.rank = me;
+        shard.step = step;
+        shard.samples = samples;
+        shard.batches = batches;
+        msgpack::sbuffer payload;
+        save_states(payload);
+        shard.payload.assign(payload.data(), payload.size());
+        const std::string bytes = shard.serialize();
+        ck::make_dir(step_dir);
+        write_file_atomic(step_dir / ck::shard_name(me), bytes, "checkpoint shard");
+        rec.set("crc32", static_cast<std::int64_t>(ck::crc32_of(bytes)));
+        rec.set("size", as_count(bytes.size()));
+      });
+    }
+    rec.set("failed", error.has_value());
+    rec.set("done", done);
+    rec.set("samples", samples);
+    rec.set("batches", batches);
+    msgpack::sbuffer packed_rec;
+    msgpack::pack(packed_rec, rec);
+    std::vector<Value> recs;
+    {
+      const auto all = b.all_gather_object(bytes_of(packed_rec), {"checkpoint round"});
+      for (int r = 0; r < world; ++r)
+        recs.push_back(
+            unpack_value(all[static_cast<std::size_t>(r)], "a rank's checkpoint record"));
+    }
+    // A rank failed: no checkpoint for this step (its shards stay incomplete), and compute()
+    // reports the failure on every rank.
+    if (std::any_of(recs.begin(), recs.end(),
+                    [](const Value& v) { return v.at("failed").as_bool(); }))
+      return;
+    if (me == 0) {
+      recording("checkpoint: ", [&] {
+        ck::Metadata m;
+        m.tally_version = kVersion;
+        m.protocol = kProtocolVersion;
+        m.step = step;
+        m.every_n_batches = every;
+        m.world_size = world;
+        m.config_fingerprint = expected.config_fingerprint;
+        m.plugins = expected.plugins;
+        m.dataset_samples = reader->total_samples();
+        for (int r = 0; r < world; ++r) {
+          const auto& v = recs[static_cast<std::size_t>(r)];
+          m.samples.push_back(v.at("samples").as_int());
+          m.batches.push_back(v.at("batches").as_int());
+          m.shards.push_back({ck::shard_name(r), static_cast<std::uint32_t>(v.at("crc32").as_int()),
+                              static_cast<std::uint64_t>(v.at("size").as_int())});
+        }
+        write_file_atomic(step_dir / ck::kMetadataName, m.to_json(), "checkpoint metadata");
+        for (const auto& problem : ck::prune(cc.dir, step))
+          if (options.on_notice) options.on_notice(fmt::format("checkpoint: {}", problem));
+      });
+    }
+    if (std::all_of(recs.begin(), recs.end(),
+                    [](const Value& v) { return v.at("done").as_bool(); }))
+      return;
+  }
+}
+
+}  // namespace tally

@@ -1,0 +1,147 @@
+// Evaluator::Impl and what evaluator.cpp and evaluator_checkpoint.cpp share (private to
+// libtally).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+#include <msgpack.hpp>
+
+#include "checkpoint.hpp"
+#include "config.hpp"
+#include "registry.hpp"
+#include "tally/collectives.hpp"
+#include "tally/error.hpp"
+#include "tally/evaluator.hpp"
+
+namespace tally {
+
+struct MetricSlot {
+  std::string label;
+  const Component* component = nullptr;
+  std::vector<std::pair<std::string, std::string>> inputs;  // metric input -> data field
+  std::shared_ptr<Metric> metric;
+  std::string where;
+};
+
+/// The last sample of a batch, held back: a copy, since the caller may reuse its buffers for the
+/// next batch, unless the batch comes from a StableBatchReader (views of memory nothing rewrites).
+inline Batch last_sample(const Batch& batch, bool stable) {
+  const auto n = batch.size();
+  Batch last = batch.slice(n - 1, n);
+  return stable ? last : last.clone();
+}
+
+inline bool is_stable(const Reader* reader) {
+  return dynamic_cast<const StableBatchReader*>(reader) != nullptr;
+}
+
+// Rethrows a failure reported through the sync protocol as the error type its exit code maps to.
+[[noreturn]] inline void throw_error(int exit_code, const std::string& message) {
+  if (exit_code == 2) throw InputError(message);
+  throw RuntimeError(message);
+}
+
+struct Evaluator::Impl {
+  Config config;
+  Registry registry;
+  std::shared_ptr<DistBackend> backend;
+  std::string backend_name;
+  /// The engine's object collectives over `backend`, made on first use: their buffers are reused
+  /// from one sync to the next.
+  std::unique_ptr<Collectives> collectives_;
+  Collectives& collectives() {
+    if (!collectives_) collectives_ = std::make_unique<Collectives>(*backend);
+    return *collectives_;
+  }
+  std::vector<MetricSlot> metrics;
+  std::uint64_t fingerprint = 0;
+  // What a checkpoint's config fingerprint covers: the metrics (with their plugin versions), the
+  // data (reader, its plugin version and parameters: set by make_reader) and the backend type.
+  std::string metrics_canonical;
+  std::string data_canonical;
+  std::optional<std::pair<std::string, std::string>> data_plugin;  // name, version
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+
+  // With a padded sampler (EvaluatorOptions::padded_sampler, `hold_last`), the last sample added
+  // on this rank is held back until the next add() or compute(): a
+  // distributed sampler's padding, when compute(dataset_size) says there is some, is always a
+  // rank's last sample, and must not be counted.
+  std::optional<Batch> held;
+  bool hold_last = false;
+  std::int64_t samples = 0;  // added on this rank, held sample included
+  std::optional<std::pair<int, std::string>> error;
+
+  // Every metric's whole state (Metric::save), for a checkpoint: [0, [state...]] (the held
+  // sample is not in it).
+  void save_states(msgpack::sbuffer& out) const {
+    Packer packer(out);
+    packer.pack_array(2);
+    packer.pack(0);
+    packer.pack_array(static_cast<std::uint32_t>(metrics.size()));
+    for (const auto& m : metrics) m.metric->save(packer);
+  }
+
+  void record(int exit_code, const std::string& message) {
+    if (!error) error.emplace(exit_code == 0 ? 1 : exit_code, message);
+  }
+
+  // Runs `fn`; an exception it throws is recorded (its message after `prefix`), for compute() to
+  // report on every rank. Returns whether `fn` completed.
+  template <class Fn>
+  bool recording(std::string_view prefix, Fn&& fn) {
+    try {
+      fn();
+      return true;
+    } catch (const Error& e) {
+      record(e.exit_code(), fmt::format("{}{}", prefix, e.what()));
+    } catch (const std::exception& e) {
+      record(1, fmt::format("{}{}", prefix, e.what()));
+    }
+    return false;
+  }
+
+  // The next batch of `reader`; nullopt at the end of the shard or after a failure (recorded).
+  std::optional<Batch> next_batch(Reader& reader, bool& failed) {
+    std::optional<Batch> b;
+    failed = !recording("", [&] { b = reader.next(); });
+    return b;
+  }
+
+  /// `stable`: the batch comes from a StableBatchReader.
+  void add(const Batch& batch, bool stable = false);
+  /// The metrics of the config (from_yaml); throws on the first that cannot be made.
+  void build_metrics(const std::string& source);
+  /// The start exchange (sync::exchange_start): throws on every rank what one rank's failure or
+  /// a disagreement on the data makes every rank throw.
+  void agree_at_start(const Reader* reader);
+  void read_checkpointed(Reader* reader, const ReadOptions& options);
+  Value decide(Reader& reader, const ReadOptions& options, const checkpoint::Expected& expected);
+  std::int64_t restore(Reader& reader, const checkpoint::Metadata& m, const ReadOptions& options);
+  checkpoint::Expected expectation() const;
+
+  void apply(const Batch& batch) {
+    for (auto& m : metrics) {
+      try {
+        m.metric->add(batch.renamed(m.inputs));
+      } catch (const Error& e) {
+        const std::string msg = e.what();
+        // Messages from the SDK name the field; say which metric read it.
+        const std::string prefix = fmt::format("metric '{}'", m.label);
+        if (msg.starts_with(prefix)) throw;
+        if (dynamic_cast<const InputError*>(&e))
+          throw InputError(fmt::format("{}: {}", prefix, msg));
+        throw RuntimeError(fmt::format("{}: {}", prefix, msg));
+      }
+    }
+  }
+};
+
+}  // namespace tally
