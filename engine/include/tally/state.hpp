@@ -6,7 +6,6 @@
 #include <bit>
 #include <cstdint>
 #include <cstring>
-#include <initializer_list>
 #include <span>
 #include <string>
 #include <tuple>
@@ -28,61 +27,6 @@ struct PackedVector : std::vector<T> {
   PackedVector() = default;
   explicit PackedVector(std::vector<T> v) : std::vector<T>(std::move(v)) {}
 };
-
-/// Merging integer counts from the ranks' states (rank 0, in compute). The states were packed by
-/// the same metric on other ranks, but arrive as bytes: a corrupt or hostile payload must end in
-/// an error, never in signed overflow (undefined behaviour) or in an index out of range. These
-/// throw RuntimeError("<owner>: the state of rank R is corrupt: ...").
-[[noreturn]] inline void corrupt_state(const std::string& owner, std::size_t rank,
-                                       const std::string& what) {
-  throw RuntimeError(owner + ": the state of rank " + std::to_string(rank) +
-                     " is corrupt: " + what);
-}
-
-/// a * b elements for two sizes read from a state (samples x columns, say): RuntimeError when
-/// either is negative or the product overflows, never signed overflow.
-inline std::size_t state_cells(std::int64_t a, std::int64_t b, const std::string& owner,
-                               std::size_t rank) {
-  std::int64_t cells = 0;
-  if (a < 0 || b < 0 || __builtin_mul_overflow(a, b, &cells))
-    corrupt_state(owner, rank,
-                  "sizes " + std::to_string(a) + " x " + std::to_string(b) + " are not a size");
-  return static_cast<std::size_t>(cells);
-}
-
-/// into += v, checked.
-inline void add_count(std::int64_t& into, std::int64_t v, const std::string& owner,
-                      std::size_t rank) {
-  if (__builtin_add_overflow(into, v, &into)) corrupt_state(owner, rank, "a count overflows");
-}
-
-/// into[i] += from[i] for every i, checked; the sizes must agree.
-inline void add_counts(std::span<std::int64_t> into, std::span<const std::int64_t> from,
-                       const std::string& owner, std::size_t rank) {
-  if (into.size() != from.size())
-    corrupt_state(owner, rank,
-                  std::to_string(from.size()) + " counts where " + std::to_string(into.size()) +
-                      " were expected");
-  bool overflow = false;
-  for (std::size_t i = 0; i < into.size(); ++i)
-    overflow |= __builtin_add_overflow(into[i], from[i], &into[i]);
-  if (overflow) corrupt_state(owner, rank, "a count overflows");
-}
-
-/// Checks merged counts (after every rank's were added, `rank` being the last): each is >= 0 and
-/// all of them together sum to less than 2^62, so that any sum of some of them (a row of a
-/// confusion matrix, tp + fp), and the sum of two such sums, is exact and cannot overflow. Real
-/// counts are nowhere near: 2^62 is 4.6e18.
-inline void check_counts(std::initializer_list<std::span<const std::int64_t>> groups,
-                         const std::string& owner, std::size_t rank) {
-  std::int64_t total = 0;
-  for (const auto& g : groups)
-    for (const std::int64_t c : g) {
-      if (c < 0) corrupt_state(owner, rank, "a count is negative (" + std::to_string(c) + ")");
-      if (__builtin_add_overflow(total, c, &total) || total >= (std::int64_t{1} << 62))
-        corrupt_state(owner, rank, "the counts sum to 2^62 or more");
-    }
-}
 
 // ---- state fields and how ranks merge them ------------------------------------------------------
 //
