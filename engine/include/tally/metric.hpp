@@ -246,16 +246,12 @@ class TypedMetric : public Metric {
   void write_sums(std::span<std::int64_t> out) const final {
     if (!reducible()) return;
     const State layout = initial_state();
-    auto fixed = layout.tally_fields();
     std::size_t at = 0;
-    detail::zip_fields(state(), layout, [&](const auto& mine, const auto&, std::size_t i) {
+    // The sizes are those of the initial state, field by field (zip_fields pairs them).
+    detail::zip_fields(state(), layout, [&](const auto& mine, const auto& fixed, std::size_t i) {
       if constexpr (detail::is_count_field<decltype(mine)>()) {
         const auto v = detail::counts_of(mine.value);
-        std::size_t want = 0;
-        detail::for_each_field(fixed, [&](const auto& f, std::size_t j) {
-          if constexpr (detail::is_count_field<decltype(f)>())
-            if (j == i) want = detail::counts_of(f.value).size();
-        });
+        const std::size_t want = detail::counts_of(fixed.value).size();
         if (v.size() != want || at + v.size() > out.size())
           throw RuntimeError("state field " + std::to_string(i) + " holds " +
                              std::to_string(v.size()) + " counts, its initial state " +
