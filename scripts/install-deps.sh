@@ -7,6 +7,9 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libyaml-cpp-dev libmsgpack-cxx-dev libboost-dev libboost-filesystem-dev
   libopenmpi-dev openmpi-bin
+  libgloo-dev                 # the gloo backend: TCP collectives without MPI (torchrun, srun)
+  slurmctld slurmd slurm-client munge  # tests/launchers/slurm.sh: srun under a private local Slurm
+  iproute2 util-linux         # tests/multihost/netns.sh: hosts as network namespaces (ip netns, unshare)
   libfmt-dev libcli11-dev nlohmann-json3-dev
   libspng-dev                 # PNG label maps and images (png_masks, images readers)
   libsimdjson-dev             # large JSON: jsonl reader, COCO annotations

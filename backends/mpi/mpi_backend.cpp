@@ -4,6 +4,10 @@
 // which is at most INT_MAX so every count fits MPI's int. tally's traffic
 // runs on its own duplicate of MPI_COMM_WORLD with MPI_ERRORS_RETURN, so it never mixes with the
 // host program's and every failure becomes a tally::RuntimeError naming the rank and the call.
+// A host program may give its own communicator instead (param `communicator`: its Fortran handle,
+// MPI_Comm_c2f(comm), as tally::mpi_backend(comm) of tally/mpi.hpp passes it): the backend then
+// runs on a duplicate of that one, and never frees the host's. The local rank (LocalRank) comes
+// from the communicator split by shared memory, so it is right on any communicator.
 //
 // MPI is initialised only if the host program has not done it, and finalised only by the backend
 // that initialised it, when the last live mpi backend of the process goes away.
@@ -55,6 +59,7 @@ namespace {
 constexpr std::int64_t kDefaultChunkBytes = std::int64_t{1} << 30;
 constexpr double kDefaultTimeout = 600.0;
 constexpr double kMinStartTimeout = 30.0;
+constexpr std::int64_t kWorldCommunicator = -1;  // `communicator`'s default: MPI_COMM_WORLD
 
 // This process's rank as its launcher numbered it, before MPI is up ("?" when none says).
 std::string launcher_rank_text() {
@@ -67,11 +72,13 @@ class MpiBackend final : public tally::DistBackend,
                          public tally::VaryingAllGather,
                          public tally::RootedGather,
                          public tally::Reducer,
-                         public tally::WorkAndWait {
+                         public tally::WorkAndWait,
+                         public tally::LocalRank {
  public:
   explicit MpiBackend(const tally::Params& params) {
     const std::int64_t chunk = params.get_int("chunk_bytes");
     const double timeout = params.get_double("timeout");
+    const std::int64_t handle = params.get_int("communicator");
     if (!(timeout > 0) || !std::isfinite(timeout))
       params.fail("timeout",
                   "must be a positive number of seconds, got " + std::to_string(timeout));
@@ -87,23 +94,34 @@ class MpiBackend final : public tally::DistBackend,
     const std::string me = launcher_rank_text();
     tally::Watchdog start_watch("mpi backend: rank " + me, std::max(timeout, kMinStartTimeout),
                                 me == "?" ? 0.0 : std::min(3.0 * std::atof(me.c_str()), 30.0));
-    tally::Watchdog::Scope starting(start_watch,
-                                    "starting MPI (MPI_Init_thread, MPI_Comm_dup: every rank of "
-                                    "the job must run tally with the mpi backend; start-up waits "
-                                    "at least 30 s)");
+    tally::Watchdog::Scope starting(
+        start_watch,
+        "starting MPI (MPI_Init_thread, MPI_Comm_dup, MPI_Comm_split_type: every rank of "
+        "the job must run tally with the mpi backend; start-up waits "
+        "at least 30 s)");
     mpi_.acquire(
         "mpi backend",
         "initialise MPI in the host program to use several mpi backends one after another");
     try {
-      check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup(MPI_COMM_WORLD)");
+      const MPI_Comm base = host_communicator(params, handle);
+      const char* dup = handle == kWorldCommunicator ? "MPI_Comm_dup(MPI_COMM_WORLD)"
+                                                     : "MPI_Comm_dup(the host's communicator)";
+      check(MPI_Comm_dup(base, &comm_), dup);
       check(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
-      check(MPI_Comm_dup(MPI_COMM_WORLD, &beat_comm_), "MPI_Comm_dup(MPI_COMM_WORLD)");
+      check(MPI_Comm_dup(base, &beat_comm_), dup);
       check(MPI_Comm_set_errhandler(beat_comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
       int level = MPI_THREAD_SINGLE;
       check(MPI_Query_thread(&level), "MPI_Query_thread");
       heartbeats_ = level >= MPI_THREAD_SERIALIZED;
       check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
       check(MPI_Comm_size(comm_, &world_), "MPI_Comm_size");
+      // The ranks that share this host: those that can share memory with this one.
+      MPI_Comm here = MPI_COMM_NULL;
+      check(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &here),
+            "MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)");
+      const int got = MPI_Comm_rank(here, &local_rank_);
+      MPI_Comm_free(&here);
+      check(got, "MPI_Comm_rank (local)");
       if (chunk < world_) {
         params.fail("chunk_bytes", "must be at least the world size (" + std::to_string(world_) +
                                        "), got " + std::to_string(chunk));
@@ -133,6 +151,7 @@ class MpiBackend final : public tally::DistBackend,
   }
   int rank() const override { return rank_; }
   int world_size() const override { return world_; }
+  int local_rank() const override { return local_rank_; }
   void barrier(const tally::CallOptions& call) override {
     const Armed w(*this, call, "MPI_Barrier");
     check(MPI_Barrier(comm_), "MPI_Barrier");
@@ -141,7 +160,7 @@ class MpiBackend final : public tally::DistBackend,
 
   void* find_primitive(std::string_view id) override {
     return tally::offer_primitives<tally::VaryingAllGather, tally::RootedGather, tally::Reducer,
-                                   tally::WorkAndWait>(this, id);
+                                   tally::WorkAndWait, tally::LocalRank>(this, id);
   }
 
   void all_gather_equal(const std::byte* send, std::size_t n, std::byte* recv,
@@ -240,6 +259,31 @@ class MpiBackend final : public tally::DistBackend,
   }
 
  private:
+  /// The communicator `communicator` names: MPI_COMM_WORLD by default, else the host program's
+  /// (a Fortran handle, MPI_Comm_c2f). ConfigError for a handle that names no communicator, the
+  /// null one, or an intercommunicator.
+  static MPI_Comm host_communicator(const tally::Params& params, std::int64_t handle) {
+    if (handle == kWorldCommunicator) return MPI_COMM_WORLD;
+    const std::string given = std::to_string(handle);
+    if (handle < INT_MIN || handle > INT_MAX)
+      params.fail("communicator",
+                  "must be a Fortran communicator handle (MPI_Comm_c2f) or -1 "
+                  "for MPI_COMM_WORLD, got " +
+                      given);
+    const MPI_Comm comm = MPI_Comm_f2c(static_cast<MPI_Fint>(handle));
+    if (comm == MPI_Comm{} || comm == MPI_COMM_NULL)
+      params.fail("communicator",
+                  "must be the Fortran handle (MPI_Comm_c2f) of a live communicator of this "
+                  "process, or -1 for MPI_COMM_WORLD; " +
+                      given + " names " +
+                      (comm == MPI_COMM_NULL ? "MPI_COMM_NULL" : "no communicator"));
+    int inter = 0;
+    if (MPI_Comm_test_inter(comm, &inter) != MPI_SUCCESS || inter != 0)
+      params.fail("communicator",
+                  "must be an intracommunicator; handle " + given + " names an intercommunicator");
+    return comm;
+  }
+
   /// The watchdog armed for one MPI call, under the engine's name for it ("all_gather_object
   /// (sync payload): MPI_Allgatherv") and the call's deadline.
   class Armed {
@@ -395,6 +439,7 @@ class MpiBackend final : public tally::DistBackend,
   std::size_t chunk_bytes_ = static_cast<std::size_t>(kDefaultChunkBytes);
   int rank_ = 0;
   int world_ = 1;
+  int local_rank_ = 0;
   tally::mpi_session::Hold mpi_;
   std::unique_ptr<tally::Watchdog> watchdog_;
   std::vector<int> counts_;
@@ -412,7 +457,13 @@ std::vector<tally::ParamSpec> mpi_params() {
                        "first collective after reading waits for the slowest rank to finish "
                        "reading. Rank 0 computing the results is alive, not hung: the others wait "
                        "for it as long as its heartbeats (every timeout / 4) arrive.")
-              .def(kDefaultTimeout)};
+              .def(kDefaultTimeout),
+          tally::param("communicator", tally::ParamType::Int,
+                       "the communicator to run on, as its Fortran handle (MPI_Comm_c2f), for a "
+                       "host program that initialised MPI and evaluates on its own communicator "
+                       "(tally::mpi_backend(comm) in tally/mpi.hpp passes it); the backend "
+                       "duplicates it and never frees it. -1: MPI_COMM_WORLD")
+              .def(kWorldCommunicator)};
 }
 
 }  // namespace
@@ -421,7 +472,8 @@ TALLY_PLUGIN("mpi", "0.1.0", [] {
   return std::vector<tally::ComponentInfo>{tally::backend<MpiBackend>(
       "mpi",
       "Open MPI: sizes with MPI_Allgather, bytes with MPI_Allgatherv (MPI_Gatherv to one rank), "
-      "counts with MPI_Reduce, on a duplicate of MPI_COMM_WORLD. Initialises MPI only if the host "
+      "counts with MPI_Reduce, on a duplicate of MPI_COMM_WORLD (or of the host program's "
+      "communicator). Initialises MPI only if the host "
       "program has not, and finalises only what "
       "it initialised.",
       mpi_params())};

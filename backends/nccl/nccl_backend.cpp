@@ -6,8 +6,12 @@
 // pinned host buffer, then to this rank's slot of a device buffer, gathered in place with one
 // ncclAllGather, and copied back (device -> pinned -> caller). broadcast: the same with
 // ncclBroadcast; reduce_values (the optional tally::Reducer): the same with ncclReduce on int64,
-// in place. Varying sizes use the engine's fallback: padded to the largest, gathered equal,
-// unpadded on the host. Both staging
+// in place. gather_varying (the optional tally::RootedGather, what a sync uses to bring the states
+// to rank 0): grouped point-to-point calls -- the root ncclRecv's every other rank's bytes into
+// their place in its device buffer, the others ncclSend theirs, within one ncclGroupStart/
+// ncclGroupEnd -- so a rank other than the root stages and moves only its own bytes. Varying
+// all-gathers use the engine's fallback: padded to the largest, gathered equal, unpadded on the
+// host. Both staging
 // buffers (device and pinned host) are allocated on first use, grow geometrically, never beyond
 // chunk_bytes(), and are reused across syncs. Pinned host memory is not an optimisation only: a
 // device-to-host copy into pageable memory blocks the calling thread until the copy -- queued
@@ -20,10 +24,17 @@
 // (ncclCommAbort) and throws tally::RuntimeError naming the rank and the operation. A later call
 // on an aborted backend throws too, repeating the first error.
 //
-// Bootstrap (nccl_support.hpp). Under an MPI launcher rank 0 creates the ncclUniqueId and MPI
-// broadcasts it (MPI is initialised only if the host program has not, and finalised only by the
-// backend that initialised it, as the mpi backend does); otherwise rank 0 publishes it in a
-// rendezvous file (backend.rendezvous) that the other ranks poll; a world of one needs neither.
+// Bootstrap (nccl_support.hpp, choose_bootstrap: the precedence). Rank 0 creates the
+// ncclUniqueId and hands it to the others through
+//   - a rendezvous file (backend.rendezvous) that the other ranks poll, when one is configured;
+//   - the job's TCP store (backends/common/tcp_store.hpp) when backend.master_addr/master_port
+//     ask for it, or -- when no MPI launcher started the process -- when the environment names
+//     one (torchrun's MASTER_ADDR/MASTER_PORT, srun's node list): rank 0 sets the id under the
+//     backend's key prefix, the others get it, each wait bounded by backend.timeout. Rank 0
+//     serves the store itself unless torchrun's agent does, and serves it until the process ends;
+//   - MPI under an MPI launcher: MPI broadcasts it (MPI is initialised only if the host program
+//     has not, and finalised only by the backend that initialised it, as the mpi backend does);
+// a world of one needs none of them.
 // The device is backend.device, or the local rank modulo the visible devices.
 //
 // libnccl is opened with dlopen when the first backend is made, not linked: the registry loads
@@ -49,6 +60,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
@@ -105,6 +118,10 @@ struct NcclApi {
   decltype(&ncclAllGather) AllGather = nullptr;
   decltype(&ncclBroadcast) Broadcast = nullptr;
   decltype(&ncclReduce) Reduce = nullptr;
+  decltype(&ncclSend) Send = nullptr;
+  decltype(&ncclRecv) Recv = nullptr;
+  decltype(&ncclGroupStart) GroupStart = nullptr;
+  decltype(&ncclGroupEnd) GroupEnd = nullptr;
   int version = 0;
   std::string file;
 };
@@ -166,6 +183,10 @@ const NcclApi& nccl_api() {
   bind(lib, "ncclAllGather", a.AllGather, missing);
   bind(lib, "ncclBroadcast", a.Broadcast, missing);
   bind(lib, "ncclReduce", a.Reduce, missing);
+  bind(lib, "ncclSend", a.Send, missing);
+  bind(lib, "ncclRecv", a.Recv, missing);
+  bind(lib, "ncclGroupStart", a.GroupStart, missing);
+  bind(lib, "ncclGroupEnd", a.GroupEnd, missing);
   if (!missing.empty()) {
     failure = "nccl backend: " + file + " lacks " + missing + ": NCCL >= 2.14 is needed";
     throw tally::RuntimeError(failure);
@@ -186,9 +207,31 @@ using MpiHold = tally::mpi_session::Hold;
 inline std::string mpi_text(int code) { return tally::mpi_session::error_string(code); }
 #endif
 
+// ---- the TCP store, for the bootstrap only ----------------------------------------------------
+
+// Rank 0 serves the store (when it hosts it: not under torchrun's agent store) until the process
+// exits, not only while its backend lives: another rank that makes its next backend before rank 0
+// has destroyed the previous one connects to the same server and finds the keys under the next
+// prefix (tcp_store.hpp, JobStore); a server closed and opened again between the two would drop
+// that rank's connection and the counts of the backends made.
+void serve_store(std::uint16_t port) {
+  static std::mutex mutex;
+  static std::map<std::uint16_t, std::unique_ptr<tally_store::TcpStoreServer>> servers;
+  std::lock_guard lock(mutex);
+  auto& server = servers[port];
+  if (!server) server = std::make_unique<tally_store::TcpStoreServer>(port, "nccl backend: ");
+}
+
+std::string store_text(const tally_store::StoreAddress& a) {
+  const bool v6 = a.host.find(':') != std::string::npos;
+  return (v6 ? "[" + a.host + "]" : a.host) + ":" + std::to_string(a.port) + " (" + a.source + ")";
+}
+
 // ---- the backend -----------------------------------------------------------------------------
 
-class NcclBackend final : public tally::DistBackend, public tally::Reducer {
+class NcclBackend final : public tally::DistBackend,
+                          public tally::Reducer,
+                          public tally::RootedGather {
  public:
   explicit NcclBackend(const tally::Params& params) {
     // 1. Parameters: wrong values are config errors before anything is touched.
@@ -200,12 +243,25 @@ class NcclBackend final : public tally::DistBackend, public tally::Reducer {
     std::optional<std::int64_t> requested_device;
     if (params.has("device")) requested_device = params.get_int("device");
     if (params.has("rendezvous")) rendezvous_ = params.get_string("rendezvous");
+    std::optional<std::string> master_addr;
+    std::optional<std::int64_t> master_port;
+    if (params.has("master_addr")) master_addr = params.get_string("master_addr");
+    if (params.has("master_port")) master_port = params.get_int("master_port");
 
     // 2. The launcher's environment and the bootstrap it allows (config errors too).
-    tally_nccl::LaunchEnv env = tally_nccl::read_launch_env(tally_nccl::process_env());
-    const auto bootstrap = tally_nccl::choose_bootstrap(env, !rendezvous_.empty(), kWithMpi);
+    const tally_nccl::GetEnv get_env = tally_nccl::process_env();
+    tally_nccl::LaunchEnv env = tally_nccl::read_launch_env(get_env);
+    const auto store_source = master_addr || master_port ? tally_nccl::StoreSource::Config
+                              : tally_nccl::store_in_env(get_env)
+                                  ? tally_nccl::StoreSource::Environment
+                                  : tally_nccl::StoreSource::None;
+    const auto bootstrap =
+        tally_nccl::choose_bootstrap(env, !rendezvous_.empty(), kWithMpi, store_source);
     rank_ = env.rank;
     world_ = env.world_size;
+    std::optional<tally_store::StoreAddress> store;
+    if (bootstrap == tally_nccl::BootstrapKind::Store)
+      store = tally_nccl::store_address(get_env, rank_, master_addr, master_port);
 
     try {
       // 3. A GPU, and NCCL.
@@ -257,7 +313,9 @@ class NcclBackend final : public tally::DistBackend, public tally::Reducer {
       std::int32_t id_status = 0;
       if (rank_ == 0) {
         const ncclResult_t r = api_->GetUniqueId(&id);
-        if (r != ncclSuccess && bootstrap != tally_nccl::BootstrapKind::Mpi)
+        // MPI and the store tell the other ranks first (below), so that they fail at once.
+        if (r != ncclSuccess && bootstrap != tally_nccl::BootstrapKind::Mpi &&
+            bootstrap != tally_nccl::BootstrapKind::Store)
           nccl_check(r, "ncclGetUniqueId");
         id_status = static_cast<std::int32_t>(r);
       }
@@ -275,6 +333,9 @@ class NcclBackend final : public tally::DistBackend, public tally::Reducer {
                                                 rank_, std::chrono::duration<double>(timeout_s_));
             std::memcpy(id_bytes.data(), got.data(), id_bytes.size());
           }
+          break;
+        case tally_nccl::BootstrapKind::Store:
+          exchange_id_through_store(*store, id_status, id_bytes);
           break;
         case tally_nccl::BootstrapKind::Mpi:
 #if TALLY_NCCL_WITH_MPI
@@ -308,14 +369,21 @@ class NcclBackend final : public tally::DistBackend, public tally::Reducer {
       const std::string init_what =
           "ncclCommInitRankConfig (world size " + std::to_string(world_) +
           ", bootstrap: " + tally_nccl::bootstrap_name(bootstrap) +
-          (bootstrap == tally_nccl::BootstrapKind::File ? " " + rendezvous_ : std::string()) + ")";
+          (bootstrap == tally_nccl::BootstrapKind::File    ? " " + rendezvous_
+           : bootstrap == tally_nccl::BootstrapKind::Store ? " " + store_text(*store)
+                                                           : std::string()) +
+          ")";
       if (r != ncclSuccess && r != ncclInProgress) fail_nccl(init_what, r);
-      wait_comm(init_what, start, timeout_s_,
-                bootstrap == tally_nccl::BootstrapKind::File
-                    ? "; did every rank start? A rendezvous file left by an earlier run gives the "
-                      "ranks different ids: delete " +
-                          rendezvous_ + " and retry"
-                    : "; did every rank start?");
+      wait_comm(
+          init_what, start, timeout_s_,
+          bootstrap == tally_nccl::BootstrapKind::File
+              ? "; did every rank start? A rendezvous file left by an earlier run gives the "
+                "ranks different ids: delete " +
+                    rendezvous_ + " and retry"
+          : bootstrap == tally_nccl::BootstrapKind::Store
+              ? "; did every rank start? Every rank must be given the same store (MASTER_ADDR, "
+                "MASTER_PORT) and world size"
+              : "; did every rank start?");
       // Every rank has joined, so every rank has read the file: it has served.
       if (published_) {
         tally_nccl::remove_rendezvous(rendezvous_);
@@ -345,7 +413,7 @@ class NcclBackend final : public tally::DistBackend, public tally::Reducer {
   }
   std::size_t chunk_bytes() const override { return chunk_bytes_; }
   void* find_primitive(std::string_view id) override {
-    return tally::offer_primitives<tally::Reducer>(this, id);
+    return tally::offer_primitives<tally::Reducer, tally::RootedGather>(this, id);
   }
 
   void all_gather_equal(const std::byte* send, std::size_t n, std::byte* recv,
@@ -400,6 +468,93 @@ class NcclBackend final : public tally::DistBackend, public tally::Reducer {
     if (!is_src) std::memcpy(buf, host_, n);
   }
 
+  // The rooted gather, with grouped point-to-point calls: the root receives every other rank's
+  // bytes straight into their place in its device staging buffer (ncclRecv), the others send
+  // theirs (ncclSend), all in one ncclGroupStart/ncclGroupEnd; a zero count is no call at all.
+  // The root's own bytes never leave the host. Only the root stages (and copies back) the whole
+  // gather: another rank's staging holds its own contribution.
+  void gather_varying(const std::byte* send, std::span<const std::size_t> counts, std::byte* recv,
+                      int root, const tally::CallOptions& call) override {
+    usable();
+    const std::size_t world = static_cast<std::size_t>(world_);
+    if (counts.size() != world || root < 0 || root >= world_)
+      throw tally::RuntimeError("nccl backend: " + where() + "gather_varying got " +
+                                std::to_string(counts.size()) + " counts and root " +
+                                std::to_string(root) + " for a world of " + std::to_string(world_));
+    const bool is_root = rank_ == root;
+    const std::size_t mine = counts[static_cast<std::size_t>(rank_)];
+    std::size_t total = 0;
+    for (const std::size_t n : counts) total += n;
+    const std::size_t theirs = total - counts[static_cast<std::size_t>(root)];
+    if (is_root && mine > 0)
+      std::memcpy(recv + offset_of(counts, rank_), send, mine);  // its own: host to host
+    // Nothing crosses the wire for this rank: a sender with nothing to send, or a root that
+    // receives nothing. (Every rank decides from the same counts, so no call is left unmatched.)
+    if (is_root ? theirs == 0 : mine == 0) return;
+    const DeviceScope scope(*this);
+    reserve(is_root ? total : mine);
+    const std::string what =
+        named(call, "grouped ncclSend/ncclRecv gathering " + std::to_string(total) +
+                        " bytes to rank " + std::to_string(root));
+    const double timeout = seconds_of(call);
+    const auto start = Clock::now();
+    if (!is_root) {
+      std::memcpy(host_, send, mine);
+      cuda_check(cudaMemcpyAsync(device_buf_, host_, mine, cudaMemcpyHostToDevice, stream_),
+                 "cudaMemcpyAsync (host to device) before " + what);
+    }
+    // Every call of the group is made and the group closed even when one fails, so that this
+    // thread's NCCL group state is left balanced; the first failure then aborts.
+    ncclResult_t first = api_->GroupStart();
+    std::string failed_call = "ncclGroupStart";
+    const auto note = [&](ncclResult_t r, const char* call_name) {
+      if (first == ncclSuccess && r != ncclSuccess && r != ncclInProgress) {
+        first = r;
+        failed_call = call_name;
+      }
+    };
+    if (first == ncclSuccess) {
+      if (is_root) {
+        std::size_t at = 0;
+        for (int r = 0; r < world_; ++r) {
+          const std::size_t n = counts[static_cast<std::size_t>(r)];
+          if (r != root && n > 0)
+            note(api_->Recv(device_buf_ + at, n, ncclUint8, r, comm_, stream_), "ncclRecv");
+          at += n;
+        }
+      } else {
+        note(api_->Send(device_buf_, mine, ncclUint8, root, comm_, stream_), "ncclSend");
+      }
+      const ncclResult_t end = api_->GroupEnd();
+      if (first == ncclSuccess && end != ncclSuccess) {
+        first = end;
+        failed_call = "ncclGroupEnd";
+      }
+    }
+    if (first != ncclSuccess && first != ncclInProgress)
+      fail_nccl(what + " (" + failed_call + ")", first);
+    if (first == ncclInProgress) wait_comm(what, start, timeout, kStuckHint);
+    if (is_root) {
+      // Back to the host around the root's own slot, which holds nothing.
+      const std::size_t own_at = offset_of(counts, root);
+      const std::size_t after = own_at + counts[static_cast<std::size_t>(root)];
+      if (own_at > 0)
+        cuda_check(cudaMemcpyAsync(host_, device_buf_, own_at, cudaMemcpyDeviceToHost, stream_),
+                   "cudaMemcpyAsync (device to host) after " + what);
+      if (after < total)
+        cuda_check(cudaMemcpyAsync(host_ + after, device_buf_ + after, total - after,
+                                   cudaMemcpyDeviceToHost, stream_),
+                   "cudaMemcpyAsync (device to host) after " + what);
+    }
+    wait_stream(what, start, timeout);
+    if (is_root) {
+      const std::size_t own_at = offset_of(counts, root);
+      const std::size_t after = own_at + counts[static_cast<std::size_t>(root)];
+      if (own_at > 0) std::memcpy(recv, host_, own_at);
+      if (after < total) std::memcpy(recv + after, host_ + after, total - after);
+    }
+  }
+
   void reduce_values(std::int64_t* values, std::size_t n, tally::ReduceOp op, int root,
                      const tally::CallOptions& call) override {
     if (n == 0) return;
@@ -430,6 +585,64 @@ class NcclBackend final : public tally::DistBackend, public tally::Reducer {
   }
 
  private:
+  // The unique id through the job's TCP store: rank 0 sets its record (status, world size, id)
+  // under this backend's key, the others get it, each wait bounded by backend.timeout. The
+  // connection is closed after; rank 0's server lives on (serve_store).
+  void exchange_id_through_store(const tally_store::StoreAddress& address, std::int32_t id_status,
+                                 std::span<std::byte> id) {
+    const auto timeout = std::chrono::milliseconds(
+        static_cast<std::int64_t>(std::ceil(std::min(timeout_s_, 1e9) * 1000.0)));
+    if (address.host_here) serve_store(address.port);
+    tally_store::StoreAddress client_address = address;
+    client_address.host_here = false;  // the server above, shared by every backend of the job
+    tally_store::JobStore store(client_address, rank_, timeout, "nccl backend: ");
+    const std::string key = tally_nccl::store_id_key(store.prefix());
+    if (rank_ == 0) {
+      tally_nccl::StoreIdRecord record;
+      record.status = id_status;
+      record.world_size = world_;
+      record.id.assign(id.begin(), id.end());
+      store.client().set(key, tally_nccl::encode_store_id(record));
+      // A round trip after the SET (which has no answer): the store has it before this
+      // connection closes.
+      const std::string keys[] = {key};
+      if (!store.client().check(keys))
+        throw tally::RuntimeError("nccl backend: " + where() + "the TCP store at " +
+                                  store_text(address) + " does not hold '" + key +
+                                  "' right after rank 0 set it");
+      if (id_status != 0) nccl_check(static_cast<ncclResult_t>(id_status), "ncclGetUniqueId");
+      return;
+    }
+    const std::vector<std::byte> value =
+        store.client().get(key, "the NCCL id that rank 0 sets under '" + key + "'");
+    const auto record = tally_nccl::decode_store_id(value);
+    const std::string at = "the TCP store at " + store_text(address);
+    if (!record)
+      throw tally::RuntimeError("nccl backend: " + where() + "the value of '" + key + "' in " + at +
+                                " is not a tally NCCL id record (" + std::to_string(value.size()) +
+                                " bytes): does another program write tally's keys?");
+    if (record->status != 0)
+      throw tally::RuntimeError("nccl backend: " + where() +
+                                "rank 0 could not create the NCCL id (ncclGetUniqueId returned " +
+                                std::to_string(record->status) + "), as it says in " + at);
+    if (record->world_size != world_ || record->id.size() != id.size())
+      throw tally::ConfigError(
+          "nccl backend: " + where() + "rank 0 set a world size of " +
+          std::to_string(record->world_size) + " and an id of " +
+          std::to_string(record->id.size()) + " bytes in " + at +
+          ", this rank has a world size of " + std::to_string(world_) + " and expects " +
+          std::to_string(id.size()) +
+          " bytes: were the ranks started with different WORLD_SIZE values, or by two jobs "
+          "sharing one MASTER_PORT?");
+    std::memcpy(id.data(), record->id.data(), id.size());
+  }
+
+  static std::size_t offset_of(std::span<const std::size_t> counts, int rank) {
+    std::size_t at = 0;
+    for (int r = 0; r < rank; ++r) at += counts[static_cast<std::size_t>(r)];
+    return at;
+  }
+
   /// "all_gather_object (sync payload): ncclAllGather of 8 bytes a rank".
   static std::string named(const tally::CallOptions& call, std::string what) {
     if (call.name.empty()) return what;
@@ -685,9 +898,18 @@ std::vector<tally::ParamSpec> nccl_params() {
           .def(kDefaultTimeout),
       param("rendezvous", ParamType::Path,
             "A file on a file system every rank sees, through which rank 0 hands the NCCL id to "
-            "the others when the processes were not started by mpirun (torchrun, srun). Rank "
-            "and world size then come from RANK/WORLD_SIZE/LOCAL_RANK or "
-            "SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID.")
+            "the others; when set it is used rather than MPI or a TCP store. Rank and world size "
+            "then come from the launcher's variables (OMPI_COMM_WORLD_*, RANK/WORLD_SIZE/"
+            "LOCAL_RANK or SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID).")
+          .optional(),
+      param("master_addr", ParamType::String,
+            "The host of the TCP store through which rank 0 hands the NCCL id to the others; by "
+            "default MASTER_ADDR (torchrun). Setting this or master_port asks for the store even "
+            "under mpirun.")
+          .optional(),
+      param("master_port", ParamType::Int,
+            "The port of that TCP store (1 to 65535); by default MASTER_PORT. Rank 0 serves the "
+            "store there, unless torchrun's agent already does (TORCHELASTIC_USE_AGENT_STORE).")
           .optional(),
       param("device", ParamType::Int,
             "The CUDA device of this rank; by default the local rank modulo the visible devices.")
@@ -700,8 +922,10 @@ TALLY_PLUGIN("nccl", "0.1.0", [] {
   return std::vector<tally::ComponentInfo>{tally::backend<NcclBackend>(
       "nccl",
       "NCCL on CUDA device buffers, one GPU per rank: object sizes with an all-gather, payloads "
-      "padded to the largest and gathered with one ncclAllGather, results with ncclBroadcast; "
-      "every collective has a timeout. Bootstraps through MPI under mpirun, else a rendezvous "
-      "file (backend.rendezvous).",
+      "padded to the largest and gathered with one ncclAllGather, states to the root with grouped "
+      "ncclSend/ncclRecv, results with ncclBroadcast; every collective has a timeout. Bootstraps "
+      "through backend.rendezvous when set, else a TCP store named by backend.master_addr/"
+      "master_port, else MPI under mpirun, else the TCP store of torchrun's MASTER_ADDR/"
+      "MASTER_PORT (or srun's first node).",
       nccl_params())};
 })

@@ -23,32 +23,8 @@ namespace {
 constexpr const char* kPrefix = "nccl backend: ";
 constexpr const char* kMagic = "tally-nccl-rendezvous 1";
 
-// One launcher's variables: rank, world size, local rank.
-struct Family {
-  const char* rank;
-  const char* size;
-  const char* local;
-  const char* launcher;
-};
-constexpr Family kFamilies[] = {
-    {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK", "mpirun"},
-    {"RANK", "WORLD_SIZE", "LOCAL_RANK", "torchrun"},
-    {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "Slurm"},
-    {"PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID", "MPICH/Intel MPI"},
-};
-
 [[noreturn]] void config_error(const std::string& what) {
   throw tally::ConfigError(kPrefix + what);
-}
-
-int parse_int(const char* name, const char* value) {
-  const std::string_view s(value);
-  long long v = 0;
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (s.empty() || ec != std::errc() || end != s.data() + s.size() || v < INT32_MIN ||
-      v > INT32_MAX)
-    config_error(std::string(name) + "='" + std::string(s) + "' is not an integer");
-  return static_cast<int>(v);
 }
 
 std::string hex(std::span<const std::byte> bytes) {
@@ -93,58 +69,6 @@ std::string host_name() {
 
 }  // namespace
 
-GetEnv process_env() {
-  return [](const char* name) -> const char* { return std::getenv(name); };
-}
-
-LaunchEnv read_launch_env(const GetEnv& env) {
-  LaunchEnv out;
-  const auto set = [&](const char* name) { return env(name) != nullptr; };
-  out.under_mpi = set("OMPI_COMM_WORLD_SIZE") || set("PMI_SIZE") || set("PMIX_RANK");
-
-  if (const char* run = env("TORCHELASTIC_RUN_ID")) {
-    out.job_id = std::string("torchrun:") + run;
-  } else if (const char* job = env("SLURM_JOB_ID")) {
-    out.job_id = std::string("slurm:") + job;
-    if (const char* step = env("SLURM_STEP_ID")) out.job_id += std::string(".") + step;
-  } else if (const char* ns = env("PMIX_NAMESPACE")) {
-    out.job_id = std::string("pmix:") + ns;
-  } else if (const char* ompi = env("OMPI_MCA_ess_base_jobid")) {
-    out.job_id = std::string("ompi:") + ompi;
-  }
-  out.job_id = one_line(out.job_id);
-
-  for (const Family& f : kFamilies) {
-    const char* rank = env(f.rank);
-    const char* size = env(f.size);
-    if (rank == nullptr && size == nullptr) continue;
-    if (rank == nullptr || size == nullptr) {
-      const char* have = rank != nullptr ? f.rank : f.size;
-      const char* miss = rank != nullptr ? f.size : f.rank;
-      config_error(std::string(have) + " is set but " + miss + " is not: " + f.launcher + " sets " +
-                   f.rank + ", " + f.size + " and " + f.local + "; set them all or none");
-    }
-    out.rank = parse_int(f.rank, rank);
-    out.world_size = parse_int(f.size, size);
-    out.source = std::string(f.rank) + "=" + rank + ", " + f.size + "=" + size;
-    if (const char* local = env(f.local)) {
-      out.local_rank = parse_int(f.local, local);
-      out.source += std::string(", ") + f.local + "=" + local;
-    }
-    out.source += std::string(" (") + f.launcher + ")";
-    if (out.world_size < 1)
-      config_error(std::string(f.size) + "=" + size + " must be at least 1 (" + out.source + ")");
-    if (out.rank < 0 || out.rank >= out.world_size)
-      config_error(std::string(f.rank) + "=" + rank + " is outside [0, " + f.size + "=" + size +
-                   ") (" + out.source + ")");
-    if (out.local_rank && (*out.local_rank < 0 || *out.local_rank >= out.world_size))
-      config_error(std::string(f.local) + "=" + env(f.local) + " is outside [0, " + f.size + "=" +
-                   size + ") (" + out.source + ")");
-    return out;
-  }
-  return out;
-}
-
 const char* bootstrap_name(BootstrapKind k) noexcept {
   switch (k) {
     case BootstrapKind::Alone:
@@ -153,17 +77,24 @@ const char* bootstrap_name(BootstrapKind k) noexcept {
       return "mpi";
     case BootstrapKind::File:
       return "rendezvous file";
+    case BootstrapKind::Store:
+      return "tcp store";
   }
   return "?";
 }
 
-BootstrapKind choose_bootstrap(const LaunchEnv& env, bool have_rendezvous, bool built_with_mpi) {
+BootstrapKind choose_bootstrap(const LaunchEnv& env, bool have_rendezvous, bool built_with_mpi,
+                               StoreSource store) {
   if (have_rendezvous) return BootstrapKind::File;
+  if (store == StoreSource::Config) return BootstrapKind::Store;
   if (env.under_mpi && built_with_mpi) return BootstrapKind::Mpi;
   if (env.world_size == 1) return BootstrapKind::Alone;
+  if (store == StoreSource::Environment) return BootstrapKind::Store;
   config_error(env.source + " says " + std::to_string(env.world_size) +
-               " processes, but they have no way to share the NCCL id: set backend.rendezvous to "
-               "a file on a file system every rank sees" +
+               " processes, but they have no way to share the NCCL id: set MASTER_ADDR and "
+               "MASTER_PORT (or backend.master_addr and backend.master_port) to where rank 0 "
+               "can serve a TCP store, or set backend.rendezvous to a file on a file system "
+               "every rank sees" +
                (built_with_mpi ? std::string(", or launch with mpirun")
                                : std::string(" (this nccl backend was built without MPI)")));
 }
@@ -326,6 +257,109 @@ std::vector<std::byte> wait_for_rendezvous(const std::filesystem::path& path, st
 void remove_rendezvous(const std::filesystem::path& path) noexcept {
   std::error_code ec;
   std::filesystem::remove(path, ec);
+}
+
+// ---- the TCP store ---------------------------------------------------------------------------
+
+bool store_in_env(const GetEnv& env) {
+  return env("MASTER_ADDR") != nullptr || env("MASTER_PORT") != nullptr ||
+         env("SLURM_STEP_NODELIST") != nullptr;
+}
+
+tally_store::StoreAddress store_address(const GetEnv& env, int rank,
+                                        const std::optional<std::string>& master_addr,
+                                        std::optional<std::int64_t> master_port) {
+  if (!master_addr && !master_port) {
+    auto from_env = tally_store::store_address_from_env(env, rank, kPrefix);
+    if (!from_env)
+      config_error(
+          "no TCP store to bootstrap through: set MASTER_ADDR and MASTER_PORT, or "
+          "backend.master_addr and backend.master_port");
+    return *from_env;
+  }
+  tally_store::StoreAddress a;
+  const char* env_addr = env("MASTER_ADDR");
+  const char* env_port = env("MASTER_PORT");
+  std::string addr_from, port_from;
+  if (master_addr) {
+    if (master_addr->empty())
+      config_error("backend.master_addr is empty: expected a host name or address");
+    a.host = *master_addr;
+    addr_from = "backend.master_addr=" + a.host;
+  } else if (env_addr != nullptr && *env_addr != '\0') {
+    a.host = env_addr;
+    addr_from = "MASTER_ADDR=" + a.host;
+  } else {
+    config_error("backend.master_port is set but backend.master_addr is not, and MASTER_ADDR is " +
+                 std::string(env_addr == nullptr ? "not set" : "empty") +
+                 ": set either to the host of rank 0");
+  }
+  std::int64_t port = 0;
+  if (master_port) {
+    port = *master_port;
+    if (port < 1 || port > 65535)
+      config_error("backend.master_port must be a port in 1..65535, got " + std::to_string(port));
+    port_from = "backend.master_port=" + std::to_string(port);
+  } else if (env_port != nullptr) {
+    const std::string_view s(env_port);
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), port);
+    if (s.empty() || ec != std::errc() || end != s.data() + s.size() || port < 1 || port > 65535)
+      config_error("MASTER_PORT='" + std::string(s) +
+                   "' is not a port in 1..65535 (backend.master_addr is set; set "
+                   "backend.master_port too, or correct MASTER_PORT)");
+    port_from = "MASTER_PORT=" + std::string(s);
+  } else {
+    config_error(
+        "backend.master_addr is set but backend.master_port is not, and MASTER_PORT is not set: "
+        "set either to a free TCP port on the host of rank 0");
+  }
+  a.port = static_cast<std::uint16_t>(port);
+  // torchrun's agent already hosts a store at MASTER_ADDR:MASTER_PORT: a second server there
+  // would fail, so tally is only a client of it when the configured address is that one.
+  const char* agent = env("TORCHELASTIC_USE_AGENT_STORE");
+  const bool agent_store = agent != nullptr && std::string_view(agent) == "True" &&
+                           env_addr != nullptr && a.host == env_addr && env_port != nullptr &&
+                           std::to_string(port) == env_port;
+  a.host_here = rank == 0 && !agent_store;
+  a.source = addr_from + ", " + port_from + (agent_store ? " (torchrun's agent store)" : "");
+  return a;
+}
+
+std::string store_id_key(const std::string& prefix) { return prefix + "nccl/id"; }
+
+namespace {
+constexpr char kIdMagic[8] = {'t', 'a', 'l', 'l', 'y', 'n', 'i', '1'};
+}
+
+std::vector<std::byte> encode_store_id(const StoreIdRecord& record) {
+  std::vector<std::byte> out(sizeof kIdMagic + 3 * sizeof(std::int32_t) + record.id.size());
+  std::byte* p = out.data();
+  const auto put = [&](const void* src, std::size_t n) {
+    std::memcpy(p, src, n);
+    p += n;
+  };
+  const auto size = static_cast<std::int32_t>(record.id.size());
+  put(kIdMagic, sizeof kIdMagic);
+  put(&record.status, sizeof record.status);
+  put(&record.world_size, sizeof record.world_size);
+  put(&size, sizeof size);
+  if (!record.id.empty()) put(record.id.data(), record.id.size());
+  return out;
+}
+
+std::optional<StoreIdRecord> decode_store_id(std::span<const std::byte> bytes) {
+  constexpr std::size_t kHead = sizeof kIdMagic + 3 * sizeof(std::int32_t);
+  if (bytes.size() < kHead || std::memcmp(bytes.data(), kIdMagic, sizeof kIdMagic) != 0)
+    return std::nullopt;
+  StoreIdRecord r;
+  std::int32_t size = 0;
+  const std::byte* p = bytes.data() + sizeof kIdMagic;
+  std::memcpy(&r.status, p, sizeof r.status);
+  std::memcpy(&r.world_size, p + 4, sizeof r.world_size);
+  std::memcpy(&size, p + 8, sizeof size);
+  if (size < 0 || static_cast<std::size_t>(size) != bytes.size() - kHead) return std::nullopt;
+  r.id.assign(bytes.begin() + static_cast<std::ptrdiff_t>(kHead), bytes.end());
+  return r;
 }
 
 std::size_t grown_capacity(std::size_t current, std::size_t need, std::size_t limit) noexcept {

@@ -2,8 +2,11 @@
 // tested on any machine (tests/gpu/test_nccl_bootstrap.cpp):
 //   - the launcher's environment: rank, world size and local rank as mpirun, torchrun or Slurm
 //     set them;
-//   - how the communicator is bootstrapped (MPI, a rendezvous file, or alone) and which device a
-//     rank uses;
+//   - how the communicator is bootstrapped (MPI, the job's TCP store, a rendezvous file, or
+//     alone; see choose_bootstrap for the precedence) and which device a rank uses;
+//   - the store's address (torchrun's MASTER_ADDR/MASTER_PORT, srun, or backend.master_addr /
+//     backend.master_port) and the record rank 0 sets there: its status, the world size and the
+//     NCCL id;
 //   - the rendezvous file: rank 0 publishes the NCCL unique id atomically (temp file + rename),
 //     the other ranks poll for it until the timeout;
 //   - the growth of the staging buffers.
@@ -19,48 +22,48 @@
 #include <string>
 #include <vector>
 
+#include "../common/launch_env.hpp"
+#include "../common/tcp_store.hpp"
+
 namespace tally_nccl {
 
-/// getenv, replaceable in tests. Returns nullptr for an unset variable.
-using GetEnv = std::function<const char*(const char*)>;
-GetEnv process_env();
-
-/// This process's place in the job, as the launcher's environment tells it.
-struct LaunchEnv {
-  int rank = 0;
-  int world_size = 1;
-  /// Absent when the launcher does not say (no launcher at all: a world of one).
-  std::optional<int> local_rank;
-  /// The variables read, for messages: "RANK=1, WORLD_SIZE=4, LOCAL_RANK=1 (torchrun)"; empty
-  /// when no launcher variable is set.
-  std::string source;
-  /// An MPI launcher started this process (OMPI_COMM_WORLD_SIZE, PMI_SIZE or PMIX_RANK is set):
-  /// MPI can bootstrap the communicator.
-  bool under_mpi = false;
-  /// An id of this job and step when the launcher gives one (TORCHELASTIC_RUN_ID,
-  /// SLURM_JOB_ID.SLURM_STEP_ID, PMIX_NAMESPACE, OMPI_MCA_ess_base_jobid), written into the
-  /// rendezvous file so that a file left by an earlier job is never taken for this job's.
-  std::string job_id;
-};
-
-/// Reads the launcher variables, first match wins: Open MPI's OMPI_COMM_WORLD_RANK / _SIZE /
-/// _LOCAL_RANK (mpirun), then RANK / WORLD_SIZE / LOCAL_RANK (torchrun), then SLURM_PROCID /
-/// SLURM_NTASKS / SLURM_LOCALID (srun). No variable at all: a world of one. tally::ConfigError
-/// naming the variables when a family is incomplete (a rank without a size), a value is not an
-/// integer, or the values are inconsistent (rank outside [0, size), ...).
-LaunchEnv read_launch_env(const GetEnv& env);
+// The launcher's environment (backends/common/launch_env.hpp), shared with the gloo backend.
+using tally_launch::GetEnv;
+using tally_launch::LaunchEnv;
+using tally_launch::process_env;
+/// tally_launch::read_launch_env with the nccl backend's prefix on its messages.
+inline LaunchEnv read_launch_env(const GetEnv& env) {
+  return tally_launch::read_launch_env(env, "nccl backend: ");
+}
 
 enum class BootstrapKind {
   Alone,  // a world of one: the id never leaves the process
   Mpi,    // rank 0 creates the id and MPI broadcasts it
   File,   // rank 0 publishes the id in backend.rendezvous, the others poll for it
+  Store,  // rank 0 sets the id in the job's TCP store (tcp_store.hpp), the others get it
 };
 const char* bootstrap_name(BootstrapKind k) noexcept;
 
-/// How the communicator is bootstrapped: the rendezvous file when one is configured, else MPI under
-/// an MPI launcher when the backend was built with MPI, else alone for a world of one.
-/// tally::ConfigError when several processes have no way to share the id.
-BootstrapKind choose_bootstrap(const LaunchEnv& env, bool have_rendezvous, bool built_with_mpi);
+/// Where a TCP store address comes from, if anywhere.
+enum class StoreSource {
+  None,         // no store: neither the environment nor the config names one
+  Environment,  // MASTER_ADDR/MASTER_PORT (torchrun, or set by hand), or srun's variables
+  Config,       // backend.master_addr / backend.master_port: asked for explicitly
+};
+
+/// How the communicator is bootstrapped, first match wins:
+///   1. backend.rendezvous is set: the rendezvous file (even for a world of one);
+///   2. backend.master_addr or backend.master_port is set: the TCP store (even under mpirun, and
+///      for a world of one);
+///   3. an MPI launcher started the process (OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_RANK) and the
+///      backend was built with MPI: MPI -- under mpirun, a MASTER_ADDR/MASTER_PORT left in the
+///      environment does not take over;
+///   4. a world of one: alone;
+///   5. the environment names a store (MASTER_ADDR/MASTER_PORT as torchrun sets them, or srun's
+///      SLURM_STEP_NODELIST/SLURM_JOB_ID): the TCP store.
+/// tally::ConfigError when several processes have no way to share the id (naming the options).
+BootstrapKind choose_bootstrap(const LaunchEnv& env, bool have_rendezvous, bool built_with_mpi,
+                               StoreSource store = StoreSource::None);
 
 /// The CUDA device of this rank: `requested` (backend.device) when given, else the local rank
 /// modulo the number of visible devices (a world of one without a local rank: device 0).
@@ -101,6 +104,40 @@ std::vector<std::byte> wait_for_rendezvous(const std::filesystem::path& path, st
 /// Rank 0, once every rank has joined the communicator: the file has served; removing it lets
 /// the next job start clean. Never throws.
 void remove_rendezvous(const std::filesystem::path& path) noexcept;
+
+// ---- the TCP store ---------------------------------------------------------------------------
+
+/// Whether the environment names a store (MASTER_ADDR or MASTER_PORT, or srun's
+/// SLURM_STEP_NODELIST): only looks, never parses, so that a malformed value left in the
+/// environment of an mpirun job (which bootstraps through MPI) is no error.
+bool store_in_env(const GetEnv& env);
+
+/// The store the nccl backend bootstraps through, for rank `rank`:
+///   - `master_addr` / `master_port` (backend.master_addr / backend.master_port) when either is
+///     given, the other taken from MASTER_ADDR / MASTER_PORT when not; rank 0 hosts the store,
+///     unless TORCHELASTIC_USE_AGENT_STORE=True and the address is torchrun's own;
+///   - else the environment's (tally_store::store_address_from_env: torchrun, a hand-set pair,
+///     srun).
+/// tally::ConfigError naming the parameter or variable when the address is incomplete or a port
+/// is outside 1..65535; also when nothing names a store.
+tally_store::StoreAddress store_address(const GetEnv& env, int rank,
+                                        const std::optional<std::string>& master_addr,
+                                        std::optional<std::int64_t> master_port);
+
+/// The key rank 0 sets in the store under the backend's prefix ("tally/<n>/"): "tally/<n>/nccl/id".
+std::string store_id_key(const std::string& prefix);
+
+/// What rank 0 sets under store_id_key(): the status of its ncclGetUniqueId (0: success; else the
+/// ncclResult_t, and the others fail at once instead of timing out), the world size it was started
+/// with, and the id.
+struct StoreIdRecord {
+  std::int32_t status = 0;
+  std::int32_t world_size = 0;
+  std::vector<std::byte> id;
+};
+std::vector<std::byte> encode_store_id(const StoreIdRecord& record);
+/// nullopt for bytes that are not a record (another program's value under tally's key).
+std::optional<StoreIdRecord> decode_store_id(std::span<const std::byte> bytes);
 
 // ---- staging buffers ------------------------------------------------------------------------
 

@@ -180,10 +180,14 @@ struct RunOptions {
   std::string color = "auto";
 };
 
-// The number of ranks a launcher started (mpirun, MPICH's hydra or srun through PMI, torchrun),
-// or 1. Not SLURM_NTASKS: a batch script that runs tally once has it too.
+// The number of ranks a launcher started (mpirun, MPICH's hydra or srun through PMI, torchrun,
+// srun), or 1. SLURM_NTASKS only in an srun step (SLURM_STEP_ID): a batch script that runs tally
+// once has SLURM_NTASKS too, but no SLURM_STEP_ID.
 int launcher_world_size() {
-  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "WORLD_SIZE"}) {
+  const bool srun_step = std::getenv("SLURM_STEP_ID") != nullptr;
+  for (const char* var :
+       {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "WORLD_SIZE", srun_step ? "SLURM_NTASKS" : nullptr}) {
+    if (var == nullptr) continue;
     if (const char* v = std::getenv(var)) {
       try {
         return std::max(1, std::stoi(v));
@@ -258,11 +262,15 @@ int run_evaluation(const RunOptions& o, std::optional<tally::Evaluator>& ev) {
       ev.reset();
       throw tally::ConfigError(fmt::format(
           "started as one of {} ranks by a launcher, but the backend is {}: every rank would "
-          "evaluate the whole dataset alone and write the same outputs; set backend.type: mpi "
-          "(--set backend.type=mpi), or start one process",
+          "evaluate the whole dataset alone and write the same outputs; set backend.type: auto "
+          "(--set backend.type=auto) or mpi, or start one process",
           launcher_world_size(), backend));
     }
     rank = ev->rank();
+    // backend.type auto says what it chose, once (stderr, as other notices; --quiet hides only
+    // the tables).
+    if (rank == 0 && !ev->backend_choice().empty())
+      print_line("", "backend auto -> " + ev->backend_choice());
     // Whatever fails from here to the first collective fails on this rank only: it is recorded,
     // and read_all()'s start exchange fails every rank with it, naming this rank.
     const tally::OutputPaths configured = ev->outputs();
@@ -371,6 +379,11 @@ int run_evaluation(const RunOptions& o, std::optional<tally::Evaluator>& ev) {
       print_error(e.what());
     } else if (rank < 0) {
       print_before_backend(e.what());
+    } else if (ev && std::string_view(e.what()).starts_with(
+                         fmt::format("{} backend: rank {} of ", ev->backend_name(), rank))) {
+      // This rank's own transport failed (a peer gone, a deadline passed): no rank agreed on the
+      // error, and rank 0 may have failed differently or not at all: say it here too.
+      print_error(fmt::format("rank {}: {}", rank, e.what()));
     }
     return e.exit_code();
   } catch (const std::exception& e) {

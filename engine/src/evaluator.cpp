@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "backend_auto.hpp"
 #include "evaluator_impl.hpp"
 #include "file_io.hpp"
 #include "msgpack_bounds.hpp"
@@ -68,11 +69,25 @@ Evaluator Evaluator::from_yaml(const std::string& yaml_text, EvaluatorOptions op
                       options.overrides);
     impl->registry = Registry::load(c.plugin_paths, c.allow_unsafe_plugins);
     // The backend first: its rank decides the reader's shard.
-    bc = &at(c.backend_params.where, [&]() -> const Component& {
-      return impl->registry.get(ComponentKind::Backend, c.backend_type);
-    });
-    bp.emplace(make_params(*bc->info, c.backend_params, fmt::format("backend '{}'", c.backend_type),
-                           c.base_dir));
+    if (c.backend_type == "auto") {
+      // auto: the backend the launcher's variables ask for (backend_auto.hpp).
+      AutoBackend chosen =
+          resolve_auto_backend(impl->registry, c.backend_params, process_env_lookup());
+      bc = chosen.component;
+      impl->backend_choice = fmt::format("{} ({})", chosen.choice.type, chosen.choice.reason);
+      if (!chosen.ignored.empty())
+        impl->backend_choice +=
+            fmt::format("; {} takes no {}", chosen.choice.type, fmt::join(chosen.ignored, ", "));
+      bp.emplace(make_params(*bc->info, chosen.params,
+                             fmt::format("backend 'auto' (chose {})", chosen.choice.type),
+                             c.base_dir));
+    } else {
+      bc = &at(c.backend_params.where, [&]() -> const Component& {
+        return impl->registry.get(ComponentKind::Backend, c.backend_type);
+      });
+      bp.emplace(make_params(*bc->info, c.backend_params,
+                             fmt::format("backend '{}'", c.backend_type), c.base_dir));
+    }
   } catch (const Error& e) {
     // The host program's backend spans several ranks that will wait for this one: fail them too.
     if (options.backend && options.backend->world_size() > 1)
@@ -154,6 +169,7 @@ void Evaluator::Impl::build_metrics(const std::string& source) {
 int Evaluator::rank() const { return impl_->backend ? impl_->backend->rank() : 0; }
 int Evaluator::world_size() const { return impl_->backend ? impl_->backend->world_size() : 1; }
 const std::string& Evaluator::backend_name() const { return impl_->backend_name; }
+const std::string& Evaluator::backend_choice() const { return impl_->backend_choice; }
 std::optional<fs::path> Evaluator::output_json() const { return impl_->config.output_json; }
 OutputPaths Evaluator::outputs() const {
   const auto& c = impl_->config;

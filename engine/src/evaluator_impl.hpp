@@ -54,6 +54,8 @@ struct Evaluator::Impl {
   Registry registry;
   std::shared_ptr<DistBackend> backend;
   std::string backend_name;
+  /// backend.type auto: what it chose and why ("gloo (RANK=0, ... (torchrun))"); else empty.
+  std::string backend_choice;
   /// The engine's object collectives over `backend`, made on first use: their buffers are reused
   /// from one sync to the next.
   std::unique_ptr<Collectives> collectives_;

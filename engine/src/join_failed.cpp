@@ -6,6 +6,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "backend_auto.hpp"
 #include "config.hpp"
 #include "tally/evaluator.hpp"
 #include "tally/file_io.hpp"
@@ -41,8 +42,10 @@ std::optional<std::string> requested_backend_type(const fs::path& config,
 std::optional<Evaluator> Evaluator::join_as_failed(const fs::path& config,
                                                    const EvaluatorOptions& options, int exit_code,
                                                    const std::string& message) {
-  if (requested_backend_type(config, options.overrides) != "mpi") return std::nullopt;
   try {
+    std::optional<std::string> type = requested_backend_type(config, options.overrides);
+    if (type == "auto") type = choose_backend(process_env_lookup()).type;
+    if (type != "mpi") return std::nullopt;
     const auto reg = Registry::load({});
     const Component& bc = reg.get(ComponentKind::Backend, "mpi");
     const Params params = make_params(*bc.info, Value::Map{}, "backend 'mpi'", fs::current_path());

@@ -463,6 +463,8 @@ const Component& Registry::get(ComponentKind kind, std::string_view name) const 
   std::vector<std::string> known;
   for (const auto& c : components_)
     if (c.info->kind == kind) known.push_back(c.info->name);
+  // `auto` is no plugin: the engine resolves it to one of these (backend_auto.hpp).
+  if (kind == ComponentKind::Backend) known.push_back("auto");
   std::sort(known.begin(), known.end());
   throw ConfigError(fmt::format(
       "unknown {} '{}' (known: {}; searched {})", component_kind_name(kind), name,

@@ -6,6 +6,9 @@
 // holds on a GPU machine too). Needs a CUDA device: the collectives, which skip without one.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstddef>
 #include <cstdlib>
@@ -48,7 +51,11 @@ const char* const kLauncherVars[] = {"OMPI_COMM_WORLD_RANK",
                                      "MPI_LOCALRANKID",
                                      "TORCHELASTIC_RUN_ID",
                                      "SLURM_JOB_ID",
-                                     "PMIX_NAMESPACE"};
+                                     "PMIX_NAMESPACE",
+                                     "MASTER_ADDR",
+                                     "MASTER_PORT",
+                                     "SLURM_STEP_NODELIST",
+                                     "TORCHELASTIC_USE_AGENT_STORE"};
 
 // The test runs as a world of one, whatever launched it.
 class CleanLauncherEnv : public ::testing::Environment {
@@ -121,6 +128,21 @@ Bytes pattern(int rank, std::size_t n) {
 }
 Bytes to_bytes(std::span<const std::byte> s) { return Bytes(s.begin(), s.end()); }
 
+// A port nothing listens on now.
+int free_port() {
+  const int s = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int port = 0;
+  if (s >= 0 && ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+    port = ntohs(a.sin_port);
+  if (s >= 0) ::close(s);
+  return port;
+}
+
 int line_count(const std::string& s) {
   int n = 0;
   for (char c : s) n += c == '\n';
@@ -136,12 +158,15 @@ TEST(NcclBackendConfig, TheComponentIsRegisteredWithItsParameters) {
   ASSERT_NE(c, nullptr);
   std::vector<std::string> names;
   for (const auto& p : c->info->params) names.push_back(p.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"chunk_bytes", "timeout", "rendezvous", "device"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"chunk_bytes", "timeout", "rendezvous", "master_addr",
+                                             "master_port", "device"}));
   const auto params = tally::make_params(*c->info, {}, "backend 'nccl'");
   EXPECT_EQ(params.get_int("chunk_bytes"), std::int64_t{256} << 20);
   EXPECT_EQ(params.get_double("timeout"), 600.0);
   EXPECT_FALSE(params.has("rendezvous"));
   EXPECT_FALSE(params.has("device"));
+  EXPECT_FALSE(params.has("master_addr"));
+  EXPECT_FALSE(params.has("master_port"));
 }
 
 TEST(NcclBackendConfig, BadParametersAreConfigErrors) {
@@ -168,7 +193,27 @@ TEST(NcclBackendConfig, LauncherEnvironmentErrorsNameTheVariables) {
     const std::string m = error_of<tally::ConfigError>([] { make_nccl(); });
     EXPECT_HAS(m, "RANK=0, WORLD_SIZE=2, LOCAL_RANK=0 (torchrun) says 2 processes");
     EXPECT_HAS(m, "set backend.rendezvous");
+    EXPECT_HAS(m, "set MASTER_ADDR and MASTER_PORT");
   }
+}
+
+// The TCP store's address is checked before any device is touched.
+TEST(NcclBackendConfig, AnIncompleteOrBadStoreAddressIsAConfigError) {
+  EXPECT_HAS(error_of<tally::ConfigError>([] {
+               make_nccl({{"master_addr", "127.0.0.1"}, {"master_port", 70000}});
+             }),
+             "nccl backend: backend.master_port must be a port in 1..65535, got 70000");
+  EXPECT_HAS(error_of<tally::ConfigError>([] {
+               make_nccl({{"master_port", 29500}});
+             }),
+             "backend.master_port is set but backend.master_addr is not, and MASTER_ADDR is not "
+             "set");
+  const ScopedEnv env(std::map<std::string, std::string>{{"RANK", "1"},
+                                                         {"WORLD_SIZE", "2"},
+                                                         {"LOCAL_RANK", "1"},
+                                                         {"MASTER_ADDR", "127.0.0.1"},
+                                                         {"MASTER_PORT", "nope"}});
+  EXPECT_HAS(error_of<tally::ConfigError>([] { make_nccl(); }), "MASTER_PORT");
 }
 
 // ---- the CLI
@@ -285,6 +330,19 @@ TEST(NcclBackend, ARendezvousFileServesAWorldOfOneAndIsRemoved) {
   const auto b = make_nccl({{"rendezvous", file.string()}});
   EXPECT_FALSE(fs::exists(file)) << "rank 0 removes the file once every rank has joined";
   EXPECT_EQ(to_bytes(b->all_gather_object(pattern(0, 10))[0]), pattern(0, 10));
+}
+
+// The TCP store asked for in the config serves a world of one (rank 0 serves it and reads its
+// own id back); the rooted gather is offered and gathers on one rank.
+TEST(NcclBackend, ATcpStoreServesAWorldOfOneAndTheRootedGatherWorks) {
+  SKIP_WITHOUT_GPU();
+  const auto b = make_nccl({{"master_addr", "127.0.0.1"}, {"master_port", free_port()}});
+  ASSERT_NE(tally::get_primitive<tally::RootedGather>(*b.backend), nullptr);
+  for (const std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{5000}}) {
+    const auto got = b->gather_object(pattern(0, n), 0);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(to_bytes(got[0]), pattern(0, n));
+  }
 }
 
 TEST(NcclBackend, SeveralBackendsLiveTogether) {

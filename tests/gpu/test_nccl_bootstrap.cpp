@@ -12,7 +12,9 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <optional>
 #include <random>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -164,6 +166,158 @@ TEST(Bootstrap, Choice) {
   EXPECT_HAS(m, "nccl backend: RANK=0, WORLD_SIZE=2, LOCAL_RANK=0 (torchrun) says 2 processes");
   EXPECT_HAS(m, "or launch with mpirun");
   EXPECT_EQ(choose_bootstrap(torchrun, true, false), BootstrapKind::File);
+}
+
+// The precedence documented in nccl_support.hpp: the file, an explicitly configured store, MPI
+// under mpirun, alone for a world of one, a store the environment names.
+TEST(Bootstrap, TheTcpStoreBesideMpiAndTheFile) {
+  using S = StoreSource;
+  LaunchEnv torchrun;
+  torchrun.world_size = 4;
+  torchrun.rank = 2;
+  torchrun.source = "RANK=2, WORLD_SIZE=4, LOCAL_RANK=2 (torchrun)";
+  EXPECT_EQ(choose_bootstrap(torchrun, false, true, S::Environment), BootstrapKind::Store);
+  EXPECT_EQ(choose_bootstrap(torchrun, false, false, S::Environment), BootstrapKind::Store);
+  EXPECT_EQ(choose_bootstrap(torchrun, false, true, S::Config), BootstrapKind::Store);
+  EXPECT_EQ(choose_bootstrap(torchrun, true, true, S::Environment), BootstrapKind::File);
+  EXPECT_EQ(choose_bootstrap(torchrun, true, true, S::Config), BootstrapKind::File);
+
+  // Under mpirun MPI wins over MASTER_ADDR/MASTER_PORT left in the environment, not over a store
+  // asked for in the config; built without MPI, the environment's store serves.
+  LaunchEnv mpi;
+  mpi.under_mpi = true;
+  mpi.world_size = 3;
+  mpi.source = "OMPI_COMM_WORLD_RANK=0, OMPI_COMM_WORLD_SIZE=3 (mpirun)";
+  EXPECT_EQ(choose_bootstrap(mpi, false, true, S::Environment), BootstrapKind::Mpi);
+  EXPECT_EQ(choose_bootstrap(mpi, false, true, S::Config), BootstrapKind::Store);
+  EXPECT_EQ(choose_bootstrap(mpi, false, false, S::Environment), BootstrapKind::Store);
+  EXPECT_EQ(choose_bootstrap(mpi, true, true, S::Config), BootstrapKind::File);
+
+  // A world of one needs no store unless the config asks for it.
+  LaunchEnv one;
+  one.source = "RANK=0, WORLD_SIZE=1, LOCAL_RANK=0 (torchrun)";
+  EXPECT_EQ(choose_bootstrap(one, false, true, S::Environment), BootstrapKind::Alone);
+  EXPECT_EQ(choose_bootstrap(one, false, true, S::Config), BootstrapKind::Store);
+  LaunchEnv mpi_one;
+  mpi_one.under_mpi = true;
+  EXPECT_EQ(choose_bootstrap(mpi_one, false, true, S::Environment), BootstrapKind::Mpi);
+
+  // No way at all: the message names every way.
+  const std::string m =
+      error_of<tally::ConfigError>([&] { choose_bootstrap(torchrun, false, true, S::None); });
+  EXPECT_HAS(m, "nccl backend: RANK=2, WORLD_SIZE=4, LOCAL_RANK=2 (torchrun) says 4 processes");
+  EXPECT_HAS(m,
+             "set MASTER_ADDR and MASTER_PORT (or backend.master_addr and "
+             "backend.master_port)");
+  EXPECT_HAS(m, "backend.rendezvous");
+  EXPECT_STREQ(bootstrap_name(BootstrapKind::Store), "tcp store");
+}
+
+TEST(Bootstrap, TheEnvironmentNamesAStoreOnlyByItsVariables) {
+  EXPECT_FALSE(store_in_env(env_of({})));
+  EXPECT_FALSE(store_in_env(env_of({{"RANK", "0"}, {"WORLD_SIZE", "2"}})));
+  EXPECT_TRUE(store_in_env(env_of({{"MASTER_ADDR", "10.0.0.1"}})));
+  EXPECT_TRUE(store_in_env(env_of({{"MASTER_PORT", "not a port"}})));  // looked at, not parsed
+  EXPECT_TRUE(store_in_env(env_of({{"SLURM_STEP_NODELIST", "node[1-2]"}})));
+}
+
+TEST(StoreAddress, TorchrunsVariables) {
+  const auto env = env_of({{"MASTER_ADDR", "10.1.2.3"}, {"MASTER_PORT", "29511"}});
+  const auto a0 = store_address(env, 0, std::nullopt, std::nullopt);
+  EXPECT_EQ(a0.host, "10.1.2.3");
+  EXPECT_EQ(a0.port, 29511);
+  EXPECT_TRUE(a0.host_here);
+  EXPECT_HAS(a0.source, "MASTER_ADDR=10.1.2.3");
+  EXPECT_FALSE(store_address(env, 1, std::nullopt, std::nullopt).host_here);
+  // torchrun's agent hosts the store: rank 0 is a client too.
+  const auto agent = env_of({{"MASTER_ADDR", "10.1.2.3"},
+                             {"MASTER_PORT", "29511"},
+                             {"TORCHELASTIC_USE_AGENT_STORE", "True"}});
+  EXPECT_FALSE(store_address(agent, 0, std::nullopt, std::nullopt).host_here);
+  // A malformed port names the variable.
+  EXPECT_HAS(error_of<tally::ConfigError>([] {
+               store_address(env_of({{"MASTER_ADDR", "h"}, {"MASTER_PORT", "70000"}}), 0,
+                             std::nullopt, std::nullopt);
+             }),
+             "MASTER_PORT");
+  EXPECT_HAS(error_of<tally::ConfigError>(
+                 [] { store_address(env_of({}), 0, std::nullopt, std::nullopt); }),
+             "no TCP store to bootstrap through: set MASTER_ADDR and MASTER_PORT");
+}
+
+TEST(StoreAddress, TheConfigOverridesTheEnvironment) {
+  const auto env = env_of({{"MASTER_ADDR", "10.1.2.3"},
+                           {"MASTER_PORT", "29511"},
+                           {"TORCHELASTIC_USE_AGENT_STORE", "True"}});
+  // Both given: rank 0 hosts this store (it is not the agent's).
+  auto a = store_address(env, 0, std::string("node7"), 4242);
+  EXPECT_EQ(a.host, "node7");
+  EXPECT_EQ(a.port, 4242);
+  EXPECT_TRUE(a.host_here);
+  EXPECT_EQ(a.source, "backend.master_addr=node7, backend.master_port=4242");
+  // Only the port: the host from MASTER_ADDR.
+  a = store_address(env, 3, std::nullopt, 4243);
+  EXPECT_EQ(a.host, "10.1.2.3");
+  EXPECT_EQ(a.port, 4243);
+  EXPECT_FALSE(a.host_here);
+  EXPECT_EQ(a.source, "MASTER_ADDR=10.1.2.3, backend.master_port=4243");
+  // The agent's own address, given again in the config: still the agent's store.
+  a = store_address(env, 0, std::string("10.1.2.3"), 29511);
+  EXPECT_FALSE(a.host_here);
+  EXPECT_HAS(a.source, "torchrun's agent store");
+  // Only the host: the port from MASTER_PORT.
+  a = store_address(env_of({{"MASTER_PORT", "1234"}}), 0, std::string("::1"), std::nullopt);
+  EXPECT_EQ(a.host, "::1");
+  EXPECT_EQ(a.port, 1234);
+  EXPECT_TRUE(a.host_here);
+
+  for (const std::int64_t bad : {0, -1, 65536, 100000})
+    EXPECT_HAS(
+        error_of<tally::ConfigError>([&] { store_address(env, 0, std::string("h"), bad); }),
+        "nccl backend: backend.master_port must be a port in 1..65535, got " + std::to_string(bad));
+  EXPECT_HAS(error_of<tally::ConfigError>([] { store_address(env_of({}), 0, std::nullopt, 4000); }),
+             "backend.master_port is set but backend.master_addr is not, and MASTER_ADDR is not "
+             "set");
+  EXPECT_HAS(error_of<tally::ConfigError>(
+                 [] { store_address(env_of({}), 0, std::string("h"), std::nullopt); }),
+             "backend.master_addr is set but backend.master_port is not, and MASTER_PORT is not "
+             "set");
+  EXPECT_HAS(error_of<tally::ConfigError>([] {
+               store_address(env_of({{"MASTER_PORT", "x1"}}), 0, std::string("h"), std::nullopt);
+             }),
+             "MASTER_PORT='x1' is not a port in 1..65535");
+  EXPECT_HAS(
+      error_of<tally::ConfigError>([] { store_address(env_of({}), 0, std::string(""), 4000); }),
+      "backend.master_addr is empty");
+}
+
+TEST(StoreIdRecord, RoundTripAndForeignBytes) {
+  StoreIdRecord r;
+  r.status = 0;
+  r.world_size = 7;
+  r.id = fake_id(9);
+  const auto bytes = encode_store_id(r);
+  const auto back = decode_store_id(bytes);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->status, 0);
+  EXPECT_EQ(back->world_size, 7);
+  EXPECT_EQ(back->id, r.id);
+
+  StoreIdRecord failed;
+  failed.status = 3;
+  failed.world_size = 2;
+  const auto f = decode_store_id(encode_store_id(failed));
+  ASSERT_TRUE(f.has_value());
+  EXPECT_EQ(f->status, 3);
+  EXPECT_TRUE(f->id.empty());
+
+  EXPECT_FALSE(decode_store_id({}).has_value());
+  const std::string foreign = "hello, this is not tally's";
+  EXPECT_FALSE(decode_store_id(std::as_bytes(std::span(foreign))).has_value());
+  auto cut = bytes;
+  cut.pop_back();
+  EXPECT_FALSE(decode_store_id(cut).has_value());  // the size it says is not the size it has
+  EXPECT_EQ(store_id_key("tally/3/"), "tally/3/nccl/id");
 }
 
 TEST(Bootstrap, DeviceIsTheLocalRankModuloTheDevices) {

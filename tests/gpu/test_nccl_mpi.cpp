@@ -1,7 +1,9 @@
 // The nccl backend across processes, under `mpirun -np N` (registered with N = 2): loaded through
 // the registry into a process that does not link MPI, bootstrapped once through MPI (the backend
-// initialises and finalises it) and once through a rendezvous file; all_gather_object and
-// broadcast_object of objects that differ in size by rank, in one call and in rounds; reduce.
+// initialises and finalises it), once through a rendezvous file and once through a TCP store
+// asked for in the config (backend.master_addr/master_port: rank 0 serves it); all_gather_object,
+// gather_object (the rooted gather: grouped ncclSend/ncclRecv) and broadcast_object of objects
+// that differ in size by rank, in one call and in rounds; reduce.
 //
 // NCCL needs one GPU per rank: with fewer visible devices than ranks every rank skips, saying so.
 #include <cuda_runtime_api.h>
@@ -72,11 +74,12 @@ std::size_t size_of_rank(int r, std::size_t scale) { return r % 3 == 1 ? 0 : (r 
 // Live for the whole program (MPI is finalised when the last backend that initialised it goes):
 // one bootstrapped through MPI with the default chunk, one through MPI with a tiny chunk (rounds),
 // and one through a rendezvous file.
-tally::test::WithCollectives g_mpi, g_small, g_file;
+tally::test::WithCollectives g_mpi, g_small, g_file, g_store;
 
 class Backends : public ::testing::Environment {
  public:
   void TearDown() override {
+    g_store = {};
     g_file = {};
     g_small = {};
     g_mpi = {};
@@ -84,7 +87,7 @@ class Backends : public ::testing::Environment {
 };
 const auto* const kBackends = ::testing::AddGlobalTestEnvironment(new Backends);
 
-enum class Kind { Mpi, SmallChunk, File };
+enum class Kind { Mpi, SmallChunk, File, Store };
 
 class NcclMpiTest : public ::testing::TestWithParam<Kind> {
  protected:
@@ -98,6 +101,11 @@ class NcclMpiTest : public ::testing::TestWithParam<Kind> {
       const std::string path = "/tmp/tally-test-nccl-" + std::to_string(::getppid()) + ".id";
       g_file = make_nccl({{"rendezvous", path}, {"timeout", 60.0}});
     }
+    if (!g_store) {
+      // The same port on every rank of this job: mpirun is every rank's parent.
+      const int port = 20000 + static_cast<int>(::getppid() % 20000);
+      g_store = make_nccl({{"master_addr", "127.0.0.1"}, {"master_port", port}, {"timeout", 60.0}});
+    }
   }
   tally::Collectives& backend() {
     switch (GetParam()) {
@@ -107,6 +115,8 @@ class NcclMpiTest : public ::testing::TestWithParam<Kind> {
         return *g_small;
       case Kind::File:
         return *g_file;
+      case Kind::Store:
+        return *g_store;
     }
     return *g_mpi;
   }
@@ -128,6 +138,33 @@ TEST_P(NcclMpiTest, AllGatherObjectsOfDifferentSizes) {
     for (int r = 0; r < b.world_size(); ++r)
       EXPECT_EQ(to_bytes(got[static_cast<std::size_t>(r)]), pattern(r, size_of_rank(r, scale)))
           << "rank " << r << ", scale " << scale;
+  }
+}
+
+// The rooted gather to every root: the root gets every object in rank order, the others nothing.
+TEST_P(NcclMpiTest, GatherObjectsOfDifferentSizesToEveryRoot) {
+  tally::Collectives& b = backend();
+  ASSERT_NE(tally::get_primitive<tally::RootedGather>(b.backend()), nullptr);
+  for (const std::size_t scale : {std::size_t{1}, std::size_t{1000}, std::size_t{100000}}) {
+    for (int root = 0; root < b.world_size(); ++root) {
+      const Bytes mine = pattern(b.rank(), size_of_rank(b.rank(), scale));
+      const auto got = b.gather_object(mine, root);
+      if (b.rank() != root) {
+        EXPECT_EQ(got.size(), 0u);
+        continue;
+      }
+      ASSERT_EQ(got.size(), static_cast<std::size_t>(b.world_size()));
+      for (int r = 0; r < b.world_size(); ++r)
+        EXPECT_EQ(to_bytes(got[static_cast<std::size_t>(r)]), pattern(r, size_of_rank(r, scale)))
+            << "rank " << r << ", root " << root << ", scale " << scale;
+    }
+  }
+  // Only the root has bytes: nothing crosses the wire.
+  for (int root = 0; root < b.world_size(); ++root) {
+    const auto got = b.gather_object(b.rank() == root ? pattern(root, 10) : Bytes{}, root);
+    if (b.rank() == root) {
+      EXPECT_EQ(to_bytes(got[static_cast<std::size_t>(root)]), pattern(root, 10));
+    }
   }
 }
 
@@ -160,7 +197,7 @@ TEST_P(NcclMpiTest, ManySyncsReuseTheBuffers) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Bootstraps, NcclMpiTest,
-                         ::testing::Values(Kind::Mpi, Kind::SmallChunk, Kind::File),
+                         ::testing::Values(Kind::Mpi, Kind::SmallChunk, Kind::File, Kind::Store),
                          [](const auto& p) {
                            switch (p.param) {
                              case Kind::Mpi:
@@ -169,6 +206,8 @@ INSTANTIATE_TEST_SUITE_P(Bootstraps, NcclMpiTest,
                                return std::string("MpiSmallChunk");
                              case Kind::File:
                                return std::string("RendezvousFile");
+                             case Kind::Store:
+                               return std::string("TcpStore");
                            }
                            return std::string("?");
                          });

@@ -32,15 +32,6 @@ namespace {
 
 using Bytes = std::vector<std::byte>;
 
-Bytes pattern(int rank, std::size_t n) {
-  Bytes b(n);
-  for (std::size_t i = 0; i < n; ++i)
-    b[i] = static_cast<std::byte>((rank * 131 + i * 7 + i / 251) & 0xff);
-  return b;
-}
-Bytes to_bytes(std::span<const std::byte> s) { return Bytes(s.begin(), s.end()); }
-std::span<const std::byte> view(const Bytes& b) { return {b.data(), b.size()}; }
-
 const tally::Registry& registry() {
   static const tally::Registry r = tally::Registry::load();
   return r;
@@ -81,15 +72,17 @@ int env_int(const char* name, int fallback) {
   return v != nullptr ? std::atoi(v) : fallback;
 }
 
-// Sizes that differ by rank, with empty objects on every third rank.
-std::size_t size_of_rank(int r, std::size_t scale) { return r % 3 == 1 ? 0 : (r + 1) * scale + r; }
+tally::Collectives& contract_collectives(bool small_chunk) {
+  return small_chunk ? g_small->coll : g_default->coll;
+}
 
-class MpiBackendTest : public ::testing::TestWithParam<bool> {
- protected:
-  Collectives& backend() { return GetParam() ? g_small->coll : g_default->coll; }
-};
+}  // namespace
 
-TEST_P(MpiBackendTest, RankAndWorldMatchTheLauncher) {
+#include "support/backend_contract.hpp"
+
+namespace {
+
+TEST_P(BackendContract, RankAndWorldMatchTheLauncher) {
   Collectives& b = backend();
   EXPECT_EQ(b.backend().name(), "mpi");
   EXPECT_TRUE(b.backend().is_initialized());
@@ -103,98 +96,6 @@ TEST_P(MpiBackendTest, RankAndWorldMatchTheLauncher) {
   EXPECT_EQ(b.rank(), env_int("OMPI_COMM_WORLD_RANK", 0));
   EXPECT_EQ(b.chunk_bytes(), GetParam() ? kSmallChunk : std::size_t{1} << 30);
 }
-
-TEST_P(MpiBackendTest, AllGatherObjectOfDifferentSizesInRankOrder) {
-  Collectives& b = backend();
-  for (std::size_t scale : {1u, 100u, 3000u}) {
-    const Bytes mine = pattern(b.rank(), size_of_rank(b.rank(), scale));
-    const auto got = b.all_gather_object(view(mine));
-    ASSERT_EQ(got.size(), static_cast<std::size_t>(b.world_size()));
-    for (int r = 0; r < b.world_size(); ++r) {
-      EXPECT_EQ(to_bytes(got[static_cast<std::size_t>(r)]), pattern(r, size_of_rank(r, scale)))
-          << "rank " << b.rank() << " sees rank " << r << "'s object wrong (scale " << scale << ")";
-    }
-  }
-}
-
-TEST_P(MpiBackendTest, AllObjectsEmpty) {
-  const auto got = backend().all_gather_object({});
-  ASSERT_EQ(got.size(), static_cast<std::size_t>(backend().world_size()));
-  for (const auto& o : got.objects) EXPECT_TRUE(o.empty());
-}
-
-TEST_P(MpiBackendTest, LargeObjectOnOneRankGoesInRounds) {
-  Collectives& b = backend();
-  // 200 KB on the last rank against 4 KiB chunks: about 50 * world rounds on the small backend.
-  const int big = b.world_size() - 1;
-  const std::size_t big_size = 200 * 1000 + 7;
-  const Bytes mine = pattern(b.rank(), b.rank() == big ? big_size : size_of_rank(b.rank(), 10));
-  const auto got = b.all_gather_object(view(mine));
-  ASSERT_EQ(got.size(), static_cast<std::size_t>(b.world_size()));
-  for (int r = 0; r < b.world_size(); ++r) {
-    const std::size_t n = r == big ? big_size : size_of_rank(r, 10);
-    EXPECT_EQ(to_bytes(got[static_cast<std::size_t>(r)]), pattern(r, n)) << "rank " << r;
-  }
-}
-
-// MPI_Gatherv to each root in turn, one object larger than the small chunk (rounds).
-TEST_P(MpiBackendTest, GatherObjectReachesOnlyTheRoot) {
-  Collectives& b = backend();
-  const auto n_of = [](int r) { return r == 1 ? 20 * 1000 + 3 : size_of_rank(r, 100); };
-  for (int root = b.world_size() - 1; root >= 0; --root) {
-    const Bytes mine = pattern(b.rank() + 7, n_of(b.rank()));
-    const auto got = b.gather_object(view(mine), root);
-    if (b.rank() != root) {
-      EXPECT_EQ(got.size(), 0u);
-      continue;
-    }
-    ASSERT_EQ(got.size(), static_cast<std::size_t>(b.world_size()));
-    for (int r = 0; r < b.world_size(); ++r)
-      EXPECT_EQ(to_bytes(got[static_cast<std::size_t>(r)]), pattern(r + 7, n_of(r)))
-          << "root " << root << " sees rank " << r << "'s object wrong";
-  }
-}
-
-TEST_P(MpiBackendTest, BroadcastObjectFromEverySource) {
-  Collectives& b = backend();
-  for (int src = b.world_size() - 1; src >= 0; --src) {
-    const Bytes sent = pattern(src + 40, 10000 + static_cast<std::size_t>(src));
-    const Bytes arg = b.rank() == src ? sent : pattern(99, 3);  // ignored off the source
-    EXPECT_EQ(to_bytes(b.broadcast_object(view(arg), src)), sent) << "from rank " << src;
-  }
-  EXPECT_TRUE(b.broadcast_object({}, b.world_size() - 1).empty());
-}
-
-TEST_P(MpiBackendTest, AllGatherFixed) {
-  Collectives& b = backend();
-  const Bytes record = pattern(b.rank(), 24);
-  Bytes out(24 * static_cast<std::size_t>(b.world_size()));
-  b.all_gather_fixed(view(record), out);
-  for (int r = 0; r < b.world_size(); ++r)
-    EXPECT_EQ(Bytes(out.begin() + r * 24, out.begin() + (r + 1) * 24), pattern(r, 24))
-        << "rank " << r;
-}
-
-// MPI_Reduce on int64 to every root; 5000 values go in rounds on the small-chunk backend.
-TEST_P(MpiBackendTest, ReduceSumMinMaxToEveryRoot) {
-  Collectives& b = backend();
-  for (const std::size_t n : {std::size_t{1}, std::size_t{5000}})
-    for (int root = b.world_size() - 1; root >= 0; --root)
-      for (const auto op : {tally::ReduceOp::sum, tally::ReduceOp::min, tally::ReduceOp::max})
-        tally::test::check_reduce(b, n, op, root);
-}
-
-TEST_P(MpiBackendTest, ReceiveBufferIsReused) {
-  Collectives& b = backend();
-  const Bytes mine = pattern(b.rank(), 5000);
-  const std::byte* first = b.all_gather_object(view(mine))[0].data();
-  const auto again = b.all_gather_object(view(mine));
-  EXPECT_EQ(again[0].data(), first);
-  EXPECT_EQ(to_bytes(again[0]), pattern(0, 5000));
-}
-
-INSTANTIATE_TEST_SUITE_P(Chunks, MpiBackendTest, ::testing::Values(false, true),
-                         [](const auto& p) { return p.param ? "small_chunks" : "default_chunks"; });
 
 TEST(MpiBackend, BarrierWaitsForTheSlowestRank) {
   Collectives& b = g_default->coll;

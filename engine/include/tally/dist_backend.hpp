@@ -149,6 +149,20 @@ class TALLY_API WorkAndWait {
   ~WorkAndWait() = default;
 };
 
+/// This rank's place among the ranks on its host (the launcher's "local rank": what picks a
+/// rank's GPU), as the backend's transport knows it: the mpi backend splits its communicator by
+/// shared memory (MPI_Comm_split_type), which stays right on a host program's own communicator.
+/// Without it the engine reads the launcher's variables (Evaluator::local_rank).
+class TALLY_API LocalRank {
+ public:
+  static constexpr std::string_view kId = "tally.local_rank/1";
+  /// 0 .. (ranks of this backend on this host) - 1, numbered in rank order. Not collective.
+  virtual int local_rank() const = 0;
+
+ protected:
+  ~LocalRank() = default;
+};
+
 /// For a backend's find_primitive: `self` as the interface among `Is...` whose kId is `id`, or
 /// nullptr.
 ///   void* find_primitive(std::string_view id) override {

@@ -12,19 +12,31 @@
 // compute() is collective: every rank must call it, whatever happened before. An exception from
 // add() is remembered, and the next compute() fails on every rank with that message instead of
 // leaving the other ranks waiting.
+//
+// A host program on several ranks also has local_rank(), rank_zero_only(f) and typed object
+// collectives (all_gather, gather, broadcast) on the evaluator's backend; one with its own MPI
+// communicator gives it through tally::mpi_backend(comm) (tally/mpi.hpp).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
+#include <msgpack.hpp>
+
 #include "tally/batch.hpp"
+#include "tally/collectives.hpp"
 #include "tally/dist_backend.hpp"
+#include "tally/error.hpp"
 #include "tally/export.hpp"
 #include "tally/plugin.hpp"
 #include "tally/reader.hpp"
@@ -74,6 +86,42 @@ struct EvaluatorOptions {
   bool padded_sampler = false;
 };
 
+/// A backend of `type` ("auto": the one the launcher's variables ask for, as in a config) made by
+/// the registry from `params` (checked against the backend's schema, defaults filled in, as a
+/// config's `backend:` section), for EvaluatorOptions::backend: the host program owns it and may
+/// give it to several evaluators in turn. `plugin_paths` as a config's plugins.paths
+/// (TALLY_PLUGIN_PATH and the built-in plugins are searched after them). A host program with its
+/// own MPI communicator uses tally::mpi_backend(comm) (tally/mpi.hpp).
+TALLY_API std::shared_ptr<DistBackend> make_backend(
+    const std::string& type, const Value::Map& params = {},
+    const std::vector<std::filesystem::path>& plugin_paths = {});
+
+namespace detail {
+/// The object of `rank` (msgpack bytes) as a T; RuntimeError naming `call` and the rank when the
+/// bytes are not one msgpack object convertible to T (the ranks passed different types).
+template <class T>
+T unpack_object(std::span<const std::byte> bytes, int rank, std::string_view call) {
+  std::string why;
+  try {
+    std::size_t offset = 0;
+    const msgpack::object_handle h =
+        msgpack::unpack(reinterpret_cast<const char*>(bytes.data()), bytes.size(), offset);
+    if (offset == bytes.size()) return h.get().as<T>();
+    why = std::to_string(bytes.size() - offset) + " bytes follow the first object";
+  } catch (const std::exception& e) {
+    why = e.what();
+  }
+  throw RuntimeError(std::string(call) + ": rank " + std::to_string(rank) + "'s object (" +
+                     std::to_string(bytes.size()) +
+                     " bytes) cannot be unpacked as the type this rank asked for: " + why +
+                     " (every rank must pass an object of the same type)");
+}
+
+inline std::span<const std::byte> bytes_of(const msgpack::sbuffer& b) {
+  return std::as_bytes(std::span(b.data(), b.size()));
+}
+}  // namespace detail
+
 /// How read_all() reads a shard.
 struct ReadOptions {
   /// Continue from the last complete checkpoint of the config's `checkpoint:` section (tally run
@@ -116,6 +164,9 @@ class TALLY_API Evaluator {
   int rank() const;
   int world_size() const;
   const std::string& backend_name() const;
+  /// With backend.type auto: the backend it chose and the launcher variables it chose it from,
+  /// "gloo (RANK=0, WORLD_SIZE=4, MASTER_ADDR=10.0.0.1, MASTER_PORT=29500 (torchrun))"; else empty.
+  const std::string& backend_choice() const;
   /// Where the config asks for the results JSON (output.json), if anywhere.
   std::optional<std::filesystem::path> output_json() const;
   /// The config's `output:` section.
@@ -161,7 +212,91 @@ class TALLY_API Evaluator {
   /// Clears every metric's local state (a new epoch).
   void reset();
 
+  // ---- for host programs on several ranks --------------------------------------------------
+  /// This rank's place among the ranks on its host, 0 .. (ranks here) - 1 in rank order: what
+  /// picks this rank's GPU. Not collective. The backend's where it knows it (mpi: its
+  /// communicator split by shared memory, so right on a host program's own communicator too);
+  /// else 0 in a world of one; else the launcher's variables (OMPI_COMM_WORLD_LOCAL_RANK,
+  /// LOCAL_RANK, SLURM_LOCALID, MPI_LOCALRANKID) of a launcher whose rank and world size are the
+  /// backend's. RuntimeError when none says.
+  int local_rank() const;
+  /// Runs `f` on rank 0 only; returns whether it ran. Not collective (as Lightning's and
+  /// mmengine's rank_zero_only): the other ranks return at once without waiting for rank 0 --
+  /// call barrier() after it where they must. An exception from `f` leaves rank 0 alone; where
+  /// the other ranks go on to a collective, catch it and record_error() it, so that compute()
+  /// fails every rank with it instead of leaving them waiting until the backend's timeout.
+  template <class F>
+  bool rank_zero_only(F&& f) {
+    if (rank() != 0) return false;
+    std::forward<F>(f)();
+    return true;
+  }
+  /// Collective: every rank's `object`, in rank order, on every rank. T is anything msgpack packs
+  /// and converts back (numbers, strings, std::vector, std::map, std::tuple, std::optional, a
+  /// struct with MSGPACK_DEFINE), of any size; it travels on the evaluator's backend through the
+  /// engine's collectives (tally/collectives.hpp: in rounds of at most the backend's chunk_bytes,
+  /// under its timeout). RuntimeError naming the rank whose object does not unpack as T (the
+  /// ranks passed different types), on every rank that unpacks it.
+  template <class T>
+  std::vector<T> all_gather(const T& object) {
+    msgpack::sbuffer packed;
+    msgpack::pack(packed, object);
+    Collectives* c = collectives_if_any();
+    if (c == nullptr) return {detail::unpack_object<T>(detail::bytes_of(packed), 0, kAllGather)};
+    const GatheredObjects got = c->all_gather_object(detail::bytes_of(packed), {kAllGather});
+    std::vector<T> out;
+    out.reserve(got.size());
+    for (std::size_t r = 0; r < got.size(); ++r)
+      out.push_back(detail::unpack_object<T>(got[r], static_cast<int>(r), kAllGather));
+    return out;
+  }
+  /// Collective: every rank's `object`, in rank order, on rank `root`; an empty vector on the
+  /// other ranks (their memory and traffic stay their own object's where the backend has a
+  /// rooted gather, as mpi has). Errors as all_gather(), on `root`.
+  template <class T>
+  std::vector<T> gather(const T& object, int root = 0) {
+    msgpack::sbuffer packed;
+    msgpack::pack(packed, object);
+    Collectives* c = collectives_if_any();
+    if (c == nullptr) {
+      if (root != 0)
+        throw ConfigError(std::string(kGather) + ": root rank " + std::to_string(root) +
+                          " is outside [0, 1)");
+      return {detail::unpack_object<T>(detail::bytes_of(packed), 0, kGather)};
+    }
+    const GatheredObjects got = c->gather_object(detail::bytes_of(packed), root, {kGather});
+    std::vector<T> out;
+    out.reserve(got.size());
+    for (std::size_t r = 0; r < got.size(); ++r)
+      out.push_back(detail::unpack_object<T>(got[r], static_cast<int>(r), kGather));
+    return out;
+  }
+  /// Collective: rank `src`'s `object` on every rank (the other ranks' `object` is not sent).
+  /// Errors as all_gather().
+  template <class T>
+  T broadcast(const T& object, int src = 0) {
+    msgpack::sbuffer packed;
+    if (rank() == src) msgpack::pack(packed, object);
+    Collectives* c = collectives_if_any();
+    if (c == nullptr) {
+      if (src != 0)
+        throw ConfigError(std::string(kBroadcast) + ": source rank " + std::to_string(src) +
+                          " is outside [0, 1)");
+      return detail::unpack_object<T>(detail::bytes_of(packed), 0, kBroadcast);
+    }
+    const auto got = c->broadcast_object(detail::bytes_of(packed), src, {kBroadcast});
+    return detail::unpack_object<T>(got, src, kBroadcast);
+  }
+  /// The engine's byte-level collectives over this evaluator's backend (tally/collectives.hpp),
+  /// the ones compute() uses; ConfigError for an evaluator without a backend (validate_only).
+  Collectives& collectives();
+
  private:
+  static constexpr std::string_view kAllGather = "Evaluator::all_gather";
+  static constexpr std::string_view kGather = "Evaluator::gather";
+  static constexpr std::string_view kBroadcast = "Evaluator::broadcast";
+  /// The collectives over the backend; nullptr without one (validate_only: a world of one).
+  Collectives* collectives_if_any();
   struct Impl;
   explicit Evaluator(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;

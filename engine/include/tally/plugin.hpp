@@ -2,7 +2,7 @@
 // one entry, `tally_plugin` (TALLY_PLUGIN_EXPORT_ENTRY: the symbol layout of Boost.DLL's
 // BOOST_DLL_ALIAS, which the registry loads with Boost.DLL, without Boost in this header), and two
 // ABI markers: symbols whose names carry the ABI's major and minor versions (tally_abi_v6,
-// tally_abi_minor_0), which the registry reads from the file before it loads the library
+// tally_abi_minor_1), which the registry reads from the file before it loads the library
 // (docs/abi.md). The entry returns the manifest: the ABI version again (the first member), the
 // plugin's version, and its components with their parameter schemas and factories. Nothing
 // registers itself at load time.
@@ -152,7 +152,7 @@ static_assert(TALLY_PLUGIN_ABI_VERSION == ::tally::kAbiVersion,
 /// plugin built for another ABI is refused before any of its code (static constructors
 /// included) runs.
 #define TALLY_PLUGIN_ABI_MARKER TALLY_PLUGIN_CAT(tally_abi_v, TALLY_PLUGIN_ABI_VERSION)
-/// The minor marker: the ABI additions this plugin was built with (tally_abi_minor_0). A tally of
+/// The minor marker: the ABI additions this plugin was built with (tally_abi_minor_1). A tally of
 /// the same major loads the plugin when its own minor is at least this one (docs/abi.md).
 #define TALLY_PLUGIN_ABI_MINOR_MARKER TALLY_PLUGIN_CAT(tally_abi_minor_, TALLY_PLUGIN_ABI_MINOR)
 

@@ -24,7 +24,8 @@ inline constexpr std::uint32_t kAbiVersion = TALLY_PLUGIN_ABI_VERSION;
 /// too: TALLY_PLUGIN exports it in the name of a second symbol, tally_abi_minor_<M>.
 /// 6.0: DistBackend is transport only (per-call CallOptions; optional primitives through
 /// find_primitive; the object collectives are the engine's tally::Collectives).
-#define TALLY_PLUGIN_ABI_MINOR 0
+/// 6.1: the optional primitive LocalRank ("tally.local_rank/1").
+#define TALLY_PLUGIN_ABI_MINOR 1
 inline constexpr std::uint32_t kAbiMinor = TALLY_PLUGIN_ABI_MINOR;
 
 /// The sync protocol version, carried in every sync header. 2: counts of ReducibleMetrics are

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Creates (or checks) the venv .venv-torch at the repository root with PyPI's torch, for its
+# `torchrun`: the launcher tests (tests/launchers/torchrun.sh, ctest label `launchers`) start tally
+# under it, and skip with their reason when this venv is absent. Python is never needed to build
+# or run tally; the tests never install anything themselves.
+#
+#   bash scripts/setup-torch-venv.sh                  # python3 from PATH
+#   PYTHON=python3.11 TORCH=torch==2.15.0 bash scripts/setup-torch-venv.sh
+#
+# PyPI's Linux wheel of torch brings the CUDA libraries (about 5 GB installed); torchrun needs
+# none of them.
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="${root}/.venv-torch"
+python="${PYTHON:-python3}"
+torch="${TORCH:-torch}"
+
+if [[ ! -x "${venv}/bin/python" ]]; then
+  echo "setup-torch-venv: creating ${venv}"
+  "${python}" -m venv "${venv}"
+fi
+if [[ -x "${venv}/bin/torchrun" ]] && "${venv}/bin/python" -c "import torch.distributed.run" 2>/dev/null; then
+  echo "setup-torch-venv: ${venv} has torch $("${venv}/bin/python" -c 'import torch; print(torch.__version__)' 2>/dev/null)"
+  exit 0
+fi
+"${venv}/bin/python" -m pip install --quiet --upgrade pip
+"${venv}/bin/python" -m pip install --quiet "${torch}"
+echo "setup-torch-venv: installed torch $("${venv}/bin/python" -c 'import torch; print(torch.__version__)' 2>/dev/null) in ${venv}"
