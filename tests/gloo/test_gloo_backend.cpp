@@ -36,61 +36,18 @@ using tally::Collectives;
 using tally::DistBackend;
 using tally::Value;
 
+#include "support/backend_contract.hpp"
+
 namespace {
-
-using Bytes = std::vector<std::byte>;
-
-const tally::Registry& registry() {
-  static const tally::Registry r = tally::Registry::load();
-  return r;
-}
 
 std::shared_ptr<DistBackend> make_gloo(Value::Map params = {}) {
   if (const char* dir = std::getenv("GLOO_TEST_RENDEZVOUS"))
     params.emplace_back("rendezvous", tally::Value(std::string(dir)));
-  const auto& c = registry().get(tally::ComponentKind::Backend, "gloo");
-  return tally::Registry::make_backend(c, tally::make_params(*c.info, params, "backend"));
+  return make_registry_backend("gloo", params);
 }
-
-// Two live backends for the whole program: the default one (1 GiB chunks) and one whose tiny
-// chunk forces the rounds path.
-constexpr std::size_t kSmallChunk = 4096;
-// A backend with the engine's collectives over it.
-struct Gloo {
-  explicit Gloo(const Value::Map& params = {}) : backend(make_gloo(params)), coll(*backend) {}
-  Collectives* operator->() { return &coll; }
-  std::shared_ptr<DistBackend> backend;
-  Collectives coll;
-};
-std::unique_ptr<Gloo> g_default;
-std::unique_ptr<Gloo> g_small;
-
-class Backends : public ::testing::Environment {
- public:
-  void SetUp() override {
-    g_default = std::make_unique<Gloo>();
-    g_small = std::make_unique<Gloo>(Value::Map{{"chunk_bytes", static_cast<int>(kSmallChunk)}});
-  }
-  void TearDown() override {
-    g_default.reset();
-    g_small.reset();
-  }
-};
-
-int env_int(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr ? std::atoi(v) : fallback;
+std::shared_ptr<DistBackend> contract_backend(const Value::Map& params) {
+  return make_gloo(params);
 }
-
-tally::Collectives& contract_collectives(bool small_chunk) {
-  return small_chunk ? g_small->coll : g_default->coll;
-}
-
-}  // namespace
-
-#include "support/backend_contract.hpp"
-
-namespace {
 
 TEST_P(BackendContract, RankAndWorldMatchTheLauncher) {
   Collectives& b = backend();
@@ -133,7 +90,7 @@ TEST(GlooBackend, ACallsOwnDeadlineBoundsTheWait) {
   if (b.world_size() == 1) GTEST_SKIP() << "needs two ranks";
   // Everyone is here; then the last rank is late by 3 s for a call with a 1 s deadline.
   b.barrier();
-  Gloo late;  // its own backend: the failed one is unusable afterwards
+  ContractBackend late;  // its own backend: the failed one is unusable afterwards
   late->barrier();
   if (b.rank() == b.world_size() - 1) std::this_thread::sleep_for(3s);
   std::string m;
@@ -166,7 +123,7 @@ TEST(GlooBackend, BadChunkSizesAreConfigErrors) {
 
 TEST(GlooBackend, AThirdBackendComesAndGoes) {
   {
-    Gloo extra({{"chunk_bytes", 64}});
+    ContractBackend extra({{"chunk_bytes", 64}});
     const Bytes mine = pattern(extra->rank(), 300);
     EXPECT_EQ(to_bytes(extra->all_gather_object(view(mine))[0]), pattern(0, 300));
   }
@@ -207,6 +164,6 @@ int run_fault(const std::string& spec) {
 int main(int argc, char** argv) {
   if (const char* fault = std::getenv("GLOO_TEST_FAULT")) return run_fault(fault);
   ::testing::InitGoogleTest(&argc, argv);
-  ::testing::AddGlobalTestEnvironment(new Backends);  // gtest owns it
+  ::testing::AddGlobalTestEnvironment(new ContractBackends);  // gtest owns it
   return RUN_ALL_TESTS();
 }

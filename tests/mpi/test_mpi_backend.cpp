@@ -28,59 +28,16 @@ using tally::Collectives;
 using tally::DistBackend;
 using tally::Value;
 
-namespace {
-
-using Bytes = std::vector<std::byte>;
-
-const tally::Registry& registry() {
-  static const tally::Registry r = tally::Registry::load();
-  return r;
-}
-
-std::shared_ptr<DistBackend> make_mpi(const Value::Map& params = {}) {
-  const auto& c = registry().get(tally::ComponentKind::Backend, "mpi");
-  return tally::Registry::make_backend(c, tally::make_params(*c.info, params, "backend"));
-}
-
-// Two live backends for the whole program: the default one (1 GiB chunks) and one whose tiny
-// chunk forces the rounds path. MPI_Finalize must wait for the last of them.
-constexpr std::size_t kSmallChunk = 4096;
-// A backend with the engine's collectives over it.
-struct Mpi {
-  explicit Mpi(const Value::Map& params = {}) : backend(make_mpi(params)), coll(*backend) {}
-  Collectives* operator->() { return &coll; }
-  std::shared_ptr<DistBackend> backend;
-  Collectives coll;
-};
-std::unique_ptr<Mpi> g_default;
-std::unique_ptr<Mpi> g_small;
-
-class Backends : public ::testing::Environment {
- public:
-  void SetUp() override {
-    g_default = std::make_unique<Mpi>();
-    g_small = std::make_unique<Mpi>(Value::Map{{"chunk_bytes", static_cast<int>(kSmallChunk)}});
-  }
-  void TearDown() override {
-    g_default.reset();
-    g_small.reset();
-  }
-};
-
-int env_int(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr ? std::atoi(v) : fallback;
-}
-
-tally::Collectives& contract_collectives(bool small_chunk) {
-  return small_chunk ? g_small->coll : g_default->coll;
-}
-
-}  // namespace
-
 #include "support/backend_contract.hpp"
 
 namespace {
+
+// Two live backends for the whole program (backend_contract.hpp); MPI_Finalize must wait for the
+// last of them.
+std::shared_ptr<DistBackend> make_mpi(const Value::Map& params = {}) {
+  return make_registry_backend("mpi", params);
+}
+std::shared_ptr<DistBackend> contract_backend(const Value::Map& params) { return make_mpi(params); }
 
 TEST_P(BackendContract, RankAndWorldMatchTheLauncher) {
   Collectives& b = backend();
@@ -153,7 +110,7 @@ TEST(MpiBackend, BadChunkSizesAreConfigErrors) {
 
 TEST(MpiBackend, AThirdBackendComesAndGoesWithoutFinalisingMpi) {
   {
-    Mpi extra({{"chunk_bytes", 64}});
+    ContractBackend extra({{"chunk_bytes", 64}});
     const Bytes mine = pattern(extra->rank(), 300);
     EXPECT_EQ(to_bytes(extra->all_gather_object(view(mine))[0]), pattern(0, 300));
   }
@@ -165,7 +122,7 @@ TEST(MpiBackend, AThirdBackendComesAndGoesWithoutFinalisingMpi) {
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  ::testing::AddGlobalTestEnvironment(new Backends);  // gtest owns it
+  ::testing::AddGlobalTestEnvironment(new ContractBackends);  // gtest owns it
   const int failed = RUN_ALL_TESTS();
   // The backends are gone (the environment's TearDown): the one that initialised MPI must have
   // finalised it. This program does not link MPI; libmpi came in with the plugin, which made it

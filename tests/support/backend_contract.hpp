@@ -5,20 +5,28 @@
 // every source, fixed records, reductions to every root, and buffer reuse. Each case runs on two
 // backends (GetParam(): the default chunk, or kSmallChunk bytes, which forces rounds).
 //
-// The including program defines, in an anonymous namespace before including this header,
-// kSmallChunk and `tally::Collectives& contract_collectives(bool small_chunk)` (its two live
-// backends).
+// The including program defines `std::shared_ptr<tally::DistBackend> contract_backend(const
+// tally::Value::Map& params)` (its backend made with those parameters; make_registry_backend
+// helps) in the anonymous namespace, and adds ContractBackends as a global test environment in
+// main(): the two backends then live for the whole program (g_default, g_small).
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
+#include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
+#include "config.hpp"
+#include "registry.hpp"
 #include "support/reduce_check.hpp"
 #include "tally/collectives.hpp"
+#include "tally/dist_backend.hpp"
+#include "tally/value.hpp"
 
 namespace {
 
@@ -36,7 +44,55 @@ std::span<const std::byte> view(const Bytes& b) { return {b.data(), b.size()}; }
 // Sizes that differ by rank, with empty objects on every third rank.
 std::size_t size_of_rank(int r, std::size_t scale) { return r % 3 == 1 ? 0 : (r + 1) * scale + r; }
 
-tally::Collectives& contract_collectives(bool small_chunk);
+// The chunk of the second backend: small enough to force rounds.
+constexpr std::size_t kSmallChunk = 4096;
+
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? std::atoi(v) : fallback;
+}
+
+const tally::Registry& registry() {
+  static const tally::Registry r = tally::Registry::load();
+  return r;
+}
+
+// Backend `type` of the built-in plugins, its parameters checked as a config's.
+std::shared_ptr<tally::DistBackend> make_registry_backend(const char* type,
+                                                          const tally::Value::Map& params) {
+  const auto& c = registry().get(tally::ComponentKind::Backend, type);
+  return tally::Registry::make_backend(c, tally::make_params(*c.info, params, "backend"));
+}
+
+std::shared_ptr<tally::DistBackend> contract_backend(const tally::Value::Map& params);
+
+// A backend with the engine's collectives over it.
+struct ContractBackend {
+  explicit ContractBackend(const tally::Value::Map& params = {})
+      : backend(contract_backend(params)), coll(*backend) {}
+  tally::Collectives* operator->() { return &coll; }
+  std::shared_ptr<tally::DistBackend> backend;
+  tally::Collectives coll;
+};
+std::unique_ptr<ContractBackend> g_default;  // 1 GiB chunks
+std::unique_ptr<ContractBackend> g_small;    // kSmallChunk
+
+class ContractBackends : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    g_default = std::make_unique<ContractBackend>();
+    g_small = std::make_unique<ContractBackend>(
+        tally::Value::Map{{"chunk_bytes", static_cast<int>(kSmallChunk)}});
+  }
+  void TearDown() override {
+    g_default.reset();
+    g_small.reset();
+  }
+};
+
+tally::Collectives& contract_collectives(bool small_chunk) {
+  return small_chunk ? g_small->coll : g_default->coll;
+}
 
 class BackendContract : public ::testing::TestWithParam<bool> {
  protected:
