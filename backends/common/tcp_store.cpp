@@ -941,15 +941,15 @@ JobStore::JobStore(const StoreAddress& address, int rank, std::chrono::milliseco
                    std::string_view who)
     : address_(address) {
   if (address.host_here) {
-    // One server per port and process, shared by the job stores that use it.
+    // One server per port and process, shared by the job stores that use it, and serving until
+    // the process exits: a backend that is done with the store (nccl, once the id is out) must
+    // not take it from ranks still reading, and the next backend of the job finds it there.
     static std::mutex mu;
-    static std::map<std::uint16_t, std::weak_ptr<TcpStoreServer>> servers;
+    static std::map<std::uint16_t, std::shared_ptr<TcpStoreServer>> servers;
     std::lock_guard lock(mu);
-    server_ = servers[address.port].lock();
-    if (!server_) {
-      server_ = std::make_shared<TcpStoreServer>(address.port, who);
-      servers[address.port] = server_;
-    }
+    auto& server = servers[address.port];
+    if (!server) server = std::make_shared<TcpStoreServer>(address.port, who);
+    server_ = server;
   }
   client_ = std::make_unique<TcpStoreClient>(address, rank, timeout, who);
   const std::int64_t n = client_->add("tally/" + std::to_string(rank) + "/backends", 1);

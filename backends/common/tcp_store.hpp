@@ -103,8 +103,9 @@ class TcpStoreClient {
   std::unique_ptr<Impl> impl_;
 };
 
-/// The store of this job, ready: on rank 0 with address.host_here, a server (kept alive by the
-/// returned object) and a client of it; elsewhere a client. `prefix()` is this backend's own
+/// The store of this job, ready: on rank 0 with address.host_here, a server (one per port in the
+/// process, serving until the process exits: ranks still reading never lose it when a backend
+/// is done with it) and a client of it; elsewhere a client. `prefix()` is this backend's own
 /// key prefix: every rank adds 1 to "tally/<rank>/backends" and takes the count, so the n-th
 /// backend a job creates uses "tally/<n>/" on every rank (ranks create backends in the same
 /// order), and keys of an earlier backend in the same store are never read.

@@ -214,14 +214,6 @@ inline std::string mpi_text(int code) { return tally::mpi_session::error_string(
 // has destroyed the previous one connects to the same server and finds the keys under the next
 // prefix (tcp_store.hpp, JobStore); a server closed and opened again between the two would drop
 // that rank's connection and the counts of the backends made.
-void serve_store(std::uint16_t port) {
-  static std::mutex mutex;
-  static std::map<std::uint16_t, std::unique_ptr<tally_store::TcpStoreServer>> servers;
-  std::lock_guard lock(mutex);
-  auto& server = servers[port];
-  if (!server) server = std::make_unique<tally_store::TcpStoreServer>(port, "nccl backend: ");
-}
-
 std::string store_text(const tally_store::StoreAddress& a) {
   const bool v6 = a.host.find(':') != std::string::npos;
   return (v6 ? "[" + a.host + "]" : a.host) + ":" + std::to_string(a.port) + " (" + a.source + ")";
@@ -587,15 +579,12 @@ class NcclBackend final : public tally::DistBackend,
  private:
   // The unique id through the job's TCP store: rank 0 sets its record (status, world size, id)
   // under this backend's key, the others get it, each wait bounded by backend.timeout. The
-  // connection is closed after; rank 0's server lives on (serve_store).
+  // connection is closed after; rank 0's server lives on until the process exits (JobStore).
   void exchange_id_through_store(const tally_store::StoreAddress& address, std::int32_t id_status,
                                  std::span<std::byte> id) {
     const auto timeout = std::chrono::milliseconds(
         static_cast<std::int64_t>(std::ceil(std::min(timeout_s_, 1e9) * 1000.0)));
-    if (address.host_here) serve_store(address.port);
-    tally_store::StoreAddress client_address = address;
-    client_address.host_here = false;  // the server above, shared by every backend of the job
-    tally_store::JobStore store(client_address, rank_, timeout, "nccl backend: ");
+    tally_store::JobStore store(address, rank_, timeout, "nccl backend: ");
     const std::string key = tally_nccl::store_id_key(store.prefix());
     if (rank_ == 0) {
       tally_nccl::StoreIdRecord record;
