@@ -503,80 +503,12 @@ int validate(const std::string& config, const std::vector<std::string>& sets) {
   }
 }
 
-const char* better_word(tally::Better b) {
-  switch (b) {
-    case tally::Better::Higher:
-      return "higher";
-    case tally::Better::Lower:
-      return "lower";
-    case tally::Better::Neither:
-      return "neither";
-  }
-  return "?";
-}
-
-const char* plot_word(tally::Plot p) {
-  switch (p) {
-    case tally::Plot::None:
-      return "none";
-    case tally::Plot::Bars:
-      return "bars";
-    case tally::Plot::Heatmap:
-      return "heatmap";
-    case tally::Plot::Curve:
-      return "curve";
-  }
-  return "?";
-}
-
-nlohmann::ordered_json value_json(const tally::Value& v) {
-  return nlohmann::ordered_json::parse(v.to_json());
-}
-
 int plugins(bool json, const std::vector<std::string>& paths) {
   try {
     std::vector<fs::path> ps(paths.begin(), paths.end());
     const auto reg = tally::Registry::load(ps);
     if (json) {
-      auto out = nlohmann::ordered_json::array();
-      for (const auto& c : reg.components()) {
-        const auto& i = *c.info;
-        nlohmann::ordered_json j;
-        j["kind"] = tally::component_kind_name(i.kind);
-        j["name"] = i.name;
-        j["aliases"] = i.aliases;
-        j["plugin"] = c.plugin_name;
-        j["version"] = c.plugin_version;
-        // A file name need not be UTF-8: its stray bytes are written as \xNN (JSON text must be
-        // UTF-8); any other such text from a plugin becomes U+FFFD (the dump's error handler).
-        j["file"] = tally::escape_invalid_utf8(c.file.native());
-        j["doc"] = i.doc;
-        auto params = nlohmann::ordered_json::array();
-        for (const auto& p : i.params)
-          params.push_back({{"name", p.name},
-                            {"type", tally::param_type_name(p.type)},
-                            {"required", p.required()},
-                            {"default", value_json(p.default_value)},
-                            {"nullable", p.nullable},
-                            {"choices", p.choices},
-                            {"doc", p.doc}});
-        j["params"] = params;
-        if (i.kind == tally::ComponentKind::Metric) {
-          auto inputs = nlohmann::ordered_json::array();
-          for (const auto& in : i.inputs)
-            inputs.push_back({{"name", in.name}, {"required", in.required}, {"doc", in.doc}});
-          j["inputs"] = inputs;
-          auto results = nlohmann::ordered_json::array();
-          for (const auto& r : i.results)
-            results.push_back({{"key", r.key},
-                               {"better", better_word(r.better)},
-                               {"plot", plot_word(r.plot)},
-                               {"doc", r.doc}});
-          j["results"] = results;
-        }
-        out.push_back(j);
-      }
-      fmt::print("{}\n", out.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace));
+      fmt::print("{}\n", tally::plugins_json(reg));
       return 0;
     }
     // Names, docs and file names come from plugins and folders: shown escaped on a terminal.
@@ -609,7 +541,7 @@ int plugins(bool json, const std::vector<std::string>& paths) {
         }
         for (const auto& r : i.results)
           fmt::print("    result {:<18} {:<24} {}\n", t(r.key),
-                     fmt::format("{}, {}", tally::better_name(r.better), plot_word(r.plot)),
+                     fmt::format("{}, {}", tally::better_name(r.better), tally::plot_name(r.plot)),
                      t(r.doc));
         fmt::print("\n");
       }

@@ -414,4 +414,86 @@ void Evaluator::Impl::read_checkpointed(Reader* reader, const ReadOptions& optio
   }
 }
 
+// ---- a host program's checkpoint of this rank's state ---------------------------------------
+
+namespace {
+constexpr std::string_view kStateMagic = "tally-evaluator-state";
+constexpr std::uint32_t kStateVersion = 1;
+}  // namespace
+
+// ["tally-evaluator-state", version, metrics fingerprint, samples, [0, [state...]]]
+std::string Evaluator::save_state() const {
+  const auto& s = *impl_;
+  if (s.error) throw_error(s.error->first, s.error->second);
+  if (s.held)
+    throw ConfigError(
+        "save_state: with a padded sampler the last sample added is held back until compute() "
+        "knows whether it is padding; save the state between epochs (after compute() or "
+        "reset())");
+  msgpack::sbuffer states;
+  s.save_states(states);
+  msgpack::sbuffer out;
+  Packer p(out);
+  p.pack_array(5);
+  p.pack(kStateMagic);
+  p.pack(kStateVersion);
+  p.pack(s.fingerprint);
+  p.pack(s.samples);
+  p.pack_bin(static_cast<std::uint32_t>(states.size()));
+  p.pack_bin_body(states.data(), static_cast<std::uint32_t>(states.size()));
+  return std::string(out.data(), out.size());
+}
+
+void Evaluator::load_state(std::string_view bytes) {
+  auto& s = *impl_;
+  const auto fail = [](const std::string& what) {
+    throw InputError(fmt::format("load_state: {}", what));
+  };
+  msgpack::object_handle h;
+  try {
+    h = unpack_bounded(std::as_bytes(std::span(bytes.data(), bytes.size())),
+                       /*reference_bins=*/true);
+  } catch (const std::exception& e) {
+    fail(fmt::format("the {} bytes are not a saved evaluator state: {}", bytes.size(), e.what()));
+  }
+  const auto& o = h.get();
+  const auto* a = o.type == msgpack::type::ARRAY ? o.via.array.ptr : nullptr;
+  if (a == nullptr || o.via.array.size != 5 || a[0].type != msgpack::type::STR ||
+      std::string_view(a[0].via.str.ptr, a[0].via.str.size) != kStateMagic)
+    fail(fmt::format("the {} bytes are not a saved evaluator state (save_state / state_dict())",
+                     bytes.size()));
+  if (a[1].type != msgpack::type::POSITIVE_INTEGER || a[1].via.u64 != kStateVersion)
+    fail(fmt::format("expected a state of format version {}, found another", kStateVersion));
+  if (a[2].type != msgpack::type::POSITIVE_INTEGER || a[2].via.u64 != s.fingerprint)
+    fail(
+        "the state was saved by an evaluator of other metrics (labels, types, parameters or "
+        "plugin versions differ from this one's)");
+  if (a[3].type != msgpack::type::POSITIVE_INTEGER || a[4].type != msgpack::type::BIN)
+    fail("the state's sample count or metric states are missing");
+  msgpack::object_handle states;
+  try {
+    states = unpack_bounded(std::as_bytes(std::span(a[4].via.bin.ptr, a[4].via.bin.size)),
+                            /*reference_bins=*/true);
+  } catch (const std::exception& e) {
+    fail(fmt::format("the metric states are not valid msgpack: {}", e.what()));
+  }
+  const auto& st = states.get();
+  if (st.type != msgpack::type::ARRAY || st.via.array.size != 2 ||
+      st.via.array.ptr[1].type != msgpack::type::ARRAY ||
+      st.via.array.ptr[1].via.array.size != s.metrics.size())
+    fail(fmt::format("expected the states of {} metrics, found something else", s.metrics.size()));
+  // All or nothing: a state that fails part-way leaves this evaluator reset, not half-loaded.
+  reset();
+  for (std::size_t i = 0; i < s.metrics.size(); ++i) {
+    try {
+      s.metrics[i].metric->restore(st.via.array.ptr[1].via.array.ptr[i]);
+    } catch (const std::exception& e) {
+      reset();
+      fail(
+          fmt::format("metric '{}' cannot read its saved state: {}", s.metrics[i].label, e.what()));
+    }
+  }
+  s.samples = static_cast<std::int64_t>(a[3].via.u64);
+}
+
 }  // namespace tally

@@ -211,6 +211,15 @@ class TALLY_API Evaluator {
   void barrier();
   /// Clears every metric's local state (a new epoch).
   void reset();
+  /// This rank's accumulated state (every metric's state and the number of samples added), as
+  /// bytes for load_state() of an evaluator built from the same metrics (a checkpoint of a host
+  /// program's loop: Python's state_dict()). Not collective. Throws the error add() recorded, if
+  /// any; ConfigError with a padded sampler while a sample is held back (it may be padding, which
+  /// only compute(dataset_size) can tell): save between epochs there.
+  std::string save_state() const;
+  /// Replaces this rank's state with one save_state() returned. InputError when the bytes are not
+  /// such a state, or are one of other metrics (labels, types, parameters, plugin versions).
+  void load_state(std::string_view bytes);
 
   // ---- for host programs on several ranks --------------------------------------------------
   /// This rank's place among the ranks on its host, 0 .. (ranks here) - 1 in rank order: what

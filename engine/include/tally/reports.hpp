@@ -11,8 +11,16 @@
 
 #include "tally/compare.hpp"
 #include "tally/evaluator.hpp"
+#include "tally/registry.hpp"
 
 namespace tally {
+
+/// Every component of `registry` as a JSON array (`tally plugins --json`): kind, name, aliases,
+/// plugin, version, file, doc, params (name, type, required, default, nullable, choices, doc);
+/// metrics also inputs and results (key, better, plot, doc).
+std::string plugins_json(const Registry& registry);
+/// "none", "bars", "heatmap", "curve".
+const char* plot_name(Plot p);
 
 /// An aligned, readable table of every metric's results.
 std::string format_table(const Results& results);

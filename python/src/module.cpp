@@ -1,0 +1,685 @@
+// tally._tally: the engine (libtally) and its plugins for Python, through nanobind.
+//
+// Arrays arrive through DLPack or the buffer protocol (NumPy, PyTorch on CPU or CUDA, CuPy, JAX):
+// a C-contiguous array of a dtype tally knows is read in place, as a tally::Tensor view that holds
+// the Python array alive as long as the engine looks at it; anything else is converted once, by
+// the array's own library (.contiguous(), .float(), numpy.ascontiguousarray), and said so in
+// add()'s documentation. The GIL is released while metrics accumulate and while ranks sync.
+#include <Python.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/pair.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "tally/compare.hpp"
+#include "tally/error.hpp"
+#include "tally/evaluator.hpp"
+#include "tally/file_io.hpp"
+#include "tally/registry.hpp"
+#include "tally/reports.hpp"
+#include "tally/version.hpp"
+
+namespace nb = nanobind;
+namespace fs = std::filesystem;
+
+namespace {
+
+using Array = nb::ndarray<nb::ro>;
+
+// ---- Python objects held by the engine --------------------------------------------------------
+
+// A reference to a Python object for a Tensor's keepalive: released with the GIL held, from
+// whichever thread drops the last Tensor (the metrics may run on worker threads). After the
+// interpreter has finalized there is nothing left to release.
+std::shared_ptr<const void> hold(nb::object o) {
+  auto* p = o.release().ptr();
+  return std::shared_ptr<const void>(p, [](const void* q) {
+    if (!Py_IsInitialized()) return;
+    const PyGILState_STATE g = PyGILState_Ensure();
+    Py_DECREF(static_cast<PyObject*>(const_cast<void*>(q)));
+    PyGILState_Release(g);
+  });
+}
+
+// ---- arrays -> tally::Tensor
+// ---------------------------------------------------------------------
+
+std::optional<tally::DType> dtype_of(nb::dlpack::dtype t) {
+  using C = nb::dlpack::dtype_code;
+  if (t.lanes != 1) return std::nullopt;
+  const auto code = static_cast<C>(t.code);
+  if (code == C::Bool && t.bits == 8) return tally::DType::Bool;
+  if (code == C::Float && t.bits == 32) return tally::DType::F32;
+  if (code == C::Float && t.bits == 64) return tally::DType::F64;
+  if (code == C::Int) {
+    switch (t.bits) {
+      case 8:
+        return tally::DType::I8;
+      case 16:
+        return tally::DType::I16;
+      case 32:
+        return tally::DType::I32;
+      case 64:
+        return tally::DType::I64;
+    }
+  }
+  if (code == C::UInt) {
+    switch (t.bits) {
+      case 8:
+        return tally::DType::U8;
+      case 16:
+        return tally::DType::U16;
+      case 32:
+        return tally::DType::U32;
+    }
+  }
+  return std::nullopt;
+}
+
+std::string dtype_text(nb::dlpack::dtype t) {
+  using C = nb::dlpack::dtype_code;
+  const char* kind = "?";
+  switch (static_cast<C>(t.code)) {
+    case C::Int:
+      kind = "int";
+      break;
+    case C::UInt:
+      kind = "uint";
+      break;
+    case C::Float:
+      kind = "float";
+      break;
+    case C::Bfloat:
+      kind = "bfloat";
+      break;
+    case C::Complex:
+      kind = "complex";
+      break;
+    case C::Bool:
+      kind = "bool";
+      break;
+    default:
+      kind = "other";
+      break;
+  }
+  return t.lanes == 1 ? fmt::format("{}{}", kind, t.bits)
+                      : fmt::format("{}{}x{}", kind, t.bits, t.lanes);
+}
+
+bool c_contiguous(const Array& a) {
+  for (std::size_t i = 0; i < a.ndim(); ++i)
+    if (a.shape(i) == 0) return true;  // no element: any strides
+  std::int64_t expected = 1;
+  for (std::size_t i = a.ndim(); i-- > 0;) {
+    const auto n = static_cast<std::int64_t>(a.shape(i));
+    if (n != 1 && a.stride(i) != expected) return false;
+    expected *= n;
+  }
+  return true;
+}
+
+bool is_cuda_device(int device_type) {
+  return device_type == nb::device::cuda::value || device_type == nb::device::cuda_managed::value;
+}
+bool is_cpu_device(int device_type) {
+  return device_type == nb::device::cpu::value || device_type == nb::device::cuda_host::value;
+}
+
+std::string device_text(int device_type) {
+  switch (device_type) {
+    case nb::device::cpu::value:
+      return "cpu";
+    case nb::device::cuda::value:
+      return "cuda";
+    case nb::device::cuda_host::value:
+      return "cuda_host";
+    case nb::device::cuda_managed::value:
+      return "cuda_managed";
+    case nb::device::rocm::value:
+      return "rocm";
+    case nb::device::metal::value:
+      return "metal (mps)";
+    case nb::device::oneapi::value:
+      return "oneapi (xpu)";
+  }
+  return fmt::format("DLPack device type {}", device_type);
+}
+
+nb::object numpy() { return nb::module_::import_("numpy"); }
+
+bool has_attr(nb::handle o, const char* name) { return PyObject_HasAttrString(o.ptr(), name) == 1; }
+
+// `o` as an array without any conversion by nanobind (no copy); nullopt when it is none.
+std::optional<Array> as_array(nb::handle o) {
+  Array a;
+  if (nb::try_cast(o, a, /*convert=*/false)) return a;
+  return std::nullopt;
+}
+
+std::string py_type_name(nb::handle o) {
+  return nb::cast<std::string>(nb::str(nb::handle(reinterpret_cast<PyObject*>(Py_TYPE(o.ptr())))));
+}
+
+// What a field's value becomes, and whether the engine reads the caller's memory in place.
+struct Converted {
+  tally::Tensor tensor;
+  bool copied = false;
+};
+
+Converted to_tensor(const std::string& field, nb::object o) {
+  bool copied = false;
+  // A torch tensor that requires grad refuses DLPack export: its data is what is evaluated.
+  if (has_attr(o, "requires_grad") && nb::cast<bool>(o.attr("requires_grad")))
+    o = o.attr("detach")();
+  std::optional<Array> a = as_array(o);
+  const std::string given = a ? std::string() : py_type_name(o);
+  if (!a) {
+    // Python numbers and lists of numbers, and objects with __array__ only: NumPy converts.
+    try {
+      o = numpy().attr("asarray")(o);
+    } catch (nb::python_error& e) {
+      throw tally::InputError(fmt::format(
+          "field '{}': expected an array (NumPy, torch, anything with __dlpack__ or the buffer "
+          "protocol), a list of arrays (ragged), strings, or numbers; found {} that NumPy cannot "
+          "convert: {}",
+          field, py_type_name(o), e.what()));
+    }
+    copied = true;
+    a = as_array(o);
+    if (!a)
+      throw tally::InputError(fmt::format(
+          "field '{}': expected an array (NumPy, torch, anything with __dlpack__ or the buffer "
+          "protocol), a list of arrays (ragged), strings, or numbers; found {}",
+          field, given));
+  }
+  const int dev = a->device_type();
+  if (!is_cpu_device(dev) && !is_cuda_device(dev))
+    throw tally::InputError(fmt::format(
+        "field '{}': arrays on {} are not supported: tally reads CPU and CUDA memory (move it "
+        "with .cpu() or .cuda())",
+        field, device_text(dev)));
+  // Half precision (float16, bfloat16) is widened to float32 by the array's own library.
+  if (!dtype_of(a->dtype())) {
+    const auto t = a->dtype();
+    const bool half =
+        (static_cast<nb::dlpack::dtype_code>(t.code) == nb::dlpack::dtype_code::Float ||
+         static_cast<nb::dlpack::dtype_code>(t.code) == nb::dlpack::dtype_code::Bfloat) &&
+        t.bits == 16 && t.lanes == 1;
+    if (!half)
+      throw tally::InputError(fmt::format(
+          "field '{}': dtype {} is not supported (expected bool, int8/16/32/64, uint8/16/32, "
+          "float16/bfloat16 (widened), float32 or float64)",
+          field, dtype_text(t)));
+    if (has_attr(o, "float") && has_attr(o, "data_ptr"))
+      o = o.attr("float")();  // torch
+    else if (is_cpu_device(dev))
+      o = numpy().attr("asarray")(o, "float32");
+    else
+      throw tally::InputError(fmt::format(
+          "field '{}': a 16-bit float array on the GPU that is not a torch tensor: convert it to "
+          "float32 first",
+          field));
+    copied = true;
+    a = as_array(o);
+    if (!a || !dtype_of(a->dtype()))
+      throw tally::InputError(
+          fmt::format("field '{}': could not widen {} to float32", field, dtype_text(t)));
+  }
+  if (!c_contiguous(*a)) {
+    if (has_attr(o, "contiguous") && has_attr(o, "data_ptr"))
+      o = o.attr("contiguous")();  // torch
+    else if (is_cpu_device(a->device_type()))
+      o = numpy().attr("ascontiguousarray")(o);
+    else if (has_attr(o, "__cuda_array_interface__"))
+      o = nb::module_::import_("cupy").attr("ascontiguousarray")(o);
+    else
+      throw tally::InputError(fmt::format(
+          "field '{}': a strided (non-contiguous) GPU array: make it contiguous first", field));
+    copied = true;
+    a = as_array(o);
+    if (!a || !c_contiguous(*a))
+      throw tally::InputError(
+          fmt::format("field '{}': could not make the array contiguous", field));
+  }
+  std::vector<std::int64_t> shape(a->ndim());
+  for (std::size_t i = 0; i < a->ndim(); ++i) shape[i] = static_cast<std::int64_t>(a->shape(i));
+  const tally::Device device =
+      is_cuda_device(a->device_type()) ? tally::Device::cuda(a->device_id()) : tally::Device::cpu();
+  // The view holds the converted array: its memory lives as long as the engine reads it.
+  auto keep = std::make_shared<Array>(*a);
+  std::shared_ptr<const void> alive(hold(o));
+  std::shared_ptr<const void> both(keep.get(), [keep, alive](const void*) mutable {
+    if (!Py_IsInitialized()) return;
+    const PyGILState_STATE g = PyGILState_Ensure();
+    keep.reset();
+    alive.reset();
+    PyGILState_Release(g);
+  });
+  return {tally::Tensor::view(a->data(), *dtype_of(a->dtype()), std::move(shape), device,
+                              std::move(both)),
+          copied};
+}
+
+bool is_str(nb::handle o) { return PyUnicode_Check(o.ptr()) != 0; }
+bool is_sequence(nb::handle o) { return PyList_Check(o.ptr()) != 0 || PyTuple_Check(o.ptr()) != 0; }
+
+std::string utf8(const std::string& field, nb::handle s) {
+  Py_ssize_t n = 0;
+  const char* p = PyUnicode_AsUTF8AndSize(s.ptr(), &n);
+  if (p == nullptr) {
+    PyErr_Clear();
+    throw tally::InputError(fmt::format(
+        "field '{}': a string that cannot be encoded as UTF-8 (lone surrogates)", field));
+  }
+  return std::string(p, static_cast<std::size_t>(n));
+}
+
+// How a field was read, for tally._inspect_batch (the tests prove in-place reading with it).
+struct FieldInfo {
+  std::string name, kind, dtype, device;
+  std::vector<std::int64_t> shape;
+  std::uintptr_t data = 0;
+  bool copied = false;
+};
+
+tally::Batch to_batch(nb::handle mapping, std::vector<FieldInfo>* info) {
+  if (!PyDict_Check(mapping.ptr()) && !has_attr(mapping, "items"))
+    throw tally::InputError(
+        fmt::format("add(): expected a mapping of field name to values (a dict), found {}",
+                    py_type_name(mapping)));
+  tally::Batch batch;
+  for (nb::handle item : mapping.attr("items")()) {
+    nb::handle key = item[0];
+    nb::object value = nb::borrow(item[1]);
+    if (!is_str(key))
+      throw tally::InputError(
+          fmt::format("add(): field names are strings; found a key of type {}", py_type_name(key)));
+    const std::string field = utf8("?", key);
+    FieldInfo fi;
+    fi.name = field;
+    if (is_sequence(value) && nb::len(value) > 0) {
+      nb::handle first = value[0];
+      if (is_str(first) || (is_sequence(first) && nb::len(first) > 0 && is_str(first[0])) ||
+          (is_sequence(first) && nb::len(first) == 0 && !has_attr(first, "__dlpack__"))) {
+        // Text: one string per sample, or a list of strings per sample (references).
+        std::vector<std::vector<std::string>> per_sample;
+        bool single = true;
+        per_sample.reserve(nb::len(value));
+        for (nb::handle s : value) {
+          if (is_str(s)) {
+            per_sample.push_back({utf8(field, s)});
+          } else if (is_sequence(s)) {
+            single = false;
+            std::vector<std::string> refs;
+            for (nb::handle r : s) {
+              if (!is_str(r))
+                throw tally::InputError(fmt::format(
+                    "field '{}': sample {} holds a {} among its strings; a text field holds "
+                    "strings, or a list of strings per sample",
+                    field, per_sample.size(), py_type_name(r)));
+              refs.push_back(utf8(field, r));
+            }
+            per_sample.push_back(std::move(refs));
+          } else {
+            throw tally::InputError(
+                fmt::format("field '{}': sample {} is a {} in a text field (strings expected)",
+                            field, per_sample.size(), py_type_name(s)));
+          }
+        }
+        fi.kind = single ? "text" : "text lists";
+        fi.shape = {static_cast<std::int64_t>(per_sample.size())};
+        batch.set_text(field, tally::Text::from_lists(per_sample));
+        if (info) info->push_back(std::move(fi));
+        continue;
+      }
+      if (has_attr(first, "__dlpack__") || has_attr(first, "__array_interface__") ||
+          has_attr(first, "__cuda_array_interface__")) {
+        // Ragged: one array per sample.
+        tally::Batch::Ragged per_sample;
+        per_sample.reserve(nb::len(value));
+        std::size_t i = 0;
+        for (nb::handle s : value) {
+          per_sample.push_back(to_tensor(fmt::format("{}[{}]", field, i++), nb::borrow(s)).tensor);
+        }
+        fi.kind = "ragged";
+        fi.shape = {static_cast<std::int64_t>(per_sample.size())};
+        batch.set_ragged(field, std::move(per_sample));
+        if (info) info->push_back(std::move(fi));
+        continue;
+      }
+    }
+    if (is_str(value))
+      throw tally::InputError(fmt::format(
+          "field '{}': a single string; a text field is a list with one string per sample", field));
+    Converted c = to_tensor(field, value);
+    fi.kind = "dense";
+    fi.dtype = tally::dtype_name(c.tensor.dtype());
+    fi.device = c.tensor.is_cuda() ? fmt::format("cuda:{}", c.tensor.device().index) : "cpu";
+    fi.shape = c.tensor.shape();
+    fi.data = reinterpret_cast<std::uintptr_t>(c.tensor.data());
+    fi.copied = c.copied;
+    if (c.tensor.dim() == 0)
+      throw tally::InputError(fmt::format(
+          "field '{}': a scalar (0-d array); a field holds one value per sample: give an array "
+          "whose first dimension is the sample",
+          field));
+    batch.set(field, std::move(c.tensor));
+    if (info) info->push_back(std::move(fi));
+  }
+  return batch;
+}
+
+// ---- tally::Value -> Python
+// ----------------------------------------------------------------------
+
+nb::object to_python(const tally::Value& v) {
+  using K = tally::Value::Kind;
+  switch (v.kind()) {
+    case K::Null:
+      return nb::none();
+    case K::Bool:
+      return nb::bool_(v.as_bool());
+    case K::Int:
+      return nb::int_(v.as_int());
+    case K::Float:
+      return nb::float_(v.as_double());
+    case K::String:
+      return nb::str(v.as_string().c_str(), v.as_string().size());
+    case K::Array: {
+      nb::list l;
+      for (const auto& x : v.as_array()) l.append(to_python(x));
+      return l;
+    }
+    case K::Map: {
+      nb::dict d;
+      for (const auto& [k, x] : v.as_map()) d[nb::str(k.c_str(), k.size())] = to_python(x);
+      return d;
+    }
+  }
+  return nb::none();
+}
+
+nb::dict run_info(const tally::RunInfo& r) {
+  nb::dict d;
+  d["tally_version"] = tally::kVersion;
+  d["config"] = r.config;
+  d["backend"] = r.backend;
+  d["world_size"] = r.world_size;
+  d["samples"] = r.samples;
+  d["wall_seconds"] = r.wall_seconds;
+  return d;
+}
+
+// ---- the evaluator
+// -------------------------------------------------------------------------------
+
+class PyEvaluator {
+ public:
+  explicit PyEvaluator(tally::Evaluator ev) : ev_(std::move(ev)) {}
+
+  static PyEvaluator from_yaml(const std::string& text, const std::string& source,
+                               const std::string& base_dir, std::vector<std::string> overrides,
+                               bool padded_sampler) {
+    tally::EvaluatorOptions o;
+    o.overrides = std::move(overrides);
+    o.padded_sampler = padded_sampler;
+    nb::gil_scoped_release unlocked;  // a backend's start-up waits for the other ranks
+    return PyEvaluator(tally::Evaluator::from_yaml(text, std::move(o), source, base_dir));
+  }
+  static PyEvaluator from_file(const std::string& path, std::vector<std::string> overrides,
+                               bool padded_sampler) {
+    tally::EvaluatorOptions o;
+    o.overrides = std::move(overrides);
+    o.padded_sampler = padded_sampler;
+    nb::gil_scoped_release unlocked;
+    return PyEvaluator(tally::Evaluator::from_file(path, std::move(o)));
+  }
+
+  void add(nb::handle mapping) {
+    tally::Batch batch;
+    try {
+      batch = to_batch(mapping, nullptr);
+    } catch (const tally::Error& e) {
+      // As the engine does for its own errors: remembered, so that compute() fails every rank
+      // with it instead of leaving the others waiting.
+      ev_.record_error(e.exit_code(), e.what());
+      throw;
+    }
+    nb::gil_scoped_release unlocked;
+    ev_.add(batch);
+  }
+
+  nb::dict compute(std::optional<std::int64_t> dataset_size) {
+    tally::Results r;
+    {
+      nb::gil_scoped_release unlocked;
+      r = ev_.compute(dataset_size);
+    }
+    last_ = r;
+    return nb::cast<nb::dict>(to_python(r.metrics));
+  }
+
+  nb::dict last_run() const {
+    if (!last_) throw tally::ConfigError("no compute() has returned yet");
+    return run_info(last_->run);
+  }
+  std::string last_json() const {
+    if (!last_) throw tally::ConfigError("no compute() has returned yet");
+    return last_->to_json();
+  }
+  std::string last_table() const {
+    if (!last_) throw tally::ConfigError("no compute() has returned yet");
+    return tally::format_table(*last_);
+  }
+
+  void reset() { ev_.reset(); }
+  void barrier() {
+    nb::gil_scoped_release unlocked;
+    ev_.barrier();
+  }
+  nb::bytes save_state() const {
+    const std::string s = ev_.save_state();
+    return nb::bytes(s.data(), s.size());
+  }
+  void load_state(nb::bytes b) {
+    ev_.load_state(std::string_view(static_cast<const char*>(b.data()), b.size()));
+  }
+  void record_error(int code, const std::string& message) { ev_.record_error(code, message); }
+
+  int rank() const { return ev_.rank(); }
+  int world_size() const { return ev_.world_size(); }
+  int local_rank() const { return ev_.local_rank(); }
+  std::string backend() const { return ev_.backend_name(); }
+  std::string backend_choice() const { return ev_.backend_choice(); }
+
+  // Collective object exchange for host programs: bytes (pickled by the Python side).
+  std::vector<nb::bytes> all_gather_bytes(nb::bytes b) {
+    std::vector<std::string> got;
+    {
+      const std::string mine(static_cast<const char*>(b.data()), b.size());
+      nb::gil_scoped_release unlocked;
+      got = ev_.all_gather(mine);
+    }
+    std::vector<nb::bytes> out;
+    for (const auto& s : got) out.emplace_back(s.data(), s.size());
+    return out;
+  }
+  nb::bytes broadcast_bytes(nb::bytes b, int src) {
+    std::string got;
+    {
+      const std::string mine(static_cast<const char*>(b.data()), b.size());
+      nb::gil_scoped_release unlocked;
+      got = ev_.broadcast(mine, src);
+    }
+    return nb::bytes(got.data(), got.size());
+  }
+
+  // tally run: the config's reader over this rank's shard, every metric, the outputs on rank 0.
+  // Returns the results and the exit code the command would give (0, or 3 for a regression).
+  std::pair<nb::dict, int> run_config(const std::optional<std::string>& output, bool quiet) {
+    int code = 0;
+    {
+      nb::gil_scoped_release unlocked;
+      std::shared_ptr<tally::Reader> reader;
+      std::optional<tally::Results> baseline;
+      const auto& regression = ev_.regression();
+      try {
+        if (regression) {
+          std::error_code ec;
+          if (!fs::exists(regression->baseline, ec))
+            throw tally::InputError(
+                fmt::format("{}: the baseline '{}' does not exist; write it with 'tally run CONFIG "
+                            "--update-baseline'",
+                            regression->where, regression->baseline.string()));
+          baseline = tally::read_results_json(regression->baseline);
+        }
+        if (output && ev_.rank() == 0) tally::check_writable(*output, "output");
+        reader = ev_.make_reader();
+      } catch (const tally::Error& e) {
+        ev_.record_error(e.exit_code(), e.what());
+      }
+      ev_.read_all(reader.get());
+      const tally::Results results = ev_.compute();
+      last_ = results;
+      const tally::ResultSpecs specs = tally::ResultSpecs::from_results(results);
+      std::optional<tally::Comparison> comparison;
+      if (baseline) {
+        comparison = tally::compare(results.metrics, baseline->metrics, specs,
+                                    tally::Tolerances::of(*regression));
+        comparison->baseline_source = regression->baseline.string();
+      }
+      if (ev_.rank() == 0) {
+        if (!quiet) {
+          std::string text = tally::format_table(results);
+          if (comparison) text += "\n" + tally::format_comparison(*comparison, false);
+          nb::gil_scoped_acquire locked;
+          nb::module_::import_("sys").attr("stdout").attr("write")(text);
+        }
+        const tally::OutputPaths paths = ev_.outputs();
+        tally::OutputSet out;
+        if (output)
+          out.stage(*output, results.to_json(), "output");
+        else if (paths.json)
+          out.stage(*paths.json, results.to_json(), "output.json");
+        const tally::ReportInput in{results, specs, comparison ? &*comparison : nullptr,
+                                    baseline ? &baseline->metrics : nullptr, results.run.config};
+        if (paths.junit) out.stage(*paths.junit, tally::junit_report(in), "output.junit");
+        if (paths.markdown)
+          out.stage(*paths.markdown, tally::markdown_report(in), "output.markdown");
+        if (paths.html) {
+          std::string chartjs;
+          if (const auto f = tally::find_chartjs()) chartjs = tally::read_chartjs(*f);
+          out.stage(*paths.html, tally::html_report(in, chartjs), "output.html");
+        }
+        out.commit();
+      }
+      if (comparison && comparison->regressed()) {
+        code = tally::kExitRegression;
+        regression_message_ = tally::format_comparison(*comparison, false);
+      }
+    }
+    return {nb::cast<nb::dict>(to_python(last_->metrics)), code};
+  }
+  std::string regression_message() const { return regression_message_; }
+
+ private:
+  tally::Evaluator ev_;
+  std::optional<tally::Results> last_;
+  std::string regression_message_;
+};
+
+nb::list inspect_batch(nb::handle mapping) {
+  std::vector<FieldInfo> info;
+  const tally::Batch b = to_batch(mapping, &info);
+  nb::list out;
+  for (const auto& f : info) {
+    nb::dict d;
+    d["name"] = f.name;
+    d["kind"] = f.kind;
+    d["dtype"] = f.dtype;
+    d["device"] = f.device;
+    d["shape"] = nb::cast(f.shape);
+    d["data"] = f.data;
+    d["copied"] = f.copied;
+    out.append(d);
+  }
+  return out;
+}
+
+std::string plugins_json(const std::vector<std::string>& paths) {
+  std::vector<fs::path> ps(paths.begin(), paths.end());
+  nb::gil_scoped_release unlocked;
+  return tally::plugins_json(tally::Registry::load(ps));
+}
+
+}  // namespace
+
+NB_MODULE(_tally, m) {
+  m.doc() = "tally's engine and plugins (the package tally wraps this module)";
+  m.attr("__version__") = tally::kVersion;
+
+  // The exception classes are made in Python (tally/_errors.py: they derive from the builtin
+  // classes users catch) and handed over here; C++ errors become them with the engine's message.
+  m.def("_set_exceptions",
+        [](nb::object config, nb::object input, nb::object runtime, nb::object base) {
+          static nb::object cfg, inp, run, err;
+          cfg = std::move(config);
+          inp = std::move(input);
+          run = std::move(runtime);
+          err = std::move(base);
+          nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+            try {
+              std::rethrow_exception(p);
+            } catch (const tally::ConfigError& e) {
+              PyErr_SetString(cfg.ptr(), e.what());
+            } catch (const tally::InputError& e) {
+              PyErr_SetString(inp.ptr(), e.what());
+            } catch (const tally::RuntimeError& e) {
+              PyErr_SetString(run.ptr(), e.what());
+            } catch (const tally::Error& e) {
+              PyErr_SetString(err.ptr(), e.what());
+            }
+          });
+        });
+
+  nb::class_<PyEvaluator>(m, "_Evaluator")
+      .def_static("from_yaml", &PyEvaluator::from_yaml, nb::arg("text"), nb::arg("source"),
+                  nb::arg("base_dir"), nb::arg("overrides"), nb::arg("padded_sampler"))
+      .def_static("from_file", &PyEvaluator::from_file, nb::arg("path"), nb::arg("overrides"),
+                  nb::arg("padded_sampler"))
+      .def("add", &PyEvaluator::add)
+      .def("compute", &PyEvaluator::compute, nb::arg("dataset_size") = nb::none())
+      .def("last_run", &PyEvaluator::last_run)
+      .def("last_json", &PyEvaluator::last_json)
+      .def("last_table", &PyEvaluator::last_table)
+      .def("reset", &PyEvaluator::reset)
+      .def("barrier", &PyEvaluator::barrier)
+      .def("save_state", &PyEvaluator::save_state)
+      .def("load_state", &PyEvaluator::load_state)
+      .def("record_error", &PyEvaluator::record_error)
+      .def("all_gather_bytes", &PyEvaluator::all_gather_bytes)
+      .def("broadcast_bytes", &PyEvaluator::broadcast_bytes)
+      .def("run_config", &PyEvaluator::run_config, nb::arg("output"), nb::arg("quiet"))
+      .def("regression_message", &PyEvaluator::regression_message)
+      .def_prop_ro("rank", &PyEvaluator::rank)
+      .def_prop_ro("world_size", &PyEvaluator::world_size)
+      .def_prop_ro("local_rank", &PyEvaluator::local_rank)
+      .def_prop_ro("backend", &PyEvaluator::backend)
+      .def_prop_ro("backend_choice", &PyEvaluator::backend_choice);
+
+  m.def("_inspect_batch", &inspect_batch);
+  m.def("_plugins_json", &plugins_json, nb::arg("paths"));
+}

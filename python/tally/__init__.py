@@ -1,0 +1,268 @@
+"""tally: metrics evaluation with the same numbers on 1 or 64 ranks.
+
+The same engine (libtally) and metric plugins as the ``tally`` command, from a Python loop::
+
+    import tally
+
+    ev = tally.Evaluator({"metrics": [{"type": "Accuracy", "topk": [1, 5]}]})
+    for batch in loader:
+        logits = model(batch["image"])
+        ev.add({"pred_scores": logits, "gt_labels": batch["label"]})   # NumPy or torch, CPU or CUDA
+    print(ev.compute())                      # {"Accuracy": {"top1": ..., "top5": ...}}
+
+Arrays are read in place (DLPack / the buffer protocol); ``compute()`` is collective under
+``mpirun`` (backend ``mpi``) and ``torchrun`` (``gloo``, or ``nccl`` for CUDA tensors).
+"""
+
+from __future__ import annotations
+
+import json as _json
+import os as _os
+import pickle as _pickle
+import warnings as _warnings
+from typing import Any, Iterable, Mapping, Optional, Sequence, Union
+
+from . import _tally
+from ._errors import ConfigError, InputError, RegressionError, RuntimeError, TallyError
+
+__version__ = _tally.__version__
+__all__ = [
+    "Evaluator",
+    "run",
+    "plugins",
+    "TallyError",
+    "ConfigError",
+    "InputError",
+    "RuntimeError",
+    "RegressionError",
+    "__version__",
+]
+
+_tally._set_exceptions(ConfigError, InputError, RuntimeError, TallyError)
+
+ConfigLike = Union[str, "_os.PathLike[str]", Mapping[str, Any]]
+
+_LAUNCHER_WORLD_VARS = ("OMPI_COMM_WORLD_SIZE", "WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")
+
+
+def _override_items(overrides: Union[None, Mapping[str, Any], Iterable[str]]) -> list:
+    """``{"metrics.0.topk": [1, 5]}`` or ``["metrics.0.topk=[1,5]"]`` as ``KEY=VALUE`` strings."""
+    if overrides is None:
+        return []
+    if isinstance(overrides, Mapping):
+        out = []
+        for key, value in overrides.items():
+            text = value if isinstance(value, str) else _json.dumps(value)
+            out.append(f"{key}={text}")
+        return out
+    if isinstance(overrides, str):
+        return [overrides]
+    return [str(o) for o in overrides]
+
+
+def _open_config(config: ConfigLike, overrides: list, padded_sampler: bool):
+    if isinstance(config, Mapping):
+        # JSON is YAML: the engine parses it, with its checks and messages.
+        text = _json.dumps(config)
+        return _tally._Evaluator.from_yaml(text, "<dict>", _os.getcwd(), overrides, padded_sampler)
+    if isinstance(config, _os.PathLike):
+        return _tally._Evaluator.from_file(_os.fspath(config), overrides, padded_sampler)
+    if isinstance(config, str):
+        if "\n" not in config and (
+            _os.path.exists(config) or config.endswith((".yaml", ".yml", ".json"))
+        ):
+            return _tally._Evaluator.from_file(config, overrides, padded_sampler)
+        return _tally._Evaluator.from_yaml(config, "<yaml>", _os.getcwd(), overrides, padded_sampler)
+    raise TypeError(
+        f"config: expected a YAML file path, YAML text or a dict; found {type(config).__name__}"
+    )
+
+
+def _launcher_world_size() -> int:
+    for var in _LAUNCHER_WORLD_VARS:
+        try:
+            return int(_os.environ.get(var, ""))
+        except ValueError:
+            continue
+    return 1
+
+
+class Evaluator:
+    """Accumulates batches into the metrics of a tally config and computes them.
+
+    ``config`` is a YAML file path, YAML text, or a dict with the config's sections (``metrics``,
+    ``backend``, optionally ``data`` for :meth:`run`). ``overrides`` are ``--set`` overrides: a
+    dict ``{"metrics.0.topk": [1, 5]}`` or ``["metrics.0.topk=[1,5]"]``.
+
+    ``padded_sampler=True`` when the loop's sampler pads every rank's shard to one size by
+    repeating samples (PyTorch's ``DistributedSampler``, mmengine's ``DefaultSampler``): then
+    ``compute(dataset_size=len(dataset))`` drops the padding, as mmengine does.
+    """
+
+    def __init__(
+        self,
+        config: ConfigLike,
+        overrides: Union[None, Mapping[str, Any], Iterable[str]] = None,
+        *,
+        padded_sampler: bool = False,
+    ) -> None:
+        self._ev = _open_config(config, _override_items(overrides), padded_sampler)
+        if self._ev.world_size == 1 and _launcher_world_size() > 1:
+            _warnings.warn(
+                f"tally: started as one of {_launcher_world_size()} ranks, but the backend is "
+                f"{self._ev.backend}: every rank computes on its own samples alone. Set "
+                "backend: {type: auto} (or mpi, gloo, nccl) to compute over every rank.",
+                stacklevel=2,
+            )
+
+    # ---- accumulate -------------------------------------------------------------------------
+    def add(self, batch: Optional[Mapping[str, Any]] = None, /, **fields: Any) -> None:
+        """Adds one batch of this rank's samples, in dataset order.
+
+        ``batch`` maps field names (the metrics' inputs, or the names their ``inputs:`` map) to:
+
+        - an array whose first dimension is the sample: NumPy, torch (CPU or CUDA; tensors that
+          require grad are detached), or anything with ``__dlpack__`` or the buffer protocol. A
+          C-contiguous array of bool, int8-64, uint8-32, float32 or float64 is read in place,
+          without a copy; float16/bfloat16 are widened to float32 and strided arrays made
+          contiguous (one copy, by the array's library). Lists of numbers go through NumPy.
+        - a list of arrays: a ragged field, one array per sample (boxes per image);
+        - a list of strings (one per sample), or of lists of strings: a text field.
+
+        Fields may also be given as keywords: ``ev.add(pred_scores=logits, gt_labels=labels)``.
+        An error is raised here and also remembered: the next :meth:`compute` fails on every rank
+        with it, so that no rank waits for one that failed.
+        """
+        if batch is None:
+            batch = fields
+        elif fields:
+            batch = {**batch, **fields}
+        self._ev.add(batch)
+
+    update = add  # torchmetrics' name
+
+    # ---- compute ----------------------------------------------------------------------------
+    def compute(self, dataset_size: Optional[int] = None) -> dict:
+        """Collective (every rank calls it): syncs every metric's state, computes on rank 0, and
+        returns the same dict on every rank: ``{label: {key: value}}``, the results JSON's
+        ``results``. ``dataset_size`` drops a padded sampler's padding (see the class)."""
+        return self._ev.compute(dataset_size)
+
+    def reset(self) -> None:
+        """Clears every metric's local state (a new epoch)."""
+        self._ev.reset()
+
+    @property
+    def last_run(self) -> dict:
+        """The ``run`` section of the last :meth:`compute`: backend, world size, samples, time."""
+        return self._ev.last_run()
+
+    def to_json(self) -> str:
+        """The results JSON document of the last :meth:`compute` (as ``tally run`` writes it)."""
+        return self._ev.last_json()
+
+    def table(self) -> str:
+        """The last :meth:`compute`'s results as the table ``tally run`` prints."""
+        return self._ev.last_table()
+
+    # ---- checkpoints ------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        """This rank's accumulated state, for a checkpoint (``torch.save`` or ``pickle`` it):
+        ``{"tally_state": bytes, "rank": r, "world_size": w}``. Not collective."""
+        return {
+            "tally_state": self._ev.save_state(),
+            "rank": self._ev.rank,
+            "world_size": self._ev.world_size,
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restores a :meth:`state_dict` of an evaluator with the same metrics (on the same rank
+        of the same world size). :class:`InputError` when it is not one."""
+        if not isinstance(state, Mapping) or "tally_state" not in state:
+            raise InputError("load_state_dict: expected a dict from Evaluator.state_dict()")
+        saved = (state.get("rank"), state.get("world_size"))
+        if saved != (self._ev.rank, self._ev.world_size):
+            raise InputError(
+                f"load_state_dict: the state was saved by rank {saved[0]} of {saved[1]}; this is "
+                f"rank {self._ev.rank} of {self._ev.world_size} (each rank restores its own shard's "
+                "state)"
+            )
+        self._ev.load_state(bytes(state["tally_state"]))
+
+    # ---- ranks ------------------------------------------------------------------------------
+    @property
+    def rank(self) -> int:
+        return self._ev.rank
+
+    @property
+    def world_size(self) -> int:
+        return self._ev.world_size
+
+    @property
+    def local_rank(self) -> int:
+        """This rank's place on its host: the GPU it uses."""
+        return self._ev.local_rank
+
+    @property
+    def backend(self) -> str:
+        return self._ev.backend
+
+    def barrier(self) -> None:
+        """Collective: returns when every rank has called it."""
+        self._ev.barrier()
+
+    def all_gather_object(self, obj: Any) -> list:
+        """Collective: every rank's picklable ``obj``, in rank order, on every rank (mmeval's
+        ``all_gather_object``), over the evaluator's backend."""
+        return [_pickle.loads(b) for b in self._ev.all_gather_bytes(_pickle.dumps(obj))]
+
+    def broadcast_object(self, obj: Any, src: int = 0) -> Any:
+        """Collective: rank ``src``'s picklable ``obj`` on every rank."""
+        mine = _pickle.dumps(obj) if self._ev.rank == src else b""
+        return _pickle.loads(self._ev.broadcast_bytes(mine, src))
+
+    def fail(self, message: str, input_error: bool = False) -> None:
+        """Records a failure of this rank's own work (reading its data, say): the next
+        :meth:`compute` raises it on every rank instead of leaving the others waiting."""
+        self._ev.record_error(2 if input_error else 1, message)
+
+    # ---- the config's own data --------------------------------------------------------------
+    def run(self, output: Optional[str] = None, quiet: bool = True) -> dict:
+        """Reads the config's ``data:`` section through its reader plugin (this rank's shard),
+        computes, and writes the config's outputs on rank 0, as ``tally run`` does. Collective."""
+        results, code = self._ev.run_config(output, quiet)
+        if code == 3:
+            raise RegressionError(self._ev.regression_message(), results)
+        return results
+
+    def __repr__(self) -> str:
+        return (
+            f"tally.Evaluator(backend={self._ev.backend!r}, rank={self._ev.rank}, "
+            f"world_size={self._ev.world_size})"
+        )
+
+
+def run(
+    config: ConfigLike,
+    overrides: Union[None, Mapping[str, Any], Iterable[str]] = None,
+    *,
+    output: Optional[str] = None,
+    quiet: bool = True,
+) -> dict:
+    """``tally run CONFIG`` in this process: reads the config's data, computes every metric,
+    writes its outputs (and ``output``, a results JSON path, if given) on rank 0, and returns the
+    results on every rank. A regression against the config's baseline raises
+    :class:`RegressionError` (the command's exit code 3)."""
+    return Evaluator(config, overrides).run(output=output, quiet=quiet)
+
+
+def plugins(paths: Sequence[str] = ()) -> list:
+    """Every discovered plugin component, as ``tally plugins --json`` lists them: kind, name,
+    aliases, plugin, version, file, doc, params (with defaults and docs), inputs, results."""
+    return _json.loads(_tally._plugins_json([_os.fspath(p) for p in paths]))
+
+
+def cli_path() -> str:
+    """The ``tally`` command that came with this package."""
+    here = _os.path.dirname(_os.path.abspath(__file__))
+    return _os.path.join(here, "bin", "tally")

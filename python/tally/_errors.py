@@ -1,0 +1,40 @@
+"""tally's exceptions: each carries the engine's one-line message (what, where, what was
+expected) and the exit code the ``tally`` command would give."""
+
+import builtins
+
+
+class TallyError(Exception):
+    """Any error tally reports."""
+
+    exit_code = 1
+
+
+class ConfigError(TallyError, ValueError):
+    """The config, its overrides or the plugins it names are wrong (the command's exit code 2)."""
+
+    exit_code = 2
+
+
+class InputError(TallyError, ValueError):
+    """The data is wrong: a field missing, a shape or dtype unexpected, a value out of range
+    (exit code 2)."""
+
+    exit_code = 2
+
+
+class RuntimeError(TallyError, builtins.RuntimeError):
+    """The evaluation failed while it ran, on this rank or another (exit code 1)."""
+
+    exit_code = 1
+
+
+class RegressionError(TallyError):
+    """A metric regressed against the config's baseline (exit code 3). ``results`` holds the
+    results computed."""
+
+    exit_code = 3
+
+    def __init__(self, message: str, results: dict) -> None:
+        super().__init__(message)
+        self.results = results

@@ -1,0 +1,69 @@
+"""The mmengine-style metric and the torchmetrics-style object over the same Evaluator."""
+
+import numpy as np
+import pytest
+
+import tally
+from conftest import EXAMPLES, requires_torch
+from tally.mmengine import TallyMetric
+from tally.torchmetrics import Metric
+
+PREDS = np.load(EXAMPLES / "data" / "preds.npy")
+LABELS = np.load(EXAMPLES / "data" / "labels.npy")
+CONFIG = {"metrics": [{"type": "Accuracy", "topk": [1, 3]}, {"type": "SingleLabelMetric", "average": "macro"}]}
+
+
+def expected():
+    ev = tally.Evaluator(CONFIG)
+    ev.add(pred_scores=PREDS, gt_labels=LABELS)
+    return ev.compute()
+
+
+def test_mmengine_style_metric_with_data_samples():
+    metric = TallyMetric(CONFIG, field_map={"pred_score": "pred_scores", "gt_label": "gt_labels"}, prefix="val")
+    for i in range(0, 897, 32):
+        samples = [{"pred_score": PREDS[j], "gt_label": LABELS[j], "img_path": f"{j}.png"} for j in range(i, min(i + 32, 897))]
+        metric.process({"inputs": None}, samples)
+    got = metric.evaluate(897)
+    flat = {f"val/{label}/{k}": v for label, keys in expected().items() for k, v in keys.items()}
+    assert got == flat
+    # evaluate() starts the next epoch afresh.
+    metric.process(None, [{"pred_score": PREDS[0], "gt_label": LABELS[0], "img_path": "0.png"}])
+    assert metric.evaluate(1)["val/Accuracy/top1"] == 1.0
+
+
+def test_mmengine_style_metric_with_a_fields_function():
+    metric = TallyMetric(CONFIG, fields=lambda batch, samples: {"pred_scores": batch["x"], "gt_labels": batch["y"]})
+    metric.process({"x": PREDS, "y": LABELS}, [])
+    assert metric.evaluate(897)["Accuracy/top1"] == expected()["Accuracy"]["top1"]
+
+
+def test_torchmetrics_style_object():
+    m = Metric(CONFIG, inputs=("pred_scores", "gt_labels"))
+    for i in range(0, 897, 100):
+        m.update(PREDS[i : i + 100], LABELS[i : i + 100])
+    assert m.update_count == 9
+    assert m.compute() == expected()
+    state = m.state_dict()
+    m.reset()
+    m.load_state_dict(state)
+    assert m.compute() == expected()
+    flat = Metric(CONFIG, flatten=True)
+    flat.update(pred_scores=PREDS, gt_labels=LABELS)
+    assert flat.compute()["Accuracy/top3"] == expected()["Accuracy"]["top3"]
+    with pytest.raises(TypeError, match="positional"):
+        m.update(PREDS, LABELS, LABELS)
+    with pytest.raises(TypeError, match="forward"):
+        m(PREDS, LABELS)
+
+
+@requires_torch
+def test_mmengine_style_with_torch_data_samples():
+    import torch
+
+    metric = TallyMetric(CONFIG, field_map={"pred_score": "pred_scores", "gt_label": "gt_labels"})
+    samples = [{"pred_score": torch.from_numpy(PREDS[j]), "gt_label": torch.tensor(int(LABELS[j]))} for j in range(897)]
+    for i in range(0, 897, 64):
+        metric.process(None, samples[i : i + 64])
+    got = metric.evaluate(897)
+    assert got["Accuracy/top1"] == expected()["Accuracy"]["top1"]

@@ -1,0 +1,100 @@
+"""Under mpirun (backend mpi) and torchrun (auto -> gloo; nccl for CUDA tensors): every rank
+returns the single-process results, for 1-4 ranks, uneven and empty shards, and a padded
+DistributedSampler."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import tally
+from conftest import child_env, mpirun, torchrun
+
+WORKER = str(__import__("pathlib").Path(__file__).with_name("dist_worker.py"))
+
+
+def single(samples=897, device="cpu"):
+    import numpy as np
+
+    from conftest import EXAMPLES
+
+    ev = tally.Evaluator(
+        {
+            "metrics": [
+                {"type": "Accuracy", "topk": [1, 3]},
+                {"type": "SingleLabelMetric", "average": "macro"},
+                {"type": "ConfusionMatrix", "num_classes": 10},
+            ]
+        }
+    )
+    ev.add(
+        pred_scores=np.load(EXAMPLES / "data" / "preds.npy")[:samples],
+        gt_labels=np.load(EXAMPLES / "data" / "labels.npy")[:samples],
+    )
+    return ev.compute()
+
+
+def check(tmp_path, world, samples, backend):
+    expected = single(samples)
+    for r in range(world):
+        got = json.loads((tmp_path / f"rank{r}.json").read_text())
+        assert got["world"] == world and got["backend"] == backend
+        assert got["results"] == expected, f"rank {r}"
+        assert [g["rank"] for g in got["gathered"]] == list(range(world))
+
+
+def launch(cmd, timeout=120):
+    p = subprocess.run(cmd, env=child_env(), capture_output=True, text=True, timeout=timeout)
+    assert p.returncode == 0, f"{' '.join(cmd)} exited {p.returncode}\n{p.stdout}\n{p.stderr}"
+    return p
+
+
+@pytest.mark.parametrize("world", [1, 2, 3, 4])
+def test_mpirun(world, tmp_path):
+    launch(mpirun() + ["-np", str(world), sys.executable, WORKER, str(tmp_path), "mpi", "cpu", "contiguous"])
+    check(tmp_path, world, 897, "mpi")
+
+
+def test_mpirun_empty_ranks_and_padded_sampler(tmp_path):
+    launch(mpirun() + ["-np", "4", sys.executable, WORKER, str(tmp_path), "mpi", "cpu", "contiguous", "3"])
+    check(tmp_path, 4, 3, "mpi")
+    for f in tmp_path.glob("rank*.json"):
+        f.unlink()
+    launch(mpirun() + ["-np", "3", sys.executable, WORKER, str(tmp_path), "mpi", "cpu", "sampler"])
+    check(tmp_path, 3, 897, "mpi")
+
+
+def test_mpirun_a_bad_rank_fails_every_rank(tmp_path):
+    script = tmp_path / "bad.py"
+    script.write_text(
+        "import numpy as np, tally\n"
+        "ev = tally.Evaluator({'backend': {'type': 'mpi', 'timeout': 30}, 'metrics': [{'type': 'Accuracy'}]})\n"
+        "labels = np.array([1, 2]) if ev.rank != 1 else np.array([1, 99])\n"
+        "try:\n"
+        "    ev.add(pred_scores=np.eye(10)[:2], gt_labels=labels)\n"
+        "except tally.InputError:\n"
+        "    pass\n"
+        "try:\n"
+        "    ev.compute()\n"
+        "except tally.InputError as e:\n"
+        "    print(f'rank {ev.rank}: {e}', flush=True)\n"
+    )
+    p = launch(mpirun() + ["-np", "3", sys.executable, str(script)])
+    lines = [l for l in p.stdout.splitlines() if l.startswith("rank ")]
+    assert len(lines) == 3, p.stdout
+    assert all("rank 1" in l.split(": ", 1)[1] for l in lines), lines
+
+
+@pytest.mark.parametrize("world", [1, 2, 3, 4])
+def test_torchrun(world, tmp_path):
+    launch(
+        torchrun()
+        + ["--standalone", f"--nproc-per-node={world}", WORKER, str(tmp_path), "auto", "cpu", "contiguous"]
+    )
+    check(tmp_path, world, 897, "gloo" if world > 1 else "nondist")
+
+
+def test_torchrun_padded_sampler(tmp_path):
+    launch(torchrun() + ["--standalone", "--nproc-per-node=3", WORKER, str(tmp_path), "gloo", "cpu", "sampler"])
+    check(tmp_path, 3, 897, "gloo")

@@ -1,0 +1,117 @@
+"""Every example config gives the same numbers through Python as through the CLI: tally.run()
+(the config's own reader) and Evaluator.add() with the arrays loaded by NumPy."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+import tally
+from conftest import EXAMPLES, cli_results
+
+CONFIGS = sorted(p.name for p in EXAMPLES.glob("*.yaml"))
+
+
+def same(a, b, path="results"):
+    """Equal, bit for bit for floats (NaN equals NaN): the same engine computed both."""
+    if isinstance(a, dict):
+        assert isinstance(b, dict) and list(a) == list(b), f"{path}: keys {list(a)} != {list(b)}"
+        for k in a:
+            same(a[k], b[k], f"{path}.{k}")
+    elif isinstance(a, list):
+        assert isinstance(b, list) and len(a) == len(b), f"{path}: lengths differ"
+        for i, (x, y) in enumerate(zip(a, b)):
+            same(x, y, f"{path}[{i}]")
+    elif isinstance(a, float) or isinstance(b, float):
+        if isinstance(a, float) and math.isnan(a):
+            assert isinstance(b, float) and math.isnan(b), f"{path}: {a} != {b}"
+        else:
+            assert float(a) == float(b), f"{path}: {a!r} != {b!r}"
+    else:
+        assert a == b, f"{path}: {a!r} != {b!r}"
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_run_equals_the_cli(name, tmp_path):
+    config = EXAMPLES / name
+    expected = cli_results(config, tmp_path)
+    out = tmp_path / "py.json"
+    got = tally.run(str(config), output=str(out))
+    same(got, expected["results"])
+    # The results file Python wrote is the CLI's, but for the wall time.
+    written = json.loads(out.read_text())
+    same(written["results"], expected["results"])
+    assert written["run"]["samples"] == expected["run"]["samples"]
+
+
+def npy_fields(config_path):
+    """field -> array for a config whose data section names plain .npy files, else None."""
+    yaml = pytest.importorskip("yaml", reason="PyYAML reads the example configs here")
+    cfg = yaml.safe_load(config_path.read_text())
+    data = cfg.get("data", {})
+    if data.get("type") != "npy":
+        return None
+    fields = {}
+    for field, spec in data.get("fields", {}).items():
+        if not isinstance(spec, str) or not spec.endswith(".npy"):
+            return None
+        fields[field] = np.load(config_path.parent / spec)
+    return fields
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+@pytest.mark.parametrize("batch", [1, 37, 4096])
+def test_add_equals_the_cli(name, batch, tmp_path):
+    config = EXAMPLES / name
+    fields = npy_fields(config)
+    if fields is None:
+        pytest.skip(f"{name} does not read plain .npy files (its reader is tested through run())")
+    expected = cli_results(config, tmp_path)["results"]
+    ev = tally.Evaluator(str(config))
+    n = len(next(iter(fields.values())))
+    for i in range(0, n, batch):
+        ev.add({k: v[i : i + batch] for k, v in fields.items()})
+    same(ev.compute(), expected)
+    assert ev.last_run["samples"] == n
+
+
+def test_config_as_dict_text_and_overrides(tmp_path):
+    preds = np.load(EXAMPLES / "data" / "preds.npy")
+    labels = np.load(EXAMPLES / "data" / "labels.npy")
+    expected = cli_results(EXAMPLES / "classification.yaml", tmp_path, "metrics.0.topk=[2,5]")
+    by_dict = tally.Evaluator({"metrics": [{"type": "Accuracy", "topk": [2, 5]}]})
+    by_text = tally.Evaluator("metrics:\n  - type: Accuracy\n    topk: [1]\n", {"metrics.0.topk": [2, 5]})
+    for ev in (by_dict, by_text):
+        ev.add(pred_scores=preds, gt_labels=labels)
+        assert ev.compute() == {"Accuracy": expected["results"]["Accuracy"]}
+
+
+def test_to_json_and_table_match_the_cli_format(tmp_path):
+    ev = tally.Evaluator(str(EXAMPLES / "classification.yaml"))
+    ev.add(
+        pred_scores=np.load(EXAMPLES / "data" / "preds.npy"),
+        gt_labels=np.load(EXAMPLES / "data" / "labels.npy"),
+    )
+    results = ev.compute()
+    doc = json.loads(ev.to_json())
+    assert doc["results"] == results
+    assert doc["run"]["backend"] == "nondist" and doc["run"]["world_size"] == 1
+    assert "top1" in ev.table() and "897 samples" in ev.table()
+
+
+def test_plugins_lists_what_the_cli_lists():
+    got = tally.plugins()
+    expected = json.loads(tally.cli_path() and __import__("conftest").cli("plugins", "--json").stdout)
+    assert got == expected
+    names = {(c["kind"], c["name"]) for c in got}
+    assert ("metric", "Accuracy") in names and ("backend", "mpi") in names
+
+
+def test_console_script_runs_the_bundled_cli():
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-m", "tally", "plugins"], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    assert "Accuracy" in p.stdout
