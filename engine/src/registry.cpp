@@ -400,7 +400,12 @@ std::vector<fs::path> plugin_files(const fs::path& entry, const std::string& ori
 
 fs::path Registry::builtin_dir() {
   // libtally lives in <prefix>/lib (installed) or <build>/lib (build tree); so do the plugins.
-  return boost::dll::this_line_location().parent_path() / "tally" / "plugins";
+  // Without "..": libtally found through an RPATH of $ORIGIN/../lib (the CLI) and through one
+  // of $ORIGIN/lib (Python's module) names one folder one way.
+  const fs::path dir = boost::dll::this_line_location().parent_path() / "tally" / "plugins";
+  std::error_code ec;
+  const fs::path canonical = fs::weakly_canonical(dir, ec);
+  return ec ? dir : canonical;
 }
 
 Registry Registry::load(const std::vector<fs::path>& config_paths, bool allow_unsafe) {

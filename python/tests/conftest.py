@@ -56,7 +56,10 @@ def mpirun():
 
 
 def torchrun():
-    exe = shutil.which("torchrun")
+    import sys
+
+    beside = pathlib.Path(sys.executable).with_name("torchrun")  # this venv's, off PATH too
+    exe = str(beside) if beside.exists() else shutil.which("torchrun")
     if exe is None or not have("torch"):
         pytest.skip("torchrun is not in this venv (scripts/setup-torch-venv.sh)")
     return [exe]

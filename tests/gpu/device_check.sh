@@ -55,7 +55,7 @@ if [[ -x "$bench" ]]; then
     echo
     echo "$(date -u +%Y-%m-%dT%H:%MZ), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1), $("$bench" devices) GPU(s)"
     echo
-    timeout 120 "$bench" allgather --max $((1 << 30)) --seconds "${SECONDS_PER_POINT:-0.3}"
+    timeout 120 "$bench" allgather --max "${ALLGATHER_MAX:-$((1 << 30))}" --seconds "${SECONDS_PER_POINT:-0.3}"
     timeout 60 "$bench" confusion --classes 19,150 --images 1,16 --seconds "${SECONDS_PER_POINT:-0.3}" --sweep
   } >"$out/bench.md" 2>&1 || status=1
   cat "$out/bench.md"
@@ -66,5 +66,18 @@ if command -v compute-sanitizer >/dev/null && [[ -x "$build/bin/test_gpu_kernels
   timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$build/bin/test_gpu_kernels" \
     --gtest_color=no >"$out/memcheck.log" 2>&1
   echo "== memcheck test_gpu_kernels: exit $? $(grep -E 'ERROR SUMMARY' "$out/memcheck.log" | tail -1)"
+fi
+# The Python package's tests and its add() benchmark, with the machine's python3 (torch, CUDA).
+if [[ -d "$build/python/tally" ]] && python3 -c "import torch" 2>/dev/null; then
+  export PYTHONPATH="$root/$build/python${PYTHONPATH:+:$PYTHONPATH}"
+  (cd "$out" && timeout 240 python3 -m pytest -q -rs -p no:cacheprovider "$root/python/tests") \
+    >"$out/pytest.log" 2>&1
+  rc=$?
+  echo "== pytest python/tests: exit $rc: $(tail -1 "$out/pytest.log")"
+  grep -E "^(FAILED|ERROR)" "$out/pytest.log" | head -20
+  ((rc == 0)) || status=1
+  timeout 120 python3 "$root/bench/python/bench_add.py" --device cuda >"$out/bench_python_cuda.md" 2>&1
+  timeout 120 python3 "$root/bench/python/bench_add.py" --device cpu >"$out/bench_python_cpu.md" 2>&1
+  cat "$out/bench_python_cuda.md" "$out/bench_python_cpu.md"
 fi
 exit $status

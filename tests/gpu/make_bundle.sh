@@ -26,16 +26,23 @@ for f in "$build"/bin/*; do
   [[ -f "$f" && -x "$f" ]] && files+=("$f")
 done
 while IFS= read -r f; do files+=("$f"); done < <(find "$build/lib" \( -name '*.so' -o -name '*.so.*' \) \( -type f -o -type l \))
+# The Python package of a build configured with -DTALLY_BUILD_PYTHON=ON (build/python/tally).
+if [[ -d "$build/python/tally" ]]; then
+  for f in "$build"/python/tally/*; do
+    [[ -L "$f" ]] && { mkdir -p "$stage/$build/python/tally"; cp -a "$f" "$stage/$f"; continue; }
+    [[ -f "$f" ]] && files+=("$f")
+  done
+fi
 for f in "${files[@]}"; do
   mkdir -p "$stage/$(dirname "$f")"
   cp -a "$f" "$stage/$f"
-  [[ -L "$f" ]] || strip --strip-unneeded "$stage/$f" 2>/dev/null || true
+  [[ -L "$f" || "$f" == *.py ]] || strip --strip-unneeded "$stage/$f" 2>/dev/null || true
 done
 
 # The libraries they load, less the C runtime, the CUDA driver and NCCL (the machine's own).
 skip='^(linux-vdso|ld-linux|libc\.|libm\.|libdl\.|librt\.|libpthread\.|libstdc\+\+|libgcc_s|libcuda\.|libnccl|libtally)'
 for f in "${files[@]}"; do
-  [[ -L "$f" ]] && continue
+  [[ -L "$f" || "$f" == *.py ]] && continue
   ldd "$f" 2>/dev/null | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}'
 done | sort -u | while read -r name path; do
   [[ "$name" =~ $skip ]] && continue

@@ -89,12 +89,13 @@ cudaError_t shape_for(Kernel kernel, long long steps, long long elements, long l
   }
   long long blocks = static_cast<long long>(info.sms) * std::max(per_sm, 1);
   blocks = std::min(blocks, ceil_div(std::max(steps, 1ll), shape.threads));
-  // Never fewer than one block per multiprocessor where the work allows: with many cells (150
-  // classes: 22,500 counters) the flush rule alone left 11 blocks for a 1024 x 2048 map on an
-  // H100 (30 Gpx/s against 84-161 Gpx/s with 132-264 blocks, bench/gpu/run.sh --sweep).
+  // Never fewer than two blocks per multiprocessor where the work allows: with many cells (150
+  // classes: 22,500 counters) the flush rule alone left 11 blocks for one 1024 x 2048 map (30
+  // Gpx/s on an H100) and 186 for 16 maps (339 Gpx/s), where 264 blocks counted 161 and 456 Gpx/s
+  // (bench/gpu/run.sh --sweep, bench/RESULTS.md).
   if (shape.use_shared)
-    blocks = std::min(blocks, std::max<long long>({1ll, static_cast<long long>(info.sms),
-                                                   elements / (cells * per_cell)}));
+    blocks = std::min(blocks, std::max<long long>({1ll, 2ll * info.sms,
+                                                    elements / (cells * per_cell)}));
   if (launch.blocks > 0) blocks = launch.blocks;
   shape.blocks = static_cast<int>(std::max(blocks, 1ll));
   return cudaSuccess;
