@@ -19,6 +19,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libjs-chart.js              # Chart.js, inlined into the HTML report at run time
   libxml2-utils chromium      # tests: xmllint checks the JUnit XML, headless Chromium opens the HTML report
+  python3-dev python3-venv    # the Python package (pip install .): headers and a venv to test it in
 )
 
 missing=()
