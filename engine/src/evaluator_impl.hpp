@@ -31,12 +31,30 @@ struct MetricSlot {
   std::string where;
 };
 
-/// The last sample of a batch, held back: a copy, since the caller may reuse its buffers for the
-/// next batch, unless the batch comes from a StableBatchReader (views of memory nothing rewrites).
+/// The last sample of a batch, held back: a copy of its CPU memory, since the caller may reuse its
+/// buffers for the next batch, unless the batch comes from a StableBatchReader (views of memory
+/// nothing rewrites). CUDA memory is held as a view (libtally has no CUDA runtime to copy it
+/// with): a host feeding GPU tensors keeps the last one unchanged until the next add() or
+/// compute(), as a model's output tensor is (EvaluatorOptions::padded_sampler).
 inline Batch last_sample(const Batch& batch, bool stable) {
   const auto n = batch.size();
   Batch last = batch.slice(n - 1, n);
-  return stable ? last : last.clone();
+  if (stable) return last;
+  const auto own = [](const Tensor& t) { return t.is_cuda() ? t : t.clone(); };
+  Batch out;
+  for (const auto& [name, field] : last.fields()) {
+    if (const auto* t = std::get_if<Tensor>(&field)) {
+      out.set(name, own(*t));
+    } else if (const auto* r = std::get_if<Batch::Ragged>(&field)) {
+      Batch::Ragged copy;
+      copy.reserve(r->size());
+      for (const auto& x : *r) copy.push_back(own(x));
+      out.set_ragged(name, std::move(copy));
+    } else {
+      out.set_text(name, std::get<Text>(field));  // immutable, shared: nothing to copy
+    }
+  }
+  return out;
 }
 
 inline bool is_stable(const Reader* reader) {

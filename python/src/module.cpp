@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -459,6 +460,7 @@ class PyEvaluator {
       throw;
     }
     nb::gil_scoped_release unlocked;
+    const std::lock_guard lock(*mutex_);
     ev_.add(batch);
   }
 
@@ -466,6 +468,7 @@ class PyEvaluator {
     tally::Results r;
     {
       nb::gil_scoped_release unlocked;
+      const std::lock_guard lock(*mutex_);
       r = ev_.compute(dataset_size);
     }
     last_ = r;
@@ -485,17 +488,29 @@ class PyEvaluator {
     return tally::format_table(*last_);
   }
 
-  void reset() { ev_.reset(); }
+  void reset() {
+    nb::gil_scoped_release unlocked;
+    const std::lock_guard lock(*mutex_);
+    ev_.reset();
+  }
   void barrier() {
     nb::gil_scoped_release unlocked;
     ev_.barrier();
   }
   nb::bytes save_state() const {
-    const std::string s = ev_.save_state();
+    std::string s;
+    {
+      nb::gil_scoped_release unlocked;
+      const std::lock_guard lock(*mutex_);
+      s = ev_.save_state();
+    }
     return nb::bytes(s.data(), s.size());
   }
   void load_state(nb::bytes b) {
-    ev_.load_state(std::string_view(static_cast<const char*>(b.data()), b.size()));
+    const std::string bytes(static_cast<const char*>(b.data()), b.size());
+    nb::gil_scoped_release unlocked;
+    const std::lock_guard lock(*mutex_);
+    ev_.load_state(bytes);
   }
   void record_error(int code, const std::string& message) { ev_.record_error(code, message); }
 
@@ -597,6 +612,9 @@ class PyEvaluator {
 
  private:
   tally::Evaluator ev_;
+  // add() and compute() run without the GIL: two Python threads on one evaluator take turns.
+  // Always taken with the GIL released (a view released inside the engine takes the GIL).
+  std::unique_ptr<std::mutex> mutex_ = std::make_unique<std::mutex>();
   std::optional<tally::Results> last_;
   std::string regression_message_;
 };

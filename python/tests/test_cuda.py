@@ -103,3 +103,14 @@ def test_torchrun_nccl(tmp_path):
     for r in range(world):
         got = json.loads((tmp_path / f"rank{r}.json").read_text())
         assert got["results"] == expected and got["backend"] == "nccl"
+
+
+def test_padded_sampler_with_cuda_tensors():
+    import torch
+
+    # The held-back last sample of a CUDA batch is kept as a view (no host copy).
+    ev = tally.Evaluator(CONFIG, padded_sampler=True)
+    p, lab = torch.from_numpy(PREDS).cuda(), torch.from_numpy(LABELS).cuda()
+    for i in range(0, 897, 100):
+        ev.add(pred_scores=p[i : i + 100], gt_labels=lab[i : i + 100])
+    assert ev.compute(dataset_size=897) == results(PREDS, LABELS)

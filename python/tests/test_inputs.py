@@ -224,3 +224,22 @@ def test_the_view_keeps_the_tensor_alive():
         ev.add(pred_scores=torch.from_numpy(PREDS[i : i + 100].copy()), gt_labels=torch.from_numpy(LABELS[i : i + 100].copy()))
         gc.collect()
     assert ev.compute()["Accuracy"]["top1"] == BASE["Accuracy"]["top1"]
+
+
+def test_threads_adding_to_one_evaluator_take_turns():
+    import threading
+
+    ev = tally.Evaluator(CONFIG)
+    p = PREDS.astype(np.float64)
+
+    def feed(lo, hi):
+        for i in range(lo, hi, 16):
+            ev.add(pred_scores=p[i : min(i + 16, hi)], gt_labels=LABELS[i : min(i + 16, hi)])
+
+    threads = [threading.Thread(target=feed, args=(k * 300, min((k + 1) * 300, 897))) for k in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    # Accuracy, macro P/R/F1 and the confusion matrix do not depend on the order of samples.
+    assert ev.compute() == BASE

@@ -82,7 +82,9 @@ struct EvaluatorOptions {
   /// last sample back until the next add() or compute(), so that compute(dataset_size) can drop
   /// the padding (the last sample of each of the last padded_total - dataset_size ranks). Without
   /// it, every sample is added at once, and compute(dataset_size) below the samples added is an
-  /// error. tally's own readers (read_all) never pad.
+  /// error. tally's own readers (read_all) never pad. The held sample's CPU memory is copied;
+  /// CUDA memory is held as a view, so a host feeding GPU tensors leaves the last one it added
+  /// unchanged until the next add() or compute() (a model's output tensor is).
   bool padded_sampler = false;
 };
 
