@@ -170,3 +170,46 @@ def test_ragged_fields_from_python_arrays_equal_the_cli(batch, tmp_path):
             gt_labels=[np.asarray(r["gt_labels"], dtype=np.int64) for r in part],
         )
     same(ev.compute(), expected)
+
+
+def test_run_writes_the_reports_and_raises_on_a_regression(tmp_path):
+    """tally.run() with output: and regression: sections does what `tally run` does: every report
+    written, and a regression against the baseline raised as RegressionError (exit code 3)."""
+    data = EXAMPLES / "data"
+    baseline = tmp_path / "baseline.json"
+    # A baseline the results fall below: top1 of 0.95 against the real 0.9275.
+    cli_doc = cli_results(EXAMPLES / "classification.yaml", tmp_path)
+    cli_doc["results"]["Accuracy"]["top1"] = 0.95
+    baseline.write_text(json.dumps(cli_doc))
+    cfg = tmp_path / "eval.yaml"
+    cfg.write_text(
+        json.dumps(
+            {
+                "data": {"type": "npy", "fields": {"pred_scores": str(data / "preds.npy"), "gt_labels": str(data / "labels.npy")}},
+                "metrics": [{"type": "Accuracy", "topk": [1, 3]}],
+                "regression": {"baseline": "baseline.json", "atol": 0.001},
+                "output": {
+                    "json": str(tmp_path / "out" / "results.json"),
+                    "junit": str(tmp_path / "out" / "junit.xml"),
+                    "markdown": str(tmp_path / "out" / "summary.md"),
+                    "html": str(tmp_path / "out" / "report.html"),
+                },
+            }
+        )
+    )
+    (tmp_path / "out").mkdir()
+    with pytest.raises(tally.RegressionError) as e:
+        tally.run(str(cfg))
+    assert e.value.exit_code == 3 and "Accuracy.top1" in str(e.value)
+    assert e.value.results["Accuracy"]["top1"] == pytest.approx(0.927536231884058, rel=1e-15)
+    for name in ("results.json", "junit.xml", "summary.md", "report.html"):
+        assert (tmp_path / "out" / name).stat().st_size > 0, name
+    assert "<failure" in (tmp_path / "out" / "junit.xml").read_text()
+    # The CLI agrees: exit 3.
+    from conftest import cli
+
+    assert cli("run", cfg, "-q", check=False).returncode == 3
+    # Within the tolerance: no error.
+    cli_doc["results"]["Accuracy"]["top1"] = 0.9280
+    baseline.write_text(json.dumps(cli_doc))
+    assert tally.run(str(cfg))["Accuracy"]["top1"] == pytest.approx(0.927536231884058, rel=1e-15)

@@ -252,4 +252,67 @@ TEST(HostApi, MakeBackendChecksTheParameters) {
   EXPECT_THROW((void)tally::make_backend("no-such-backend"), tally::ConfigError);
 }
 
+// save_state / load_state: a host program's checkpoint of this rank's accumulated state.
+tally::Batch scores_batch(std::int64_t begin, std::int64_t end) {
+  std::vector<double> scores;
+  std::vector<std::int64_t> labels;
+  for (std::int64_t i = begin; i < end; ++i) {
+    for (int c = 0; c < 3; ++c) scores.push_back(static_cast<double>((i * 7 + c * 5) % 11));
+    labels.push_back(i % 3);
+  }
+  tally::Batch b;
+  b.set("pred_scores", tally::Tensor::from_vector(scores, {end - begin, 3}));
+  b.set("gt_labels", tally::Tensor::from_vector(labels));
+  return b;
+}
+
+constexpr const char* kStateConfig =
+    "metrics: [{type: Accuracy, topk: [1, 2]}, {type: ConfusionMatrix, num_classes: 3}]";
+
+TEST(HostApi, SavedStateResumesToTheSameResults) {
+  auto whole = tally::Evaluator::from_yaml(kStateConfig);
+  whole.add(scores_batch(0, 100));
+  const tally::Results expected = whole.compute();
+
+  auto first = tally::Evaluator::from_yaml(kStateConfig);
+  first.add(scores_batch(0, 37));
+  const std::string saved = first.save_state();
+  auto second = tally::Evaluator::from_yaml(kStateConfig);
+  second.load_state(saved);
+  second.add(scores_batch(37, 100));
+  const tally::Results got = second.compute();
+  EXPECT_EQ(got.metrics, expected.metrics);
+  EXPECT_EQ(got.run.samples, 100);
+}
+
+TEST(HostApi, LoadStateRefusesWhatIsNotThisEvaluatorsState) {
+  auto a = tally::Evaluator::from_yaml(kStateConfig);
+  a.add(scores_batch(0, 10));
+  const std::string saved = a.save_state();
+  auto other = tally::Evaluator::from_yaml(
+      "metrics: [{type: Accuracy, topk: [1]}, {type: ConfusionMatrix, num_classes: 3}]");
+  const auto message = [](auto&& f) {
+    try {
+      f();
+    } catch (const tally::InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no InputError");
+  };
+  EXPECT_NE(message([&] { other.load_state(saved); }).find("other metrics"), std::string::npos);
+  EXPECT_NE(message([&] { a.load_state("garbage"); }).find("not a saved evaluator state"),
+            std::string::npos);
+  EXPECT_NE(message([&] { a.load_state(saved.substr(0, saved.size() / 2)); }).find("load_state"),
+            std::string::npos);
+  // A refused state leaves the evaluator as it was.
+  a.add(scores_batch(10, 20));
+  EXPECT_EQ(a.compute().run.samples, 20);
+  // A padded sampler's held sample is not in a state: saving then is refused.
+  tally::EvaluatorOptions padded;
+  padded.padded_sampler = true;
+  auto p = tally::Evaluator::from_yaml(kStateConfig, std::move(padded));
+  p.add(scores_batch(0, 5));
+  EXPECT_THROW((void)p.save_state(), tally::ConfigError);
+}
+
 }  // namespace
