@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Creates (or checks) the venv .venv-torch at the repository root with PyPI's torch, for its
+# Creates (or checks) the venv .venv-torch at the repository root with PyPI's torch (and
+# mmengine, for the Python package's adapter test), for its
 # `torchrun`: the launcher tests (tests/launchers/torchrun.sh, ctest label `launchers`) start tally
 # under it, and skip with their reason when this venv is absent. Python is never needed to build
 # or run tally; the tests never install anything themselves.
@@ -20,10 +21,11 @@ if [[ ! -x "${venv}/bin/python" ]]; then
   echo "setup-torch-venv: creating ${venv}"
   "${python}" -m venv "${venv}"
 fi
-if [[ -x "${venv}/bin/torchrun" ]] && "${venv}/bin/python" -c "import torch.distributed.run" 2>/dev/null; then
+# mmengine: python/tests/test_adapters.py runs tally's mmengine metric inside mmengine's Evaluator.
+if [[ -x "${venv}/bin/torchrun" ]] && "${venv}/bin/python" -c "import torch.distributed.run, mmengine" 2>/dev/null; then
   echo "setup-torch-venv: ${venv} has torch $("${venv}/bin/python" -c 'import torch; print(torch.__version__)' 2>/dev/null)"
   exit 0
 fi
 "${venv}/bin/python" -m pip install --quiet --upgrade pip
-"${venv}/bin/python" -m pip install --quiet "${torch}"
+"${venv}/bin/python" -m pip install --quiet "${torch}" mmengine
 echo "setup-torch-venv: installed torch $("${venv}/bin/python" -c 'import torch; print(torch.__version__)' 2>/dev/null) in ${venv}"

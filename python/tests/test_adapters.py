@@ -67,3 +67,24 @@ def test_mmengine_style_with_torch_data_samples():
         metric.process(None, samples[i : i + 64])
     got = metric.evaluate(897)
     assert got["Accuracy/top1"] == expected()["Accuracy"]["top1"]
+
+
+@pytest.mark.skipif(
+    not __import__("conftest").have("mmengine"),
+    reason="mmengine is not installed in this venv (scripts/setup-torch-venv.sh installs it in .venv-torch)",
+)
+def test_inside_mmengines_own_evaluator():
+    import torch
+    from mmengine.evaluator import BaseMetric, Evaluator
+
+    metric = TallyMetric(CONFIG, field_map={"pred_score": "pred_scores", "gt_label": "gt_labels"}, prefix="val")
+    assert isinstance(metric, BaseMetric)
+    evaluator = Evaluator([metric])
+    for i in range(0, 897, 64):
+        samples = [
+            {"pred_score": torch.from_numpy(PREDS[j]), "gt_label": torch.tensor(int(LABELS[j]))}
+            for j in range(i, min(i + 64, 897))
+        ]
+        evaluator.process(data_samples=samples, data_batch={"inputs": None})
+    flat = {f"val/{label}/{k}": v for label, keys in expected().items() for k, v in keys.items()}
+    assert evaluator.evaluate(897) == flat
