@@ -1,7 +1,7 @@
 """Per-batch overhead and throughput of tally's Python add() against torchmetrics' and mmeval's
 update() on the same tensors (issue 19's benchmark).
 
-    python bench/python/bench_add.py [--device cpu|cuda] [--classes 10] [--quick]
+    python bench/python/bench_add.py [--device cpu|cuda] [--classes 10] [--threads 1] [--quick]
 
 For each batch size: the median time of one add()/update() over many calls (after warm-up), the
 samples per second, and each peer's time divided by tally's (above 1: tally is faster); then the
@@ -36,6 +36,7 @@ def main():
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--classes", type=int, default=10)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--threads", type=int, default=1, help="tally Accuracy's threads parameter")
     args = ap.parse_args()
 
     import tally
@@ -62,7 +63,7 @@ def main():
     sizes = [32, 4096, 262144] if not args.quick else [32, 4096]
     rng = np.random.default_rng(0)
 
-    print(f"# Python add() per batch: {args.device}, {k} classes, top-1 accuracy")
+    print(f"# Python add() per batch: {args.device}, {k} classes, top-1 accuracy, tally threads {args.threads}")
     print()
     ver = [f"tally {tally.__version__}"]
     if torch is not None:
@@ -91,7 +92,7 @@ def main():
                     (torch.from_numpy(scores[i]).to(args.device), torch.from_numpy(labels[i]).to(args.device))
                     for i in range(calls)
                 ]
-            ev = tally.Evaluator({"metrics": [{"type": "Accuracy", "topk": [1]}]})
+            ev = tally.Evaluator({"metrics": [{"type": "Accuracy", "topk": [1], "threads": args.threads}]})
             t_tally = timed(lambda b: ev.add(pred_scores=b[0], gt_labels=b[1]), batches, sync, reps)
             ev.reset()
             for b in batches:

@@ -56,7 +56,10 @@ struct AccuracyState {
 class Accuracy final : public TypedMetric<AccuracyState> {
  public:
   explicit Accuracy(const Params& p)
-      : topk_(p.get_size_list("topk")), thrs_(read_thrs(p)), check_(p.owner_or("Accuracy")) {
+      : topk_(p.get_size_list("topk")),
+        thrs_(read_thrs(p)),
+        threads_(static_cast<int>(p.get_size("threads", 1, 256))),
+        check_(p.owner_or("Accuracy")) {
     if (topk_.empty()) p.fail("topk", "must hold at least one k");
     for (std::size_t i = 0; i < topk_.size(); ++i) {
       for (std::size_t j = 0; j < i; ++j)
@@ -121,27 +124,40 @@ class Accuracy final : public TypedMetric<AccuracyState> {
     // hist[j * (maxk + 1) + min(rank, maxk)]: samples passing threshold j, by capped rank.
     const auto width = static_cast<std::size_t>(maxk_) + 1;
     const auto cap = static_cast<std::int32_t>(std::min<std::int64_t>(maxk_, INT32_MAX));
-    std::vector<std::int64_t> hist(nthr * width, 0);
-    std::int64_t ys[kRowChunk];
-    std::int32_t ranks[kRowChunk];
+    // One histogram per block of rows (threads), added up: integer counts, the same for any
+    // number of blocks.
+    std::vector<std::vector<std::int64_t>> hists(static_cast<std::size_t>(threads_));
+    std::vector<char> nan(static_cast<std::size_t>(threads_), 0);
     visit_floating(scores, [&](const auto* s) {
       using T = std::remove_cv_t<std::remove_pointer_t<decltype(s)>>;
       const ThresholdSet<T> thr(thrs_);
       visit_integral(labels, [&](const auto* y) {
-        for (std::int64_t b = 0; b < n; b += kRowChunk) {
-          const std::int64_t m = std::min(kRowChunk, n - b);
-          for (std::int64_t i = 0; i < m; ++i) ys[i] = static_cast<std::int64_t>(y[b + i]);
-          if (true_class_ranks(s + b * cols, m, cols, ys, cap, ranks) >= 0)
-            fail_nan_scores(check_, scores, state.n);
-          for (std::int64_t i = 0; i < m; ++i) {
-            const T sy = s[(b + i) * cols + ys[i]];
-            const auto rank = static_cast<std::size_t>(ranks[i]);
-            for (std::size_t j = 0; j < nthr; ++j)
-              hist[j * width + rank] += static_cast<std::int64_t>(thr.pass(j, sy));
+        for_row_blocks(n, cols, threads_, [&](std::size_t blk, std::int64_t lo, std::int64_t hi) {
+          auto& hist = hists[blk];
+          hist.assign(nthr * width, 0);
+          std::int64_t ys[kRowChunk];
+          std::int32_t ranks[kRowChunk];
+          for (std::int64_t b = lo; b < hi; b += kRowChunk) {
+            const std::int64_t m = std::min(kRowChunk, hi - b);
+            for (std::int64_t i = 0; i < m; ++i) ys[i] = static_cast<std::int64_t>(y[b + i]);
+            if (true_class_ranks(s + b * cols, m, cols, ys, cap, ranks) >= 0) {
+              nan[blk] = 1;
+              return;
+            }
+            for (std::int64_t i = 0; i < m; ++i) {
+              const T sy = s[(b + i) * cols + ys[i]];
+              const auto rank = static_cast<std::size_t>(ranks[i]);
+              for (std::size_t j = 0; j < nthr; ++j)
+                hist[j * width + rank] += static_cast<std::int64_t>(thr.pass(j, sy));
+            }
           }
-        }
+        });
       });
     });
+    if (std::find(nan.begin(), nan.end(), 1) != nan.end()) fail_nan_scores(check_, scores, state.n);
+    std::vector<std::int64_t> hist(nthr * width, 0);
+    for (const auto& h : hists)
+      for (std::size_t i = 0; i < h.size(); ++i) hist[i] += h[i];
     for (std::size_t i = 0; i < topk_.size(); ++i) {
       const auto k = static_cast<std::size_t>(topk_[i]);
       for (std::size_t j = 0; j < nthr; ++j) {
@@ -181,6 +197,7 @@ class Accuracy final : public TypedMetric<AccuracyState> {
   std::vector<std::int64_t> topk_;
   std::int64_t maxk_ = 0;
   std::vector<std::optional<double>> thrs_;
+  int threads_ = 1;
   InputChecker check_;
 };
 
@@ -202,7 +219,8 @@ ComponentInfo accuracy_info() {
              "with a true-class score <= 0 as a miss, wrong for raw logits. Float32 scores are "
              "compared with the threshold cast to float32.")
            .def(Value::Array{Value()})
-           .nullable()},
+           .nullable(),
+       threads_param()},
       {InputSpec{kScores, "Class scores [N, C], float32 or float64 (logits or probabilities).",
                  false},
        InputSpec{kPredLabels,

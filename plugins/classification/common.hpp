@@ -14,10 +14,12 @@
 
 #include <fmt/format.h>
 
+#include "row_kernels.hpp"
 #include "tally/batch.hpp"
 #include "tally/error.hpp"
 #include "tally/input.hpp"
 #include "tally/numpy_math.hpp"
+#include "tally/parallel.hpp"
 #include "tally/params.hpp"
 #include "tally/plugin.hpp"
 
@@ -80,6 +82,46 @@ decltype(auto) nan_first(const InputChecker& check, const Tensor& scores, std::i
 /// Row chunk of the score kernels (row_kernels.hpp): its outputs stay in a few stack arrays and
 /// the rows it read are still in the cache when the caller looks at their true-class scores.
 inline constexpr std::int64_t kRowChunk = 64;
+
+/// The `threads` parameter of the score-row metrics (Accuracy, SingleLabelMetric,
+/// ConfusionMatrix): a batch's rows are cut into contiguous blocks, one a thread, each counted on
+/// its own and the counts added up: integers, so the same state for any number of threads.
+inline ParamBuilder threads_param() {
+  return param("threads", ParamType::Int,
+               "Threads over a batch's score rows (contiguous blocks of at least 2^16 scores, "
+               "each counted on its own, the integer counts added: the same results for any "
+               "number). 1: the caller's thread only.")
+      .def(1);
+}
+
+/// Runs f(block, begin, end) over [0, rows) in at most `threads` contiguous blocks of at least
+/// 2^16 scores each (a thread costs tens of microseconds to start); returns the number of blocks.
+/// f's exceptions: the lowest block's, as a sequential loop would throw it.
+template <class F>
+std::size_t for_row_blocks(std::int64_t rows, std::int64_t cols, int threads, F&& f) {
+  constexpr std::int64_t kMinScores = std::int64_t{1} << 16;
+  const std::int64_t by_size =
+      std::max<std::int64_t>(1, rows * std::max<std::int64_t>(cols, 1) / kMinScores);
+  const auto blocks = static_cast<std::size_t>(std::clamp<std::int64_t>(
+      std::min<std::int64_t>(threads, by_size), 1, std::max<std::int64_t>(rows, 1)));
+  parallel_for(blocks, static_cast<int>(blocks), [&](std::size_t b) {
+    const auto nb = static_cast<std::int64_t>(blocks);
+    const auto k = static_cast<std::int64_t>(b);
+    f(b, rows * k / nb, rows * (k + 1) / nb);
+  });
+  return blocks;
+}
+
+/// Every row's argmax (row_argmax) on `threads` threads; false when a row holds a NaN.
+template <class T>
+bool row_argmax_threaded(const T* s, std::int64_t rows, std::int64_t cols, std::int64_t* out,
+                         int threads) {
+  std::vector<char> nan(static_cast<std::size_t>(std::max(threads, 1)), 0);
+  for_row_blocks(rows, cols, threads, [&](std::size_t b, std::int64_t begin, std::int64_t end) {
+    nan[b] = row_argmax(s + begin * cols, end - begin, cols, out + begin) >= 0;
+  });
+  return std::find(nan.begin(), nan.end(), 1) == nan.end();
+}
 
 /// The `thrs` parameter: null elements mean no threshold. An absent or null value is [null].
 /// ConfigError for an empty list, a NaN or a repeated threshold.

@@ -46,6 +46,7 @@ class ConfusionMatrix final : public TypedMetric<ConfusionState> {
       // The matrix is state on every rank and travels at each sync as one msgpack bin (< 4 GiB).
       : k_(p.get_size("num_classes", 1, kMaxClasses,
                       "the matrix holds num_classes^2 int64 counters: 2 GiB at 16384")),
+        threads_(static_cast<int>(p.get_size("threads", 1, 256))),
         check_(p.owner_or("ConfusionMatrix")) {}
 
  protected:
@@ -72,7 +73,8 @@ class ConfusionMatrix final : public TypedMetric<ConfusionState> {
       // InputChecker::scores() would): a NaN anywhere in the batch leaves the state untouched.
       std::vector<std::int64_t> pred(static_cast<std::size_t>(n));
       visit_floating(scores, [&](const auto* s) {
-        if (row_argmax(s, n, cols, pred.data()) >= 0) fail_nan_scores(check_, scores, state.n);
+        if (!row_argmax_threaded(s, n, cols, pred.data(), threads_))
+          fail_nan_scores(check_, scores, state.n);
       });
       if (cols != k)
         check_.fail(kScores, "has " + std::to_string(cols) + " columns, but num_classes is " +
@@ -119,6 +121,7 @@ class ConfusionMatrix final : public TypedMetric<ConfusionState> {
 
  private:
   std::int64_t k_;
+  int threads_ = 1;
   InputChecker check_;
 };
 
@@ -131,7 +134,8 @@ ComponentInfo confusion_matrix_info() {
       "(argmax of the scores, or the given labels), as scikit-learn's confusion_matrix(y, p, "
       "labels=range(num_classes)). Key: matrix, num_classes arrays of num_classes integers.",
       {param("num_classes", ParamType::Int,
-             "Number of classes K (the matrix is K x K); pred_scores must have K columns.")},
+             "Number of classes K (the matrix is K x K); pred_scores must have K columns."),
+       threads_param()},
       {InputSpec{kScores, "Class scores [N, K], float32 or float64; the prediction is the argmax.",
                  false},
        InputSpec{kPredLabels,

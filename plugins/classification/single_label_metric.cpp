@@ -70,7 +70,9 @@ constexpr const char* kItems[] = {"precision", "recall", "f1-score", "support"};
 class SingleLabelMetric final : public TypedMetric<SingleLabelState> {
  public:
   explicit SingleLabelMetric(const Params& p)
-      : thrs_(read_thrs(p)), check_(p.owner_or("SingleLabelMetric")) {
+      : thrs_(read_thrs(p)),
+        threads_(static_cast<int>(p.get_size("threads", 1, 256))),
+        check_(p.owner_or("SingleLabelMetric")) {
     const std::string avg = p.has("average") ? p.get_string("average") : "none";
     if (avg == "macro")
       average_ = Average::Macro;
@@ -218,7 +220,8 @@ class SingleLabelMetric final : public TypedMetric<SingleLabelState> {
     // InputChecker::scores() would): a NaN anywhere in the batch leaves the state untouched.
     std::vector<std::int64_t> pred(static_cast<std::size_t>(n));
     visit_floating(scores, [&](const auto* s) {
-      if (row_argmax(s, n, cols, pred.data()) >= 0) fail_nan_scores(check_, scores, state.n);
+      if (!row_argmax_threaded(s, n, cols, pred.data(), threads_))
+        fail_nan_scores(check_, scores, state.n);
     });
     const Tensor& labels = check_.labels(batch, kGtLabels, cols, state.n);
     check_.same_rows(scores, kScores, labels, kGtLabels);
@@ -279,6 +282,7 @@ class SingleLabelMetric final : public TypedMetric<SingleLabelState> {
   Average average_ = Average::Macro;
   std::int64_t num_classes_ = 0;  // 0: not given
   bool want_[4] = {false, false, false, false};
+  int threads_ = 1;
   InputChecker check_;
 };
 
@@ -311,7 +315,8 @@ ComponentInfo single_label_metric_info() {
              "The values to report, among precision, recall, f1-score, support (always "
              "reported in that order).")
            .def(Value::Array{Value("precision"), Value("recall"), Value("f1-score")})
-           .choices({"precision", "recall", "f1-score", "support"})},
+           .choices({"precision", "recall", "f1-score", "support"}),
+       threads_param()},
       {InputSpec{kScores, "Class scores [N, C], float32 or float64; the prediction is the argmax.",
                  false},
        InputSpec{kPredLabels,

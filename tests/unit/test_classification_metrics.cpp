@@ -631,5 +631,50 @@ TEST(ClassificationPlugin, RegistersDocumentedMetrics) {
             registry().find(ComponentKind::Metric, "SingleLabelMetric")->info);
 }
 
+// ---- threads: the same counts for any number ---------------------------------------------------
+
+// Expected: the metric's own result with threads = 1 (the sequential pass) on the same batches;
+// batches of 40,000 x 10 scores (several blocks of 2^16 scores), float32 and float64, and a NaN
+// in a late block reported as the sequential pass reports it (its sample number).
+TEST(ClassificationThreads, AnyNumberOfThreadsGivesTheSameResultsAndErrors) {
+  for (const auto& [type, base] : score_metrics()) {
+    for (const bool f64 : {false, true}) {
+      Value::Map one = base;
+      one.emplace_back("threads", 1);
+      const auto batch = [&](std::int64_t n, std::int64_t offset) {
+        Batch b = scores_batch(n, 10);
+        if (f64) {
+          const Tensor& s = b.tensor("pred_scores");
+          std::vector<double> d(static_cast<std::size_t>(s.numel()));
+          for (std::size_t i = 0; i < d.size(); ++i)
+            d[i] = static_cast<double>(s.data_as<float>()[i]) +
+                   1e-3 * static_cast<double>((i + offset) % 7);
+          b.set("pred_scores", Tensor::from_vector(d, {n, 10}));
+        }
+        return b;
+      };
+      const auto expected = run_single(type, one, batch(40000, 0));
+      for (const int threads : {2, 3, 7, 64}) {
+        Value::Map p = base;
+        p.emplace_back("threads", threads);
+        EXPECT_EQ(run_single(type, p, batch(40000, 0)), expected) << type << " threads " << threads;
+        // A NaN at sample 31,234 (the last block of 3): the error names that sample.
+        Batch bad = batch(40000, 0);
+        Tensor s = bad.tensor("pred_scores").clone();
+        if (f64)
+          s.mutable_data_as<double>()[31234 * 10 + 4] = std::nan("");
+        else
+          s.mutable_data_as<float>()[31234 * 10 + 4] = std::nanf("");
+        bad.set("pred_scores", s);
+        const auto m = make_metric(type, p);
+        const std::string msg = error_of([&] { m->add(bad); });
+        const auto seq = make_metric(type, one);
+        EXPECT_EQ(msg, error_of([&] { seq->add(bad); })) << type << " threads " << threads;
+        EXPECT_HAS(msg, "31234");
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace tally::test
