@@ -77,7 +77,8 @@ if [[ -d "$build/python/tally" ]] && python3 -c "import torch" 2>/dev/null; then
   grep -E "^(FAILED|ERROR)" "$out/pytest.log" | head -20
   ((rc == 0)) || status=1
   timeout 120 python3 "$root/bench/python/bench_add.py" --device cuda >"$out/bench_python_cuda.md" 2>&1
-  timeout 120 python3 "$root/bench/python/bench_add.py" --device cpu >"$out/bench_python_cpu.md" 2>&1
+  timeout 120 python3 "$root/bench/python/bench_add.py" --device cpu --threads "${BENCH_THREADS:-1}" \
+    >"$out/bench_python_cpu.md" 2>&1
   cat "$out/bench_python_cuda.md" "$out/bench_python_cpu.md"
 fi
 exit $status
