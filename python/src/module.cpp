@@ -544,13 +544,19 @@ class PyEvaluator {
 
   // tally run: the config's reader over this rank's shard, every metric, the outputs on rank 0.
   // Returns the results and the exit code the command would give (0, or 3 for a regression).
-  std::pair<nb::dict, int> run_config(const std::optional<std::string>& output, bool quiet) {
+  std::pair<nb::dict, int> run_config(const std::optional<std::string>& output, bool quiet,
+                                      bool resume) {
     int code = 0;
     {
       nb::gil_scoped_release unlocked;
       std::shared_ptr<tally::Reader> reader;
       std::optional<tally::Results> baseline;
       const auto& regression = ev_.regression();
+      // The same config on every rank: every rank throws alike, none waits.
+      if (resume && !ev_.has_checkpoint())
+        throw tally::ConfigError(
+            "resume: the config has no 'checkpoint:' section (checkpoint: {dir: DIR, "
+            "every_n_batches: N}), so there is no checkpoint to resume from");
       try {
         if (regression) {
           std::error_code ec;
@@ -566,7 +572,13 @@ class PyEvaluator {
       } catch (const tally::Error& e) {
         ev_.record_error(e.exit_code(), e.what());
       }
-      ev_.read_all(reader.get());
+      tally::ReadOptions read;
+      read.resume = resume;
+      read.on_notice = [](const std::string& message) {
+        nb::gil_scoped_acquire locked;
+        nb::module_::import_("sys").attr("stderr").attr("write")("tally: " + message + "\n");
+      };
+      ev_.read_all(reader.get(), read);
       const tally::Results results = ev_.compute();
       last_ = results;
       const tally::ResultSpecs specs = tally::ResultSpecs::from_results(results);
@@ -637,6 +649,25 @@ nb::list inspect_batch(nb::handle mapping) {
   return out;
 }
 
+// tally validate: the config parsed and checked, its plugins loaded, its metrics and reader
+// made; nothing run, no backend started. Returns the reader's fields ([] without data:).
+std::vector<std::string> validate(const std::string& text, const std::string& source,
+                                  const std::string& base_dir, bool is_file,
+                                  std::vector<std::string> overrides) {
+  tally::EvaluatorOptions o;
+  o.overrides = std::move(overrides);
+  o.validate_only = true;
+  nb::gil_scoped_release unlocked;
+  tally::Evaluator ev = is_file ? tally::Evaluator::from_file(text, std::move(o))
+                                : tally::Evaluator::from_yaml(text, std::move(o), source, base_dir);
+  try {
+    return ev.make_reader()->fields();
+  } catch (const tally::ConfigError& e) {
+    if (std::string_view(e.what()).find("no 'data:' section") != std::string_view::npos) return {};
+    throw;
+  }
+}
+
 std::string plugins_json(const std::vector<std::string>& paths) {
   std::vector<fs::path> ps(paths.begin(), paths.end());
   nb::gil_scoped_release unlocked;
@@ -690,7 +721,8 @@ NB_MODULE(_tally, m) {
       .def("record_error", &PyEvaluator::record_error)
       .def("all_gather_bytes", &PyEvaluator::all_gather_bytes)
       .def("broadcast_bytes", &PyEvaluator::broadcast_bytes)
-      .def("run_config", &PyEvaluator::run_config, nb::arg("output"), nb::arg("quiet"))
+      .def("run_config", &PyEvaluator::run_config, nb::arg("output"), nb::arg("quiet"),
+           nb::arg("resume"))
       .def("regression_message", &PyEvaluator::regression_message)
       .def_prop_ro("rank", &PyEvaluator::rank)
       .def_prop_ro("world_size", &PyEvaluator::world_size)
@@ -700,4 +732,6 @@ NB_MODULE(_tally, m) {
 
   m.def("_inspect_batch", &inspect_batch);
   m.def("_plugins_json", &plugins_json, nb::arg("paths"));
+  m.def("_validate", &validate, nb::arg("text"), nb::arg("source"), nb::arg("base_dir"),
+        nb::arg("is_file"), nb::arg("overrides"));
 }

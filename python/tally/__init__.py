@@ -29,6 +29,7 @@ __version__ = _tally.__version__
 __all__ = [
     "Evaluator",
     "run",
+    "validate",
     "plugins",
     "TallyError",
     "ConfigError",
@@ -227,10 +228,12 @@ class Evaluator:
         self._ev.record_error(2 if input_error else 1, message)
 
     # ---- the config's own data --------------------------------------------------------------
-    def run(self, output: Optional[str] = None, quiet: bool = True) -> dict:
+    def run(self, output: Optional[str] = None, quiet: bool = True, resume: bool = False) -> dict:
         """Reads the config's ``data:`` section through its reader plugin (this rank's shard),
-        computes, and writes the config's outputs on rank 0, as ``tally run`` does. Collective."""
-        results, code = self._ev.run_config(output, quiet)
+        computes, and writes the config's outputs on rank 0, as ``tally run`` does; with a
+        ``checkpoint:`` section it checkpoints as it reads, and ``resume=True`` continues from the
+        last complete checkpoint (``tally run --resume``). Collective."""
+        results, code = self._ev.run_config(output, quiet, resume)
         if code == 3:
             raise RegressionError(self._ev.regression_message(), results)
         return results
@@ -248,12 +251,36 @@ def run(
     *,
     output: Optional[str] = None,
     quiet: bool = True,
+    resume: bool = False,
 ) -> dict:
     """``tally run CONFIG`` in this process: reads the config's data, computes every metric,
     writes its outputs (and ``output``, a results JSON path, if given) on rank 0, and returns the
     results on every rank. A regression against the config's baseline raises
-    :class:`RegressionError` (the command's exit code 3)."""
-    return Evaluator(config, overrides).run(output=output, quiet=quiet)
+    :class:`RegressionError` (the command's exit code 3); ``resume=True`` is ``--resume``."""
+    return Evaluator(config, overrides).run(output=output, quiet=quiet, resume=resume)
+
+
+def validate(
+    config: ConfigLike, overrides: Union[None, Mapping[str, Any], Iterable[str]] = None
+) -> list:
+    """``tally validate CONFIG``: parses and checks the config, loads its plugins, makes its
+    metrics and its reader (opening the data), runs nothing and starts no backend. Returns the
+    fields the reader provides ([] without a ``data:`` section); raises :class:`ConfigError` or
+    :class:`InputError` with the command's message."""
+    items = _override_items(overrides)
+    if isinstance(config, Mapping):
+        return _tally._validate(_json.dumps(config), "<dict>", _os.getcwd(), False, items)
+    if isinstance(config, _os.PathLike) or (
+        isinstance(config, str)
+        and "\n" not in config
+        and (_os.path.exists(config) or config.endswith((".yaml", ".yml", ".json")))
+    ):
+        return _tally._validate(_os.fspath(config), "", "", True, items)
+    if isinstance(config, str):
+        return _tally._validate(config, "<yaml>", _os.getcwd(), False, items)
+    raise TypeError(
+        f"config: expected a YAML file path, YAML text or a dict; found {type(config).__name__}"
+    )
 
 
 def plugins(paths: Sequence[str] = ()) -> list:

@@ -213,3 +213,45 @@ def test_run_writes_the_reports_and_raises_on_a_regression(tmp_path):
     cli_doc["results"]["Accuracy"]["top1"] = 0.9280
     baseline.write_text(json.dumps(cli_doc))
     assert tally.run(str(cfg))["Accuracy"]["top1"] == pytest.approx(0.927536231884058, rel=1e-15)
+
+
+def test_validate_is_the_cli_validate(tmp_path):
+    config = EXAMPLES / "classification.yaml"
+    assert set(tally.validate(str(config))) == {"pred_scores", "gt_labels"}
+    assert tally.validate({"metrics": [{"type": "Accuracy"}]}) == []
+    with pytest.raises(tally.ConfigError, match="topk"):
+        tally.validate(str(config), {"metrics.0.topk": "x"})
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("data: {type: npy, fields: {pred_scores: missing.npy}}\nmetrics: [{type: Accuracy}]\n")
+    from conftest import cli
+
+    p = cli("validate", bad, check=False)
+    assert p.returncode == 2
+    with pytest.raises(tally.TallyError) as e:
+        tally.validate(str(bad))
+    assert str(e.value) in p.stderr
+
+
+def test_run_checkpoints_and_resumes(tmp_path, capfd):
+    data = EXAMPLES / "data"
+    cfg = tmp_path / "eval.yaml"
+    cfg.write_text(
+        json.dumps(
+            {
+                "data": {
+                    "type": "npy",
+                    "batch_size": 100,
+                    "fields": {"pred_scores": str(data / "preds.npy"), "gt_labels": str(data / "labels.npy")},
+                },
+                "metrics": [{"type": "Accuracy", "topk": [1, 3]}, {"type": "ConfusionMatrix", "num_classes": 10}],
+                "checkpoint": {"dir": "ckpt", "every_n_batches": 2},
+            }
+        )
+    )
+    first = tally.run(str(cfg))
+    assert any((tmp_path / "ckpt").glob("step-*/metadata.json"))
+    again = tally.run(str(cfg), resume=True)
+    assert again == first
+    assert "resum" in capfd.readouterr().err
+    with pytest.raises(tally.ConfigError, match="checkpoint"):
+        tally.run(str(EXAMPLES / "classification.yaml"), resume=True)
