@@ -68,7 +68,7 @@ def test_mpirun_empty_ranks_and_padded_sampler(tmp_path):
 def test_mpirun_a_bad_rank_fails_every_rank(tmp_path):
     script = tmp_path / "bad.py"
     script.write_text(
-        "import numpy as np, tally\n"
+        "import pathlib, sys, numpy as np, tally\n"
         "ev = tally.Evaluator({'backend': {'type': 'mpi', 'timeout': 30}, 'metrics': [{'type': 'Accuracy'}]})\n"
         "labels = np.array([1, 2]) if ev.rank != 1 else np.array([1, 99])\n"
         "try:\n"
@@ -78,12 +78,13 @@ def test_mpirun_a_bad_rank_fails_every_rank(tmp_path):
         "try:\n"
         "    ev.compute()\n"
         "except tally.InputError as e:\n"
-        "    print(f'rank {ev.rank}: {e}', flush=True)\n"
+        "    (pathlib.Path(sys.argv[1]) / f'rank{ev.rank}.err').write_text(str(e))\n"
     )
-    p = launch(mpirun() + ["-np", "3", sys.executable, str(script)])
-    lines = [l for l in p.stdout.splitlines() if l.startswith("rank ")]
-    assert len(lines) == 3, p.stdout
-    assert all("rank 1" in l.split(": ", 1)[1] for l in lines), lines
+    launch(mpirun() + ["-np", "3", sys.executable, str(script), str(tmp_path)])
+    errors = {f.name: f.read_text() for f in tmp_path.glob("rank*.err")}
+    assert sorted(errors) == ["rank0.err", "rank1.err", "rank2.err"], errors
+    assert all("rank 1" in e and "99" in e for e in errors.values()), errors
+    assert len(set(errors.values())) == 1, errors  # the same message on every rank
 
 
 @pytest.mark.parametrize("world", [1, 2, 3, 4])
