@@ -61,22 +61,29 @@ def _override_items(overrides: Union[None, Mapping[str, Any], Iterable[str]]) ->
     return [str(o) for o in overrides]
 
 
-def _open_config(config: ConfigLike, overrides: list, padded_sampler: bool):
+def _config_source(config: ConfigLike):
+    """("file", path, "", "") or ("yaml", text, source name, base folder) for a config given as a
+    path, YAML text or a dict (JSON is YAML: the engine parses it, with its checks and messages)."""
     if isinstance(config, Mapping):
-        # JSON is YAML: the engine parses it, with its checks and messages.
-        text = _json.dumps(config)
-        return _tally._Evaluator.from_yaml(text, "<dict>", _os.getcwd(), overrides, padded_sampler)
+        return "yaml", _json.dumps(config), "<dict>", _os.getcwd()
     if isinstance(config, _os.PathLike):
-        return _tally._Evaluator.from_file(_os.fspath(config), overrides, padded_sampler)
+        return "file", _os.fspath(config), "", ""
     if isinstance(config, str):
         if "\n" not in config and (
             _os.path.exists(config) or config.endswith((".yaml", ".yml", ".json"))
         ):
-            return _tally._Evaluator.from_file(config, overrides, padded_sampler)
-        return _tally._Evaluator.from_yaml(config, "<yaml>", _os.getcwd(), overrides, padded_sampler)
+            return "file", config, "", ""
+        return "yaml", config, "<yaml>", _os.getcwd()
     raise TypeError(
         f"config: expected a YAML file path, YAML text or a dict; found {type(config).__name__}"
     )
+
+
+def _open_config(config: ConfigLike, overrides: list, padded_sampler: bool):
+    kind, text, source, base = _config_source(config)
+    if kind == "file":
+        return _tally._Evaluator.from_file(text, overrides, padded_sampler)
+    return _tally._Evaluator.from_yaml(text, source, base, overrides, padded_sampler)
 
 
 def _launcher_world_size() -> int:
@@ -267,20 +274,8 @@ def validate(
     metrics and its reader (opening the data), runs nothing and starts no backend. Returns the
     fields the reader provides ([] without a ``data:`` section); raises :class:`ConfigError` or
     :class:`InputError` with the command's message."""
-    items = _override_items(overrides)
-    if isinstance(config, Mapping):
-        return _tally._validate(_json.dumps(config), "<dict>", _os.getcwd(), False, items)
-    if isinstance(config, _os.PathLike) or (
-        isinstance(config, str)
-        and "\n" not in config
-        and (_os.path.exists(config) or config.endswith((".yaml", ".yml", ".json")))
-    ):
-        return _tally._validate(_os.fspath(config), "", "", True, items)
-    if isinstance(config, str):
-        return _tally._validate(config, "<yaml>", _os.getcwd(), False, items)
-    raise TypeError(
-        f"config: expected a YAML file path, YAML text or a dict; found {type(config).__name__}"
-    )
+    kind, text, source, base = _config_source(config)
+    return _tally._validate(text, source, base, kind == "file", _override_items(overrides))
 
 
 def plugins(paths: Sequence[str] = ()) -> list:
