@@ -114,3 +114,28 @@ def test_padded_sampler_with_cuda_tensors():
     for i in range(0, 897, 100):
         ev.add(pred_scores=p[i : i + 100], gt_labels=lab[i : i + 100])
     assert ev.compute(dataset_size=897) == results(PREDS, LABELS)
+
+
+def test_cupy_arrays_through_dlpack():
+    cp = pytest.importorskip("cupy", reason="CuPy is not installed here")
+    p, lab = cp.asarray(PREDS), cp.asarray(LABELS)
+    info = {f["name"]: f for f in tally._tally._inspect_batch({"pred_scores": p, "gt_labels": lab})}
+    assert info["pred_scores"]["data"] == p.data.ptr and info["pred_scores"]["device"] == "cuda:0"
+    assert not info["pred_scores"]["copied"]
+    assert results(p, lab) == results(PREDS, LABELS)
+    assert results(cp.asfortranarray(p.astype(cp.float64)), lab) == results(PREDS.astype(np.float64), LABELS)
+
+
+def test_jax_arrays_through_dlpack():
+    import os
+
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    jax = pytest.importorskip("jax", reason="JAX is not installed here")
+    if not any(d.platform == "gpu" for d in jax.devices()):
+        pytest.skip("JAX sees no GPU")
+    p = jax.device_put(PREDS)
+    lab = jax.device_put(LABELS.astype(np.int32))
+    info = {f["name"]: f for f in tally._tally._inspect_batch({"pred_scores": p, "gt_labels": lab})}
+    assert info["pred_scores"]["device"] == "cuda:0" and not info["pred_scores"]["copied"]
+    assert info["pred_scores"]["data"] == p.unsafe_buffer_pointer()
+    assert results(p, lab) == results(PREDS, LABELS)

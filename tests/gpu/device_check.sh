@@ -36,7 +36,10 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 } 2>&1 | tee "$out/machine.txt"
 
 status=0
-for t in test_nccl_bootstrap test_gpu_kernels test_gpu_metrics test_nccl_backend; do
+# ONLY_PYTEST=1: the Python tests alone (skip the C++ tests, benchmarks and memcheck).
+[[ -n "${ONLY_PYTEST:-}" ]] && SKIP_NATIVE=1
+for t in ${SKIP_NATIVE:+none} test_nccl_bootstrap test_gpu_kernels test_gpu_metrics test_nccl_backend; do
+  [[ "$t" == none ]] && break
   exe="$build/bin/$t"
   [[ -x "$exe" ]] || { echo "== $t: not in the bundle"; status=1; continue; }
   start=$SECONDS
@@ -49,7 +52,7 @@ done
 
 # The benchmarks, as bench/gpu/run.sh runs them, without its build step.
 bench="$build/bin/tally_gpu_bench"
-if [[ -x "$bench" ]]; then
+if [[ -z "${SKIP_NATIVE:-}" && -x "$bench" ]]; then
   {
     echo "# tally GPU benchmarks"
     echo
@@ -62,7 +65,7 @@ if [[ -x "$bench" ]]; then
 fi
 
 # The kernels under compute-sanitizer's memcheck: out-of-bounds and misaligned accesses.
-if command -v compute-sanitizer >/dev/null && [[ -x "$build/bin/test_gpu_kernels" ]]; then
+if [[ -z "${SKIP_NATIVE:-}" ]] && command -v compute-sanitizer >/dev/null && [[ -x "$build/bin/test_gpu_kernels" ]]; then
   timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$build/bin/test_gpu_kernels" \
     --gtest_color=no >"$out/memcheck.log" 2>&1
   echo "== memcheck test_gpu_kernels: exit $? $(grep -E 'ERROR SUMMARY' "$out/memcheck.log" | tail -1)"
@@ -76,6 +79,7 @@ if [[ -d "$build/python/tally" ]] && python3 -c "import torch" 2>/dev/null; then
   echo "== pytest python/tests: exit $rc: $(tail -1 "$out/pytest.log")"
   grep -E "^(FAILED|ERROR)" "$out/pytest.log" | head -20
   ((rc == 0)) || status=1
+  [[ -n "${ONLY_PYTEST:-}" ]] && exit $status
   timeout 120 python3 "$root/bench/python/bench_add.py" --device cuda >"$out/bench_python_cuda.md" 2>&1
   timeout 120 python3 "$root/bench/python/bench_add.py" --device cpu --threads "${BENCH_THREADS:-1}" \
     >"$out/bench_python_cpu.md" 2>&1
