@@ -89,6 +89,11 @@ class COCODetection final : public TypedMetric<CocoState> {
         p.fail("proposal_nums", "must be strictly increasing (pycocotools sorts them)");
     }
     classwise_ = p.get_bool("classwise");
+    use_cats_ = p.get_bool("use_cats");
+    if (classwise_ && !use_cats_)
+      p.fail("classwise",
+             "needs use_cats: true (without categories there is one AP, no AP per "
+             "category)");
     threads_ = static_cast<int>(p.get_size("threads", 1, 256));
     if (p.has("cat_ids")) cat_ids_ = p.get_int_list("cat_ids");
     if (p.has("classes")) {
@@ -102,7 +107,7 @@ class COCODetection final : public TypedMetric<CocoState> {
           m == "bbox" ? coco::Kind::Bbox : (m == "segm" ? coco::Kind::Segm : coco::Kind::Proposal);
       c.iou_thrs = thrs;
       c.max_dets = proposal_nums_;
-      c.use_cats = c.kind != coco::Kind::Proposal;
+      c.use_cats = use_cats_ && c.kind != coco::Kind::Proposal;
       if (!c.use_cats) {
         c.cat_filter = cat_ids_;
         std::sort(c.cat_filter.begin(), c.cat_filter.end());
@@ -315,6 +320,7 @@ class COCODetection final : public TypedMetric<CocoState> {
   std::vector<std::string> metrics_;
   std::vector<coco::EvalConfig> configs_;
   std::vector<std::int64_t> proposal_nums_;
+  bool use_cats_ = true;
   std::vector<std::int64_t> cat_ids_;
   std::vector<std::string> classes_;
   bool classwise_ = false;
@@ -344,6 +350,12 @@ ComponentInfo coco_detection_info() {
              "maxDets: 3 increasing detection counts per image (pycocotools' [1, 10, 100]).")
            .def(Value::Array{Value(1), Value(10), Value(100)}),
        param("classwise", ParamType::Bool, "Also return the AP of each category.").def(false),
+       param("use_cats", ParamType::Bool,
+             "pycocotools' params.useCats: false matches every detection with every ground truth "
+             "of its image whatever their categories (bbox and segm; proposal never uses them). "
+             "The categories of cat_ids (default: all) still choose the ground truth and "
+             "detections that take part.")
+           .def(true),
        param("cat_ids", ParamType::IntList,
              "Categories to evaluate (pycocotools' params.catIds); default: every category with "
              "ground truth.")

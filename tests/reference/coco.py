@@ -336,6 +336,14 @@ def main():
     add("proposal_nums", "the same with params.maxDets = [10, 50, 100]",
         stats_map(e, "", (10, 50, 100), proposal=True),
         params={"metric": ["proposal"], "proposal_nums": [10, 50, 100]})
+    e = run_eval(paths["gt"], paths["bbox"], "bbox", use_cats=False)
+    add("bbox_no_cats", "COCOeval(gt, gt.loadRes('coco_bbox.json'), 'bbox') with "
+        "params.useCats = 0; the 12 stats", stats_map(e, "bbox"),
+        params={"metric": ["bbox"], "use_cats": False})
+    e = run_eval(paths["gt"], paths["segm"], "segm", use_cats=False)
+    add("segm_no_cats", "COCOeval(gt, gt.loadRes('coco_segm.json'), 'segm') with "
+        "params.useCats = 0; the 12 stats", stats_map(e, "segm"),
+        params={"metric": ["segm"], "use_cats": False}, results="segm")
     thrs = [0.5, 0.6, 0.75, 0.9]
     e = run_eval(paths["gt"], paths["bbox"], "bbox", iou_thrs=thrs)
     add("bbox_iou_thrs", "COCOeval bbox with params.iouThrs = np.array([0.5, 0.6, 0.75, 0.9])",

@@ -173,7 +173,8 @@ TEST_P(GeneratedCase, MatchesPycocotools) {
 INSTANTIATE_TEST_SUITE_P(Coco, GeneratedCase,
                          ::testing::Values("bbox", "bbox_classwise", "segm", "segm_polygons",
                                            "proposal", "proposal_nums", "bbox_iou_thrs",
-                                           "bbox_max_dets", "bbox_xyxy"));
+                                           "bbox_max_dets", "bbox_xyxy", "bbox_no_cats",
+                                           "segm_no_cats"));
 
 TEST(COCODetection, ExampleConfigDataMatchesPycocotools) {
   // configs/examples/detection.yaml: one results file holding bbox and segmentation, so loadRes
@@ -376,6 +377,8 @@ TEST(COCODetection, BadParametersAreConfigErrors) {
   EXPECT_THROW(coco({{"proposal_nums", Value::Array{Value(100), Value(10), Value(1)}}}),
                ConfigError);
   EXPECT_THROW(coco({{"iou_thrs", Value::Array{Value(1.5)}}}), ConfigError);
+  // One AP without categories: no AP per category to report.
+  EXPECT_THROW(coco({{"use_cats", false}, {"classwise", true}}), ConfigError);
   EXPECT_THROW(coco({{"threads", Value(0)}}), ConfigError);
   EXPECT_THROW(coco({{"classes", Value::Array{Value("a")}}}), ConfigError);
 }
