@@ -96,6 +96,13 @@ class COCODetection final : public TypedMetric<CocoState> {
              "category)");
     threads_ = static_cast<int>(p.get_size("threads", 1, 256));
     if (p.has("cat_ids")) cat_ids_ = p.get_int_list("cat_ids");
+    std::vector<std::int64_t> img_ids;
+    if (p.has("img_ids")) {
+      img_ids = p.get_int_list("img_ids");
+      if (img_ids.empty()) p.fail("img_ids", "must hold at least one image id");
+      std::sort(img_ids.begin(), img_ids.end());
+      img_ids.erase(std::unique(img_ids.begin(), img_ids.end()), img_ids.end());
+    }
     if (p.has("classes")) {
       classes_ = p.get_string_list("classes");
       if (cat_ids_.size() != classes_.size())
@@ -108,6 +115,7 @@ class COCODetection final : public TypedMetric<CocoState> {
       c.iou_thrs = thrs;
       c.max_dets = proposal_nums_;
       c.use_cats = use_cats_ && c.kind != coco::Kind::Proposal;
+      c.img_filter = img_ids;
       if (!c.use_cats) {
         c.cat_filter = cat_ids_;
         std::sort(c.cat_filter.begin(), c.cat_filter.end());
@@ -359,6 +367,10 @@ ComponentInfo coco_detection_info() {
        param("cat_ids", ParamType::IntList,
              "Categories to evaluate (pycocotools' params.catIds); default: every category with "
              "ground truth.")
+           .optional(),
+       param("img_ids", ParamType::IntList,
+             "Images to evaluate (pycocotools' params.imgIds); the others are read and left out. "
+             "Default: every image.")
            .optional(),
        param("classes", ParamType::StringList,
              "Names of cat_ids, in the same order, for the classwise keys (default: the ids).")

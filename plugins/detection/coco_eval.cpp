@@ -257,6 +257,10 @@ Summary summarize(const EvalConfig& cfg, const std::vector<std::int64_t>& ids, c
   images.erase(std::unique(images.begin(), images.end(),
                            [](const ImageRef& a, const ImageRef& b) { return a.id == b.id; }),
                images.end());
+  if (!cfg.img_filter.empty())
+    std::erase_if(images, [&](const ImageRef& im) {
+      return !std::binary_search(cfg.img_filter.begin(), cfg.img_filter.end(), im.id);
+    });
 
   // Categories.
   Summary out;

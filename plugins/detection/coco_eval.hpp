@@ -35,6 +35,8 @@ struct EvalConfig {
   /// pycocotools gathers `_gts[imgId, cId] for cId in p.catIds`. With categories the others are
   /// left out at compute.
   std::vector<std::int64_t> cat_filter;
+  /// pycocotools' params.imgIds: only these images are evaluated (sorted; empty: every image).
+  std::vector<std::int64_t> img_filter;
   /// Words of match/ignore bits per detection: 2 bits per (area range, IoU threshold).
   std::size_t words() const { return (2 * kAreas * iou_thrs.size() + 63) / 64; }
 };

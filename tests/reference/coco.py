@@ -147,7 +147,7 @@ def rle_counts(rle):
     return counts
 
 
-def run_eval(gt_path, res, iou_type, use_cats=True, iou_thrs=None, max_dets=None):
+def run_eval(gt_path, res, iou_type, use_cats=True, iou_thrs=None, max_dets=None, img_ids=None):
     with contextlib.redirect_stdout(io.StringIO()):
         gt = COCO(gt_path)
         dt = gt.loadRes(res)
@@ -158,10 +158,17 @@ def run_eval(gt_path, res, iou_type, use_cats=True, iou_thrs=None, max_dets=None
             e.params.iouThrs = np.array(iou_thrs)
         if max_dets is not None:
             e.params.maxDets = list(max_dets)
+        if img_ids is not None:
+            e.params.imgIds = list(img_ids)
         e.evaluate()
         e.accumulate()
         e.summarize()
     return e
+
+
+def img_id_subset(gt_path):
+    ids = sorted(im["id"] for im in json.load(open(gt_path))["images"])
+    return ids[::2] + [999999]
 
 
 def keys(prefix, nums):
@@ -344,6 +351,14 @@ def main():
     add("segm_no_cats", "COCOeval(gt, gt.loadRes('coco_segm.json'), 'segm') with "
         "params.useCats = 0; the 12 stats", stats_map(e, "segm"),
         params={"metric": ["segm"], "use_cats": False}, results="segm")
+    subset = img_id_subset(paths["gt"])
+    e = run_eval(paths["gt"], paths["bbox"], "bbox", img_ids=subset)
+    add("bbox_img_ids", "COCOeval bbox with params.imgIds = every other image id of the ground "
+        "truth (ascending) and 999999 (no such image)", stats_map(e, "bbox"),
+        params={"metric": ["bbox"], "img_ids": subset})
+    e = run_eval(paths["gt"], paths["bbox"], "bbox", use_cats=False, img_ids=subset)
+    add("proposal_img_ids", "the same subset with params.useCats = 0 (proposal); stats[6:12]",
+        stats_map(e, "", proposal=True), params={"metric": ["proposal"], "img_ids": subset})
     thrs = [0.5, 0.6, 0.75, 0.9]
     e = run_eval(paths["gt"], paths["bbox"], "bbox", iou_thrs=thrs)
     add("bbox_iou_thrs", "COCOeval bbox with params.iouThrs = np.array([0.5, 0.6, 0.75, 0.9])",

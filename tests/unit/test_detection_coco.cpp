@@ -174,7 +174,7 @@ INSTANTIATE_TEST_SUITE_P(Coco, GeneratedCase,
                          ::testing::Values("bbox", "bbox_classwise", "segm", "segm_polygons",
                                            "proposal", "proposal_nums", "bbox_iou_thrs",
                                            "bbox_max_dets", "bbox_xyxy", "bbox_no_cats",
-                                           "segm_no_cats"));
+                                           "segm_no_cats", "bbox_img_ids", "proposal_img_ids"));
 
 TEST(COCODetection, ExampleConfigDataMatchesPycocotools) {
   // configs/examples/detection.yaml: one results file holding bbox and segmentation, so loadRes
