@@ -57,28 +57,13 @@ bool use_color(const std::string& mode) {
 }
 
 // An output path and the option or config key that named it ("--output", "output.json").
-struct OutputPath {
-  fs::path path;
-  std::string what;
-};
-
 // The command line's path (the command line wins) or the config's.
-std::optional<OutputPath> chosen(const std::optional<std::string>& option, const char* option_name,
-                                 const std::optional<fs::path>& configured, const char* key) {
-  if (option) return OutputPath{*option, option_name};
-  if (configured) return OutputPath{*configured, key};
-  return std::nullopt;
+std::optional<tally::OutputTarget> chosen(const std::optional<std::string>& option,
+                                          const char* option_name,
+                                          const std::optional<tally::OutputTarget>& configured) {
+  if (option) return tally::OutputTarget{*option, option_name};
+  return configured;
 }
-
-// The reports asked for on the command line or in `output:`.
-struct ReportPaths {
-  std::optional<OutputPath> json, junit, markdown, html;
-  bool any_report() const { return junit || markdown || html; }
-  void check_writable() const {
-    for (const auto* p : {&json, &junit, &markdown, &html})
-      if (*p) tally::check_writable((*p)->path, (*p)->what);
-  }
-};
 
 struct ReportOptions {
   std::optional<std::string> junit, markdown, html;
@@ -100,15 +85,6 @@ std::string load_chartjs() {
   } catch (const tally::Error& e) {
     throw tally::ConfigError(e.what());
   }
-}
-
-// Stages the reports in `out`: nothing is written before out.commit().
-void stage_reports(tally::OutputSet& out, const ReportPaths& paths, const tally::ReportInput& input,
-                   const std::string& chartjs) {
-  if (paths.junit) out.stage(paths.junit->path, tally::junit_report(input), paths.junit->what);
-  if (paths.markdown)
-    out.stage(paths.markdown->path, tally::markdown_report(input), paths.markdown->what);
-  if (paths.html) out.stage(paths.html->path, tally::html_report(input, chartjs), paths.html->what);
 }
 
 // One line on stderr naming what fell, for logs that show only stderr.
@@ -275,7 +251,7 @@ int run_evaluation(const RunOptions& o, std::optional<tally::Evaluator>& ev) {
     // and read_all()'s start exchange fails every rank with it, naming this rank.
     const tally::OutputPaths configured = ev->outputs();
     const std::optional<tally::RegressionSettings>& regression = ev->regression();
-    ReportPaths paths;
+    tally::ReportTargets paths;
     bool comparing = false;
     tally::Tolerances tolerances;
     std::optional<tally::Results> baseline;
@@ -287,11 +263,11 @@ int run_evaluation(const RunOptions& o, std::optional<tally::Evaluator>& ev) {
     try {
       // The parts of the config the command acts on (outputs, regression), as the evaluator read
       // them.
-      paths.json = chosen(o.output, "--output", configured.json, "output.json");
-      paths.junit = chosen(o.reports.junit, "--junit", configured.junit, "output.junit");
-      paths.markdown =
-          chosen(o.reports.markdown, "--markdown", configured.markdown, "output.markdown");
-      paths.html = chosen(o.reports.html, "--html", configured.html, "output.html");
+      const auto configured_targets = tally::ReportTargets::of(configured);
+      paths.json = chosen(o.output, "--output", configured_targets.json);
+      paths.junit = chosen(o.reports.junit, "--junit", configured_targets.junit);
+      paths.markdown = chosen(o.reports.markdown, "--markdown", configured_targets.markdown);
+      paths.html = chosen(o.reports.html, "--html", configured_targets.html);
       if (o.update_baseline && !regression)
         throw tally::ConfigError(
             fmt::format("--update-baseline: {} has no 'regression:' section naming the baseline to "
@@ -312,13 +288,7 @@ int run_evaluation(const RunOptions& o, std::optional<tally::Evaluator>& ev) {
       }
       if (comparing) {
         tolerances = tally::Tolerances::of(*regression);
-        std::error_code ec;
-        if (!fs::exists(regression->baseline, ec))
-          throw tally::InputError(
-              fmt::format("{}: the baseline '{}' does not exist; write it with 'tally run {} "
-                          "--update-baseline'",
-                          regression->where, regression->baseline.string(), o.config));
-        baseline = tally::read_results_json(regression->baseline);
+        baseline = tally::read_baseline(*regression, o.config);
       }
       reader = ev->make_reader();
       const bool tty = ::isatty(STDERR_FILENO) != 0;
@@ -362,10 +332,9 @@ int run_evaluation(const RunOptions& o, std::optional<tally::Evaluator>& ev) {
       // FIFO) and put in place only once all are: a run that fails on any leaves none, and
       // earlier files at those paths intact.
       tally::OutputSet out;
-      if (paths.json) out.stage(paths.json->path, results.to_json(), paths.json->what);
       const tally::ReportInput input{results, specs, comparison ? &*comparison : nullptr,
                                      baseline ? &baseline->metrics : nullptr, o.config};
-      stage_reports(out, paths, input, chartjs);
+      paths.stage(out, input, chartjs);
       if (o.update_baseline)
         out.stage(regression->baseline, results.to_json(), "regression.baseline");
       out.commit();
@@ -424,10 +393,10 @@ int compare(const CompareOptions& o) {
     if (o.rtol) tolerances.defaults.rtol = *o.rtol;
     if (o.atol) tolerances.defaults.atol = *o.atol;
     if (o.tolerances) tolerances.add_file(*o.tolerances);
-    ReportPaths paths;
-    paths.junit = chosen(o.reports.junit, "--junit", std::nullopt, "");
-    paths.markdown = chosen(o.reports.markdown, "--markdown", std::nullopt, "");
-    paths.html = chosen(o.reports.html, "--html", std::nullopt, "");
+    tally::ReportTargets paths;
+    paths.junit = chosen(o.reports.junit, "--junit", std::nullopt);
+    paths.markdown = chosen(o.reports.markdown, "--markdown", std::nullopt);
+    paths.html = chosen(o.reports.html, "--html", std::nullopt);
     paths.check_writable();
     const std::string chartjs = paths.html ? load_chartjs() : std::string();
 
@@ -451,7 +420,7 @@ int compare(const CompareOptions& o) {
     std::fflush(stdout);
     const tally::ReportInput input{results, specs, &comparison, &baseline.metrics, o.results};
     tally::OutputSet out;
-    stage_reports(out, paths, input, chartjs);
+    paths.stage(out, input, chartjs);
     out.commit();
     if (comparison.regressed()) {
       print_regressions(comparison);

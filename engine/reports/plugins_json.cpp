@@ -4,6 +4,7 @@
 #include "tally/registry.hpp"
 #include "tally/reports.hpp"
 #include "tally/text_safety.hpp"
+#include "value_json.hpp"
 
 namespace tally {
 
@@ -35,10 +36,6 @@ const char* better_word(Better b) {
   return "?";
 }
 
-nlohmann::ordered_json value_json(const Value& v) {
-  return nlohmann::ordered_json::parse(v.to_json());
-}
-
 }  // namespace
 
 std::string plugins_json(const Registry& reg) {
@@ -60,7 +57,7 @@ std::string plugins_json(const Registry& reg) {
       params.push_back({{"name", p.name},
                         {"type", param_type_name(p.type)},
                         {"required", p.required()},
-                        {"default", value_json(p.default_value)},
+                        {"default", detail::value_to_json(p.default_value)},
                         {"nullable", p.nullable},
                         {"choices", p.choices},
                         {"doc", p.doc}});

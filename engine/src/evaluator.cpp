@@ -179,6 +179,7 @@ const std::optional<RegressionSettings>& Evaluator::regression() const {
   return impl_->config.regression;
 }
 bool Evaluator::has_checkpoint() const { return impl_->config.checkpoint.has_value(); }
+bool Evaluator::has_data() const { return impl_->config.data_type.has_value(); }
 
 std::shared_ptr<Reader> Evaluator::make_reader() const {
   // An evaluator that failed to set up reads nothing (read_all's start exchange reports why).

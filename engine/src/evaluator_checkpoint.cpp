@@ -150,6 +150,27 @@ Value Evaluator::Impl::decide(Reader& reader, const ReadOptions& options,
   return d;
 }
 
+// Every metric's state from what save_states() packed, [0, [state...]]; InputError prefixed by
+// `where` when it is not that or a metric cannot read its part (the metrics before it are then
+// restored already: the caller resets or fails).
+void Evaluator::Impl::restore_states(const msgpack::object& o, const std::string& where) {
+  if (o.type != msgpack::type::ARRAY || o.via.array.size != 2 ||
+      o.via.array.ptr[0].type != msgpack::type::POSITIVE_INTEGER ||
+      o.via.array.ptr[0].via.u64 != 0 || o.via.array.ptr[1].type != msgpack::type::ARRAY ||
+      o.via.array.ptr[1].via.array.size != metrics.size())
+    throw InputError(fmt::format("{}: expected the states of {} metrics, found something else",
+                                 where, metrics.size()));
+  for (std::size_t i = 0; i < metrics.size(); ++i) {
+    try {
+      metrics[i].metric->restore(o.via.array.ptr[1].via.array.ptr[i]);
+    } catch (const std::exception&) {
+      throw InputError(fmt::format(
+          "{}: metric '{}' cannot read its saved state (expected the state its plugin packs)",
+          where, metrics[i].label));
+    }
+  }
+}
+
 // This rank: loads its metric states from its shard of `m` and reads again the batches it had
 // read, keeping only the held-back sample. Returns the batches read; a reading failure is
 // recorded (the caller stops); a shard that cannot be used throws.
@@ -182,24 +203,7 @@ std::int64_t Evaluator::Impl::restore(Reader& reader, const checkpoint::Metadata
     throw InputError(fmt::format("checkpoint shard {}: the metric states are not valid msgpack: {}",
                                  file.string(), e.what()));
   }
-  const auto& o = h.get();
-  if (o.type != msgpack::type::ARRAY || o.via.array.size != 2 ||
-      o.via.array.ptr[0].type != msgpack::type::POSITIVE_INTEGER ||
-      o.via.array.ptr[0].via.u64 != 0 || o.via.array.ptr[1].type != msgpack::type::ARRAY ||
-      o.via.array.ptr[1].via.array.size != metrics.size())
-    throw InputError(
-        fmt::format("checkpoint shard {}: expected the states of {} metrics, found something else",
-                    file.string(), metrics.size()));
-  for (std::size_t i = 0; i < metrics.size(); ++i) {
-    try {
-      metrics[i].metric->restore(o.via.array.ptr[1].via.array.ptr[i]);
-    } catch (const std::exception&) {
-      throw InputError(
-          fmt::format("checkpoint shard {}: metric '{}' cannot read its saved state (expected "
-                      "the state its plugin packs)",
-                      file.string(), metrics[i].label));
-    }
-  }
+  restore_states(h.get(), "checkpoint shard " + file.string());
 
   const auto total = reader.total_samples();
   if (total != m.dataset_samples)
@@ -421,7 +425,8 @@ constexpr std::string_view kStateMagic = "tally-evaluator-state";
 constexpr std::uint32_t kStateVersion = 1;
 }  // namespace
 
-// ["tally-evaluator-state", version, metrics fingerprint, samples, [0, [state...]]]
+// ["tally-evaluator-state", version, metrics fingerprint, samples, [0, [state...]]]: the
+// metric states as a checkpoint shard holds them (save_states).
 std::string Evaluator::save_state() const {
   const auto& s = *impl_;
   if (s.error) throw_error(s.error->first, s.error->second);
@@ -430,8 +435,6 @@ std::string Evaluator::save_state() const {
         "save_state: with a padded sampler the last sample added is held back until compute() "
         "knows whether it is padding; save the state between epochs (after compute() or "
         "reset())");
-  msgpack::sbuffer states;
-  s.save_states(states);
   msgpack::sbuffer out;
   Packer p(out);
   p.pack_array(5);
@@ -439,8 +442,7 @@ std::string Evaluator::save_state() const {
   p.pack(kStateVersion);
   p.pack(s.fingerprint);
   p.pack(s.samples);
-  p.pack_bin(static_cast<std::uint32_t>(states.size()));
-  p.pack_bin_body(states.data(), static_cast<std::uint32_t>(states.size()));
+  s.save_states(out);  // the fifth element, in place
   return std::string(out.data(), out.size());
 }
 
@@ -468,30 +470,14 @@ void Evaluator::load_state(std::string_view bytes) {
     fail(
         "the state was saved by an evaluator of other metrics (labels, types, parameters or "
         "plugin versions differ from this one's)");
-  if (a[3].type != msgpack::type::POSITIVE_INTEGER || a[4].type != msgpack::type::BIN)
-    fail("the state's sample count or metric states are missing");
-  msgpack::object_handle states;
-  try {
-    states = unpack_bounded(std::as_bytes(std::span(a[4].via.bin.ptr, a[4].via.bin.size)),
-                            /*reference_bins=*/true);
-  } catch (const std::exception& e) {
-    fail(fmt::format("the metric states are not valid msgpack: {}", e.what()));
-  }
-  const auto& st = states.get();
-  if (st.type != msgpack::type::ARRAY || st.via.array.size != 2 ||
-      st.via.array.ptr[1].type != msgpack::type::ARRAY ||
-      st.via.array.ptr[1].via.array.size != s.metrics.size())
-    fail(fmt::format("expected the states of {} metrics, found something else", s.metrics.size()));
+  if (a[3].type != msgpack::type::POSITIVE_INTEGER) fail("the state's sample count is missing");
   // All or nothing: a state that fails part-way leaves this evaluator reset, not half-loaded.
   reset();
-  for (std::size_t i = 0; i < s.metrics.size(); ++i) {
-    try {
-      s.metrics[i].metric->restore(st.via.array.ptr[1].via.array.ptr[i]);
-    } catch (const std::exception& e) {
-      reset();
-      fail(
-          fmt::format("metric '{}' cannot read its saved state: {}", s.metrics[i].label, e.what()));
-    }
+  try {
+    s.restore_states(a[4], "load_state");
+  } catch (const Error&) {
+    reset();
+    throw;
   }
   s.samples = static_cast<std::int64_t>(a[3].via.u64);
 }

@@ -109,6 +109,9 @@ struct Evaluator::Impl {
     for (const auto& m : metrics) m.metric->save(packer);
   }
 
+  /// Every metric's state from what save_states() packed; InputError prefixed by `where`.
+  void restore_states(const msgpack::object& packed, const std::string& where);
+
   void record(int exit_code, const std::string& message) {
     if (!error) error.emplace(exit_code == 0 ? 1 : exit_code, message);
   }

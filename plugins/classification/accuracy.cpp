@@ -58,7 +58,7 @@ class Accuracy final : public TypedMetric<AccuracyState> {
   explicit Accuracy(const Params& p)
       : topk_(p.get_size_list("topk")),
         thrs_(read_thrs(p)),
-        threads_(static_cast<int>(p.get_size("threads", 1, 256))),
+        threads_(read_threads(p)),
         check_(p.owner_or("Accuracy")) {
     if (topk_.empty()) p.fail("topk", "must hold at least one k");
     for (std::size_t i = 0; i < topk_.size(); ++i) {

@@ -93,12 +93,13 @@ inline ParamBuilder threads_param() {
                "number). 1: the caller's thread only.")
       .def(1);
 }
+inline int read_threads(const Params& p) { return static_cast<int>(p.get_size("threads", 1, 256)); }
 
 /// Runs f(block, begin, end) over [0, rows) in at most `threads` contiguous blocks of at least
-/// 2^16 scores each (a thread costs tens of microseconds to start); returns the number of blocks.
-/// f's exceptions: the lowest block's, as a sequential loop would throw it.
+/// 2^16 scores each (a thread costs tens of microseconds to start). f's exceptions: the lowest
+/// block's, as a sequential loop would throw it.
 template <class F>
-std::size_t for_row_blocks(std::int64_t rows, std::int64_t cols, int threads, F&& f) {
+void for_row_blocks(std::int64_t rows, std::int64_t cols, int threads, F&& f) {
   constexpr std::int64_t kMinScores = std::int64_t{1} << 16;
   const std::int64_t by_size =
       std::max<std::int64_t>(1, rows * std::max<std::int64_t>(cols, 1) / kMinScores);
@@ -109,7 +110,6 @@ std::size_t for_row_blocks(std::int64_t rows, std::int64_t cols, int threads, F&
     const auto k = static_cast<std::int64_t>(b);
     f(b, rows * k / nb, rows * (k + 1) / nb);
   });
-  return blocks;
 }
 
 /// Every row's argmax (row_argmax) on `threads` threads; false when a row holds a NaN.

@@ -46,7 +46,7 @@ class ConfusionMatrix final : public TypedMetric<ConfusionState> {
       // The matrix is state on every rank and travels at each sync as one msgpack bin (< 4 GiB).
       : k_(p.get_size("num_classes", 1, kMaxClasses,
                       "the matrix holds num_classes^2 int64 counters: 2 GiB at 16384")),
-        threads_(static_cast<int>(p.get_size("threads", 1, 256))),
+        threads_(read_threads(p)),
         check_(p.owner_or("ConfusionMatrix")) {}
 
  protected:

@@ -70,9 +70,7 @@ constexpr const char* kItems[] = {"precision", "recall", "f1-score", "support"};
 class SingleLabelMetric final : public TypedMetric<SingleLabelState> {
  public:
   explicit SingleLabelMetric(const Params& p)
-      : thrs_(read_thrs(p)),
-        threads_(static_cast<int>(p.get_size("threads", 1, 256))),
-        check_(p.owner_or("SingleLabelMetric")) {
+      : thrs_(read_thrs(p)), threads_(read_threads(p)), check_(p.owner_or("SingleLabelMetric")) {
     const std::string avg = p.has("average") ? p.get_string("average") : "none";
     if (avg == "macro")
       average_ = Average::Macro;

@@ -40,21 +40,6 @@ namespace {
 
 using Array = nb::ndarray<nb::ro>;
 
-// ---- Python objects held by the engine --------------------------------------------------------
-
-// A reference to a Python object for a Tensor's keepalive: released with the GIL held, from
-// whichever thread drops the last Tensor (the metrics may run on worker threads). After the
-// interpreter has finalized there is nothing left to release.
-std::shared_ptr<const void> hold(nb::object o) {
-  auto* p = o.release().ptr();
-  return std::shared_ptr<const void>(p, [](const void* q) {
-    if (!Py_IsInitialized()) return;
-    const PyGILState_STATE g = PyGILState_Ensure();
-    Py_DECREF(static_cast<PyObject*>(const_cast<void*>(q)));
-    PyGILState_Release(g);
-  });
-}
-
 // ---- arrays -> tally::Tensor
 // ---------------------------------------------------------------------
 
@@ -189,22 +174,20 @@ Converted to_tensor(const std::string& field, nb::object o) {
   const std::string given = a ? std::string() : py_type_name(o);
   if (!a) {
     // Python numbers and lists of numbers, and objects with __array__ only: NumPy converts.
+    const auto unreadable = [&](const std::string& why) {
+      return tally::InputError(fmt::format(
+          "field '{}': expected an array (NumPy, torch, anything with __dlpack__ or the buffer "
+          "protocol), a list of arrays (ragged), strings, or numbers; found {}{}",
+          field, given, why));
+    };
     try {
       o = numpy().attr("asarray")(o);
     } catch (nb::python_error& e) {
-      throw tally::InputError(fmt::format(
-          "field '{}': expected an array (NumPy, torch, anything with __dlpack__ or the buffer "
-          "protocol), a list of arrays (ragged), strings, or numbers; found {} that NumPy cannot "
-          "convert: {}",
-          field, py_type_name(o), e.what()));
+      throw unreadable(fmt::format(" that NumPy cannot convert: {}", e.what()));
     }
     copied = true;
     a = as_array(o);
-    if (!a)
-      throw tally::InputError(fmt::format(
-          "field '{}': expected an array (NumPy, torch, anything with __dlpack__ or the buffer "
-          "protocol), a list of arrays (ragged), strings, or numbers; found {}",
-          field, given));
+    if (!a) throw unreadable("");
   }
   const int dev = a->device_type();
   if (!is_cpu_device(dev) && !is_cuda_device(dev))
@@ -259,19 +242,18 @@ Converted to_tensor(const std::string& field, nb::object o) {
   for (std::size_t i = 0; i < a->ndim(); ++i) shape[i] = static_cast<std::int64_t>(a->shape(i));
   const tally::Device device =
       is_cuda_device(a->device_type()) ? tally::Device::cuda(a->device_id()) : tally::Device::cpu();
-  // The view holds the converted array: its memory lives as long as the engine reads it.
-  auto keep = std::make_shared<Array>(*a);
-  std::shared_ptr<const void> alive(hold(o));
-  std::shared_ptr<const void> both(keep.get(), [keep, alive](const void*) mutable {
+  // The view holds the array (its DLPack capsule or buffer keeps the memory alive) as long as
+  // the engine reads it; it is released with the GIL held, from whichever thread drops the last
+  // view (the metrics may run on worker threads), unless the interpreter has finalized.
+  const void* data = a->data();
+  const tally::DType dtype = *dtype_of(a->dtype());
+  std::shared_ptr<const void> keepalive(new Array(std::move(*a)), [](const void* p) {
     if (!Py_IsInitialized()) return;
     const PyGILState_STATE g = PyGILState_Ensure();
-    keep.reset();
-    alive.reset();
+    delete static_cast<const Array*>(p);
     PyGILState_Release(g);
   });
-  return {tally::Tensor::view(a->data(), *dtype_of(a->dtype()), std::move(shape), device,
-                              std::move(both)),
-          copied};
+  return {tally::Tensor::view(data, dtype, std::move(shape), device, std::move(keepalive)), copied};
 }
 
 bool is_str(nb::handle o) { return PyUnicode_Check(o.ptr()) != 0; }
@@ -542,85 +524,72 @@ class PyEvaluator {
     return nb::bytes(got.data(), got.size());
   }
 
-  // tally run: the config's reader over this rank's shard, every metric, the outputs on rank 0.
-  // Returns the results and the exit code the command would give (0, or 3 for a regression).
-  std::pair<nb::dict, int> run_config(const std::optional<std::string>& output, bool quiet,
-                                      bool resume) {
-    int code = 0;
-    {
-      nb::gil_scoped_release unlocked;
-      std::shared_ptr<tally::Reader> reader;
-      std::optional<tally::Results> baseline;
-      const auto& regression = ev_.regression();
-      // The same config on every rank: every rank throws alike, none waits.
-      if (resume && !ev_.has_checkpoint())
-        throw tally::ConfigError(
-            "resume: the config has no 'checkpoint:' section (checkpoint: {dir: DIR, "
-            "every_n_batches: N}), so there is no checkpoint to resume from");
-      try {
-        if (regression) {
-          std::error_code ec;
-          if (!fs::exists(regression->baseline, ec))
-            throw tally::InputError(
-                fmt::format("{}: the baseline '{}' does not exist; write it with 'tally run CONFIG "
-                            "--update-baseline'",
-                            regression->where, regression->baseline.string()));
-          baseline = tally::read_results_json(regression->baseline);
-        }
-        if (output && ev_.rank() == 0) tally::check_writable(*output, "output");
-        reader = ev_.make_reader();
-      } catch (const tally::Error& e) {
-        ev_.record_error(e.exit_code(), e.what());
-      }
-      tally::ReadOptions read;
-      read.resume = resume;
-      read.on_notice = [](const std::string& message) {
-        nb::gil_scoped_acquire locked;
-        nb::module_::import_("sys").attr("stderr").attr("write")("tally: " + message + "\n");
-      };
-      ev_.read_all(reader.get(), read);
-      const tally::Results results = ev_.compute();
-      last_ = results;
-      const tally::ResultSpecs specs = tally::ResultSpecs::from_results(results);
-      std::optional<tally::Comparison> comparison;
-      if (baseline) {
-        comparison = tally::compare(results.metrics, baseline->metrics, specs,
-                                    tally::Tolerances::of(*regression));
-        comparison->baseline_source = regression->baseline.string();
-      }
+  // tally run: the config's reader over this rank's shard, every metric, the outputs on rank 0
+  // (tally_reports' ReportTargets, as the CLI writes them). Returns the results and, for a
+  // regression against the config's baseline, the comparison's report (else "").
+  std::pair<nb::dict, std::string> run_config(const std::optional<std::string>& output, bool quiet,
+                                              bool resume) {
+    std::string regressed;
+    nb::gil_scoped_release unlocked;
+    const std::lock_guard lock(*mutex_);
+    // The same config on every rank: every rank throws alike, none waits.
+    if (resume && !ev_.has_checkpoint())
+      throw tally::ConfigError(
+          "resume: the config has no 'checkpoint:' section (checkpoint: {dir: DIR, "
+          "every_n_batches: N}), so there is no checkpoint to resume from");
+    const auto& regression = ev_.regression();
+    tally::ReportTargets targets = tally::ReportTargets::of(ev_.outputs());
+    if (output) targets.json = tally::OutputTarget{*output, "output"};
+    std::shared_ptr<tally::Reader> reader;
+    std::optional<tally::Results> baseline;
+    std::string chartjs;
+    // Everything checked before the run; a failure is recorded, and the start exchange fails
+    // every rank with it.
+    try {
       if (ev_.rank() == 0) {
-        if (!quiet) {
-          std::string text = tally::format_table(results);
-          if (comparison) text += "\n" + tally::format_comparison(*comparison, false);
-          nb::gil_scoped_acquire locked;
-          nb::module_::import_("sys").attr("stdout").attr("write")(text);
-        }
-        const tally::OutputPaths paths = ev_.outputs();
-        tally::OutputSet out;
-        if (output)
-          out.stage(*output, results.to_json(), "output");
-        else if (paths.json)
-          out.stage(*paths.json, results.to_json(), "output.json");
-        const tally::ReportInput in{results, specs, comparison ? &*comparison : nullptr,
-                                    baseline ? &baseline->metrics : nullptr, results.run.config};
-        if (paths.junit) out.stage(*paths.junit, tally::junit_report(in), "output.junit");
-        if (paths.markdown)
-          out.stage(*paths.markdown, tally::markdown_report(in), "output.markdown");
-        if (paths.html) {
-          std::string chartjs;
+        targets.check_writable();
+        if (targets.html)
           if (const auto f = tally::find_chartjs()) chartjs = tally::read_chartjs(*f);
-          out.stage(*paths.html, tally::html_report(in, chartjs), "output.html");
-        }
-        out.commit();
       }
-      if (comparison && comparison->regressed()) {
-        code = tally::kExitRegression;
-        regression_message_ = tally::format_comparison(*comparison, false);
-      }
+      if (regression) baseline = tally::read_baseline(*regression, "CONFIG");
+      reader = ev_.make_reader();
+    } catch (const tally::Error& e) {
+      ev_.record_error(e.exit_code(), e.what());
     }
-    return {nb::cast<nb::dict>(to_python(last_->metrics)), code};
+    tally::ReadOptions read;
+    read.resume = resume;
+    read.on_notice = [](const std::string& message) {
+      nb::gil_scoped_acquire locked;
+      nb::module_::import_("sys").attr("stderr").attr("write")("tally: " + message + "\n");
+    };
+    ev_.read_all(reader.get(), read);
+    last_ = ev_.compute();
+    const tally::Results& results = *last_;
+    const tally::ResultSpecs specs = tally::ResultSpecs::from_results(results);
+    std::optional<tally::Comparison> comparison;
+    if (baseline) {
+      comparison = tally::compare(results.metrics, baseline->metrics, specs,
+                                  tally::Tolerances::of(*regression));
+      comparison->baseline_source = regression->baseline.string();
+      if (comparison->regressed()) regressed = tally::format_comparison(*comparison, false);
+    }
+    if (ev_.rank() == 0) {
+      if (!quiet) {
+        std::string text = tally::format_table(results);
+        if (comparison) text += "\n" + tally::format_comparison(*comparison, false);
+        nb::gil_scoped_acquire locked;
+        nb::module_::import_("sys").attr("stdout").attr("write")(text);
+      }
+      tally::OutputSet out;
+      targets.stage(out,
+                    {results, specs, comparison ? &*comparison : nullptr,
+                     baseline ? &baseline->metrics : nullptr, results.run.config},
+                    chartjs);
+      out.commit();
+    }
+    nb::gil_scoped_acquire locked;
+    return {nb::cast<nb::dict>(to_python(results.metrics)), regressed};
   }
-  std::string regression_message() const { return regression_message_; }
 
  private:
   tally::Evaluator ev_;
@@ -628,7 +597,6 @@ class PyEvaluator {
   // Always taken with the GIL released (a view released inside the engine takes the GIL).
   std::unique_ptr<std::mutex> mutex_ = std::make_unique<std::mutex>();
   std::optional<tally::Results> last_;
-  std::string regression_message_;
 };
 
 nb::list inspect_batch(nb::handle mapping) {
@@ -649,8 +617,9 @@ nb::list inspect_batch(nb::handle mapping) {
   return out;
 }
 
-// tally validate: the config parsed and checked, its plugins loaded, its metrics and reader
-// made; nothing run, no backend started. Returns the reader's fields ([] without data:).
+// tally validate: the config parsed and checked, its plugins loaded, its metrics made, its
+// tolerances read, and its reader made (opening the data) when it has a data: section; nothing
+// run, no backend started. Returns the reader's fields ([] without data:).
 std::vector<std::string> validate(const std::string& text, const std::string& source,
                                   const std::string& base_dir, bool is_file,
                                   std::vector<std::string> overrides) {
@@ -660,12 +629,9 @@ std::vector<std::string> validate(const std::string& text, const std::string& so
   nb::gil_scoped_release unlocked;
   tally::Evaluator ev = is_file ? tally::Evaluator::from_file(text, std::move(o))
                                 : tally::Evaluator::from_yaml(text, std::move(o), source, base_dir);
-  try {
-    return ev.make_reader()->fields();
-  } catch (const tally::ConfigError& e) {
-    if (std::string_view(e.what()).find("no 'data:' section") != std::string_view::npos) return {};
-    throw;
-  }
+  if (const auto& regression = ev.regression()) (void)tally::Tolerances::of(*regression);
+  if (!ev.has_data()) return {};
+  return ev.make_reader()->fields();
 }
 
 std::string plugins_json(const std::vector<std::string>& paths) {
@@ -723,7 +689,6 @@ NB_MODULE(_tally, m) {
       .def("broadcast_bytes", &PyEvaluator::broadcast_bytes)
       .def("run_config", &PyEvaluator::run_config, nb::arg("output"), nb::arg("quiet"),
            nb::arg("resume"))
-      .def("regression_message", &PyEvaluator::regression_message)
       .def_prop_ro("rank", &PyEvaluator::rank)
       .def_prop_ro("world_size", &PyEvaluator::world_size)
       .def_prop_ro("local_rank", &PyEvaluator::local_rank)

@@ -240,9 +240,9 @@ class Evaluator:
         computes, and writes the config's outputs on rank 0, as ``tally run`` does; with a
         ``checkpoint:`` section it checkpoints as it reads, and ``resume=True`` continues from the
         last complete checkpoint (``tally run --resume``). Collective."""
-        results, code = self._ev.run_config(output, quiet, resume)
-        if code == 3:
-            raise RegressionError(self._ev.regression_message(), results)
+        results, regressed = self._ev.run_config(output, quiet, resume)
+        if regressed:
+            raise RegressionError(regressed, results)
         return results
 
     def __repr__(self) -> str:

@@ -36,40 +36,34 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 } 2>&1 | tee "$out/machine.txt"
 
 status=0
-# ONLY_PYTEST=1: the Python tests alone (skip the C++ tests, benchmarks and memcheck).
-[[ -n "${ONLY_PYTEST:-}" ]] && SKIP_NATIVE=1
-for t in ${SKIP_NATIVE:+none} test_nccl_bootstrap test_gpu_kernels test_gpu_metrics test_nccl_backend; do
-  [[ "$t" == none ]] && break
-  exe="$build/bin/$t"
-  [[ -x "$exe" ]] || { echo "== $t: not in the bundle"; status=1; continue; }
-  start=$SECONDS
-  timeout 150 "$exe" --gtest_color=no >"$out/$t.log" 2>&1
-  rc=$?
-  echo "== $t: exit $rc in $((SECONDS - start)) s: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) \] [0-9]+ test' "$out/$t.log" | tr '\n' ' ')"
-  grep -E '^\[  FAILED  \]' "$out/$t.log" | sort -u | head -20
-  ((rc == 0)) || status=1
-done
+# The C++ GPU tests, the benchmarks and memcheck; ONLY_PYTEST=1 skips them (the Python tests
+# alone).
+native_checks() {
+  for t in test_nccl_bootstrap test_gpu_kernels test_gpu_metrics test_nccl_backend; do
+    exe="$build/bin/$t"
+    [[ -x "$exe" ]] || { echo "== $t: not in the bundle"; status=1; continue; }
+    start=$SECONDS
+    timeout 150 "$exe" --gtest_color=no >"$out/$t.log" 2>&1
+    rc=$?
+    echo "== $t: exit $rc in $((SECONDS - start)) s: $(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\] [0-9]+ test' "$out/$t.log" | tr '\n' ' ')"
+    grep -E '^\[  FAILED  \]' "$out/$t.log" | sort -u | head -20
+    ((rc == 0)) || status=1
+  done
 
-# The benchmarks, as bench/gpu/run.sh runs them, without its build step.
-bench="$build/bin/tally_gpu_bench"
-if [[ -z "${SKIP_NATIVE:-}" && -x "$bench" ]]; then
-  {
-    echo "# tally GPU benchmarks"
-    echo
-    echo "$(date -u +%Y-%m-%dT%H:%MZ), $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1), $("$bench" devices) GPU(s)"
-    echo
-    timeout 120 "$bench" allgather --max "${ALLGATHER_MAX:-$((1 << 30))}" --seconds "${SECONDS_PER_POINT:-0.3}"
-    timeout 60 "$bench" confusion --classes 19,150 --images 1,16 --seconds "${SECONDS_PER_POINT:-0.3}" --sweep
-  } >"$out/bench.md" 2>&1 || status=1
+  # The benchmarks: bench/gpu/run.sh on the bundle's build (ALLGATHER_MAX, SECONDS_PER_POINT).
+  TALLY_BENCH_BUILD="$root/$build" bash "$root/bench/gpu/run.sh" --no-build >"$out/bench.md" 2>&1 ||
+    status=1
   cat "$out/bench.md"
-fi
 
-# The kernels under compute-sanitizer's memcheck: out-of-bounds and misaligned accesses.
-if [[ -z "${SKIP_NATIVE:-}" ]] && command -v compute-sanitizer >/dev/null && [[ -x "$build/bin/test_gpu_kernels" ]]; then
-  timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$build/bin/test_gpu_kernels" \
-    --gtest_color=no >"$out/memcheck.log" 2>&1
-  echo "== memcheck test_gpu_kernels: exit $? $(grep -E 'ERROR SUMMARY' "$out/memcheck.log" | tail -1)"
-fi
+  # The kernels under compute-sanitizer's memcheck: out-of-bounds and misaligned accesses.
+  if command -v compute-sanitizer >/dev/null && [[ -x "$build/bin/test_gpu_kernels" ]]; then
+    timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 "$build/bin/test_gpu_kernels" \
+      --gtest_color=no >"$out/memcheck.log" 2>&1
+    echo "== memcheck test_gpu_kernels: exit $? $(grep -E 'ERROR SUMMARY' "$out/memcheck.log" | tail -1)"
+  fi
+}
+[[ -n "${ONLY_PYTEST:-}" ]] || native_checks
+
 # The Python package's tests and its add() benchmark, with the machine's python3 (torch, CUDA).
 if [[ -d "$build/python/tally" ]] && python3 -c "import torch" 2>/dev/null; then
   export PYTHONPATH="$root/$build/python${PYTHONPATH:+:$PYTHONPATH}"

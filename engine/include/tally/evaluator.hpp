@@ -177,6 +177,8 @@ class TALLY_API Evaluator {
   const std::optional<RegressionSettings>& regression() const;
   /// Whether the config has a `checkpoint:` section (read_all() writes checkpoints).
   bool has_checkpoint() const;
+  /// Whether the config has a `data:` section (make_reader() can make a reader).
+  bool has_data() const;
 
   /// The config's data reader over this rank's shard; checks that it provides every field the
   /// metrics read. ConfigError when the config has no `data:` section.

@@ -11,6 +11,7 @@
 
 #include "tally/compare.hpp"
 #include "tally/evaluator.hpp"
+#include "tally/file_io.hpp"
 #include "tally/registry.hpp"
 
 namespace tally {
@@ -40,6 +41,29 @@ struct ReportInput {
   /// What was evaluated, for titles: the config file (or the results file for tally compare).
   std::string title;
 };
+
+/// An output file of a run and what named it, for messages: a config key ("output.junit") or a
+/// command-line option ("--junit").
+struct OutputTarget {
+  std::filesystem::path path;
+  std::string what;
+};
+
+/// The files a run or a comparison writes: the results JSON and the reports.
+struct ReportTargets {
+  std::optional<OutputTarget> json, junit, markdown, html;
+  /// The config's `output:` section, each file named by its key.
+  static ReportTargets of(const OutputPaths& configured);
+  /// check_writable() of each, before any work: a bad path fails first, not after the run.
+  void check_writable() const;
+  /// Stages the results JSON of `input.results` (when json is set) and each report in `out`:
+  /// nothing is written before out.commit().
+  void stage(OutputSet& out, const ReportInput& input, const std::string& chartjs) const;
+};
+
+/// The results file a `regression:` section names as its baseline. InputError when it does not
+/// exist, saying to write it with `tally run CONFIG --update-baseline`, or cannot be read.
+Results read_baseline(const RegressionSettings& regression, const std::string& config);
 
 /// JUnit XML (Jenkins/Surefire style): one testsuite, one testcase per metric key (classname =
 /// the metric label, name = the key). A regressed key is a <failure> carrying baseline, value,
