@@ -6,6 +6,10 @@ detections per image (jittered ground truth, wrong categories, random boxes), sc
 decimals (many ties), boxes with 2 decimals, listed image by image.
 
     python bench/coco/gen.py OUT_DIR [--dets 100 1000]
+
+--objects365: Objects365-val-sized instead (80,000 images, 365 categories, about 15 boxes per
+image, 1.2 M in all; dets_15.json: 15 detections per image, 1.2 M); `meta.json` records the
+counts for run.py.
 """
 import argparse
 import json
@@ -17,7 +21,9 @@ COCO_CATS = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 13, 14, 15, 16, 17, 18, 19, 20, 
              25, 27, 28, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 41, 42, 43, 44, 46, 47, 48, 49,
              50, 51, 52, 53, 54, 55, 56, 57, 58, 59, 60, 61, 62, 63, 64, 65, 67, 70, 72, 73, 74,
              75, 76, 77, 78, 79, 80, 81, 82, 84, 85, 86, 87, 88, 89, 90]
+CATS = COCO_CATS
 N_IMAGES = 5000
+GT_PER_IMAGE = 7.3
 
 
 def images_and_gt(rng):
@@ -27,13 +33,13 @@ def images_and_gt(rng):
         img_id = 100000 + 37 * i
         w, h = 640, int(rng.choice([480, 427, 512, 640]))
         images.append({"id": img_id, "width": w, "height": h, "file_name": f"{img_id:012d}.jpg"})
-        n = int(rng.poisson(7.3))
+        n = int(rng.poisson(GT_PER_IMAGE))
         side = np.exp(rng.uniform(np.log(6), np.log(400), n))
         bw = np.minimum(side * rng.uniform(0.6, 1.5, n), w - 1)
         bh = np.minimum(side * rng.uniform(0.6, 1.5, n), h - 1)
         x = rng.uniform(0, w - bw)
         y = rng.uniform(0, h - bh)
-        cats = rng.choice(COCO_CATS, n)
+        cats = rng.choice(CATS, n)
         crowd = rng.random(n) < 0.01
         boxes = []
         for j in range(n):
@@ -47,7 +53,7 @@ def images_and_gt(rng):
             ann_id += 1
             boxes.append((b, int(cats[j])))
         per_image.append((img_id, w, h, boxes))
-    cats = [{"id": c, "name": f"class_{c}", "supercategory": "thing"} for c in COCO_CATS]
+    cats = [{"id": c, "name": f"class_{c}", "supercategory": "thing"} for c in CATS]
     return {"info": {"description": "tally bench/coco synthetic"}, "images": images,
             "annotations": anns, "categories": cats}, per_image
 
@@ -64,7 +70,7 @@ def write_dets(path, per_image, n_dets, seed):
                     s = max(b[2], b[3])
                     j = rng.normal(0, 0.05 * s, 4)
                     bb = [b[0] + j[0], b[1] + j[1], max(b[2] + j[2], 1.0), max(b[3] + j[3], 1.0)]
-                    cat = c if rng.random() < 0.9 else int(rng.choice(COCO_CATS))
+                    cat = c if rng.random() < 0.9 else int(rng.choice(CATS))
                     rows.append((cat, bb, float(rng.uniform(0.3, 1.0))))
             k = n_dets - len(rows)
             side = np.exp(rng.uniform(np.log(4), np.log(300), k))
@@ -72,7 +78,7 @@ def write_dets(path, per_image, n_dets, seed):
             bh = np.minimum(side * rng.uniform(0.5, 1.6, k), h - 1)
             x = rng.uniform(0, w - bw)
             y = rng.uniform(0, h - bh)
-            cats = rng.choice(COCO_CATS, k)
+            cats = rng.choice(CATS, k)
             scores = rng.uniform(0.0, 0.9, k)
             for j in range(k):
                 rows.append((int(cats[j]), [x[j], y[j], bw[j], bh[j]], float(scores[j])))
@@ -89,15 +95,24 @@ def write_dets(path, per_image, n_dets, seed):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
-    ap.add_argument("--dets", type=int, nargs="+", default=[100, 1000])
+    ap.add_argument("--dets", type=int, nargs="+", default=None)
+    ap.add_argument("--objects365", action="store_true",
+                    help="80,000 images, 365 categories, ~15 boxes and 15 detections per image")
     a = ap.parse_args()
+    global N_IMAGES, GT_PER_IMAGE, CATS
+    if a.objects365:
+        N_IMAGES, GT_PER_IMAGE, CATS = 80000, 15.0, list(range(1, 366))
+    dets = a.dets or ([15] if a.objects365 else [100, 1000])
     os.makedirs(a.out, exist_ok=True)
     rng = np.random.default_rng(2024)
     gt, per_image = images_and_gt(rng)
     with open(os.path.join(a.out, "gt.json"), "w") as f:
         json.dump(gt, f, separators=(",", ":"))
     print(f"gt.json: {len(gt['images'])} images, {len(gt['annotations'])} boxes")
-    for n in a.dets:
+    with open(os.path.join(a.out, "meta.json"), "w") as f:
+        json.dump({"images": N_IMAGES, "categories": len(CATS),
+                   "gt_boxes": len(gt["annotations"])}, f)
+    for n in dets:
         path = os.path.join(a.out, f"dets_{n}.json")
         write_dets(path, per_image, n, seed=n)
         print(f"dets_{n}.json: {n * N_IMAGES} detections, {os.path.getsize(path) / 1e6:.0f} MB")

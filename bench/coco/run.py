@@ -77,9 +77,15 @@ def main():
     ap.add_argument("--pycocotools-10x", action="store_true",
                     help="also run pycocotools on 5M detections (about 25 min, 20+ GB)")
     ap.add_argument("--sizes", nargs="+", default=["100", "1000"])
+    ap.add_argument("--skip", nargs="*", default=[], choices=TOOLS,
+                    help="tools not to run (faster-coco-eval needs more than 24 GB at "
+                    "Objects365 size)")
     ap.add_argument("--out", default=None, help="markdown table file (default DATA/results.md)")
     a = ap.parse_args()
     gt = os.path.join(a.data, "gt.json")
+    meta_path = os.path.join(a.data, "meta.json")
+    meta = json.load(open(meta_path)) if os.path.exists(meta_path) else {"images": 5000}
+    n_images = meta["images"]
     load0 = os.getloadavg()
     cpu_model = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
                       if l.startswith("model name")), platform.processor())
@@ -88,13 +94,13 @@ def main():
              + ", ".join(f"{t} {version(t)}" for t in TOOLS) + ".", ""]
     for size in a.sizes:
         dets = os.path.join(a.data, f"dets_{size}.json")
-        n_det = int(size) * 5000
+        n_det = int(size) * n_images
         cfg = os.path.join(a.data, f"tally_{size}.yaml")
         with open(cfg, "w") as f:
             f.write(f"data: {{type: coco_json, annotations: {gt}, results: {dets}}}\n"
                     "metrics: [{type: COCODetection, metric: [bbox]}]\n")
         runs = []
-        plan = [(t, 1) for t in TOOLS] + [("tally", 1), ("tally", 2)]
+        plan = [(t, 1) for t in TOOLS if t not in a.skip] + [("tally", 1), ("tally", 2)]
         for tool, threads in plan:
             if tool == "pycocotools" and size != "100" and not a.pycocotools_10x:
                 continue
@@ -114,8 +120,9 @@ def main():
         ref_name, ref = next(((r[0], r[2]) for r in runs if r[0] == "pycocotools"),
                              (runs[-2][0], runs[-2][2]))
         py = next((r for r in runs if r[0] == "pycocotools"), None)
-        lines += [f"#### {n_det:,} detections ({size} per image), 5,000 images; stats compared "
-                  f"with {ref_name}", "",
+        lines += [f"#### {n_det:,} detections ({size} per image), {n_images:,} images"
+                  + (f", {meta['categories']} categories, {meta['gt_boxes']:,} ground-truth boxes"
+                     if "categories" in meta else "") + f"; stats compared with {ref_name}", "",
                   "| tool | cores | wall s | CPU s | peak RSS MB | vs pycocotools (wall) | "
                   "12 stats |", "|---|---|---|---|---|---|---|"]
         for name, threads, stats, secs, cpu, rss in runs:

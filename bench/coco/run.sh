@@ -14,7 +14,7 @@ PY="${PYTHON:-$ROOT/.venv-ref/bin/python}"
 BUILD="${BUILD_DIR:-$ROOT/build}"
 LOCK=()
 [[ -n "${TALLY_BUILD_LOCK:-}" ]] && LOCK=(flock "$TALLY_BUILD_LOCK")
-"${LOCK[@]}" cmake --build "$BUILD" --target tally_cli tally_plugin_detection tally_plugin_coco_json
+"${LOCK[@]}" cmake --build "$BUILD" --target tally_cli tally_plugin_detection tally_plugin_coco_json tally_plugin_nondist
 if ! "$PY" -c "import pycocotools, faster_coco_eval, hotcoco, ultrafast_pycocotools" 2>/dev/null; then
   "$PY" -m pip install -r "$ROOT/bench/coco/requirements.txt"
 fi

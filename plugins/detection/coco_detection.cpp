@@ -1,5 +1,6 @@
-// COCODetection: COCO mAP and mAR for boxes (bbox), masks (segm) and class-agnostic proposals
-// (proposal), exactly as pycocotools 2.0.11 computes them.
+// COCODetection: COCO mAP and mAR for boxes (bbox), masks (segm), class-agnostic proposals
+// (proposal) and keypoints (keypoints, OKS), exactly as pycocotools 2.0.11 computes them; and
+// LVISDetection, LVIS's federated protocol as lvis 0.5.3 computes it, on the same records.
 //
 // Formula (pycocotools' COCOeval). Per image and category (all categories as one for proposal),
 // detections sorted by score (stable: ties keep their input order), the first maxDets[-1] kept;
@@ -24,8 +25,11 @@
 // "{m}_AR@{n0}", "{m}_AR@{n1}", "{m}_AR@{n2}", "{m}_AR_s@{n2}", "{m}_AR_m@{n2}", "{m}_AR_l@{n2}"
 // for m in bbox, segm (mmeval returns the first six; the AR keys are pycocotools' other six
 // stats), "AR@{n}", "AR_s@{n2}", ... for proposal (mmeval's keys), and with classwise
-// "{m}_{class}_precision" (mmeval's; NaN for a category without ground truth). A stat with no
-// data is -1, as in pycocotools.
+// "{m}_{class}_precision" (mmeval's; NaN for a category without ground truth) and
+// "{m}_{class}_recall" (the same mean over recall[:, k, all, last]). keypoints: "keypoints_mAP",
+// ..._mAP_50, _mAP_75, _mAP_m, _mAP_l, _AR@20, _AR_50@20, _AR_75@20, _AR_m@20, _AR_l@20. LVIS:
+// mmdet's LVISMetric keys "{m}_AP", "{m}_AP50", ..., "{m}_APr", "{m}_APc", "{m}_APf",
+// "{m}_AR@300", "{m}_ARs@300", ... A stat with no data is -1, as in pycocotools.
 // Differences from mmeval, on purpose: mmeval drops the detections' boxes for segm before
 // loadRes, so a segm detection's area is its mask area; here too unless pred_areas is given
 // (the coco_json reader gives the area pycocotools' loadRes computes from the results file).
@@ -37,11 +41,30 @@
 // by id, drops repeated ids (sampler padding) and accumulates: the same result, bit for bit, on
 // any number of ranks.
 //
+// Keypoints (pycocotools' iouType 'keypoints', setKpParams): the IoU is OKS (computeOks: per
+// labelled keypoint exp(-(dx^2 + dy^2) / (2 sigma)^2 / (area + eps) / 2), averaged; with no
+// labelled keypoint the distance to the ground truth's box doubled, over every keypoint), ground
+// truth with num_keypoints 0 is ignored, areas all / medium / large and maxDets [20] by default;
+// the 10 stats of _summarizeKps. A result without a box takes its keypoints' extent as loadRes.
+// Parameters: area_ranges (any labelled ranges, one 'all'), maxDets of any length, IoU
+// thresholds, useCats, catIds, imgIds; the keys generalise _summarizeDets (set_stats).
+//
+// LVIS (LVISEval): per image the max_dets (300) best detections over all categories, then those
+// whose category has ground truth in the image or is in its neg_category_ids; instances of area 0
+// are dropped (get_ann_ids keeps the open range (0, inf)); no crowds; an unmatched detection of a
+// not_exhaustive_category_ids category is ignored; no per-category maxDet. APr / APc / APf
+// average the categories of each frequency (gt_frequency). Reference: lvis 0.5.3 on generated
+// data (tests/reference/lvis_detection.py), bit for bit.
+//
 // Example: one image, a GT box [0, 0, 10, 10] (xywh) of category 1, a detection [0, 0, 10, 10]
 // with score 0.9 -> bbox_mAP 1 / (1 + 2^-52) (pycocotools' eps in the precision), bbox_AR@100
 // 1.0, bbox_mAP_s as bbox_mAP, bbox_mAP_m and bbox_mAP_l -1.
 #include <algorithm>
+#include <cctype>
+#include <cmath>
 #include <cstdint>
+#include <limits>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -64,32 +87,50 @@ struct CocoState {
   TALLY_STATE(concat(img_ids), merge(kinds))
 };
 
-class COCODetection final : public TypedMetric<CocoState> {
+class COCODetection : public TypedMetric<CocoState> {
  public:
-  explicit COCODetection(const Params& p) : check_(p.owner()) {
+  explicit COCODetection(const Params& p) : COCODetection(p, false) {}
+
+ protected:
+  /// lvis: LVISDetection, LVIS's federated protocol (coco::EvalConfig::federated).
+  COCODetection(const Params& p, bool lvis) : check_(p.owner()), lvis_(lvis) {
     for (const auto& m : p.get_string_list("metric")) {
       if (std::find(metrics_.begin(), metrics_.end(), m) != metrics_.end())
         p.fail("metric", "lists '" + m + "' twice");
       metrics_.push_back(m);
     }
-    if (metrics_.empty()) p.fail("metric", "must name at least one of bbox, segm, proposal");
+    if (metrics_.empty())
+      p.fail("metric", "must name at least one of bbox, segm, proposal, keypoints");
     std::vector<double> thrs = coco::default_iou_thrs();
     if (p.has("iou_thrs")) {
       thrs = p.get_double_list("iou_thrs");
       if (thrs.empty()) p.fail("iou_thrs", "must hold at least one threshold");
+      if (thrs.size() > 32) p.fail("iou_thrs", "holds more than 32 thresholds");
       for (const double t : thrs)
         if (!(t >= 0 && t <= 1)) p.fail("iou_thrs", "values must lie in [0, 1]");
     }
-    proposal_nums_ = p.get_size_list("proposal_nums");
-    if (proposal_nums_.size() != 3)
-      p.fail("proposal_nums", "must hold 3 numbers (pycocotools' summary reads maxDets[0..2])");
-    for (std::size_t i = 0; i < 3; ++i) {
-      if (proposal_nums_[i] < 1) p.fail("proposal_nums", "values must be >= 1");
-      if (i > 0 && proposal_nums_[i] <= proposal_nums_[i - 1])
-        p.fail("proposal_nums", "must be strictly increasing (pycocotools sorts them)");
+    std::optional<std::vector<std::int64_t>> max_dets;
+    if (p.has("proposal_nums") && p.has("max_dets"))
+      p.fail("max_dets", "and proposal_nums are the same parameter: give one");
+    for (const char* name : {"proposal_nums", "max_dets"}) {
+      if (!p.has(name)) continue;
+      max_dets = p.get_size_list(name);
+      if (max_dets->empty()) p.fail(name, "must hold at least one number");
+      for (std::size_t i = 1; i < max_dets->size(); ++i)
+        if ((*max_dets)[i] <= (*max_dets)[i - 1])
+          p.fail(name, "must be strictly increasing (pycocotools sorts them)");
+    }
+    std::optional<std::vector<coco::AreaRange>> areas;
+    if (p.has("area_ranges")) areas = read_area_ranges(p);
+    std::vector<double> sigmas = coco::coco_kpt_sigmas();
+    if (p.has("kpt_oks_sigmas")) {
+      sigmas = p.get_double_list("kpt_oks_sigmas");
+      if (sigmas.empty()) p.fail("kpt_oks_sigmas", "must hold one sigma per keypoint");
+      for (const double v : sigmas)
+        if (!(v > 0 && std::isfinite(v))) p.fail("kpt_oks_sigmas", "values must be > 0 and finite");
     }
     classwise_ = p.get_bool("classwise");
-    use_cats_ = p.get_bool("use_cats");
+    use_cats_ = lvis_ || p.get_bool("use_cats");
     if (classwise_ && !use_cats_)
       p.fail("classwise",
              "needs use_cats: true (without categories there is one AP, no AP per "
@@ -110,19 +151,30 @@ class COCODetection final : public TypedMetric<CocoState> {
     }
     for (const auto& m : metrics_) {
       coco::EvalConfig c;
-      c.kind =
-          m == "bbox" ? coco::Kind::Bbox : (m == "segm" ? coco::Kind::Segm : coco::Kind::Proposal);
+      c.kind = m == "bbox"        ? coco::Kind::Bbox
+               : m == "segm"      ? coco::Kind::Segm
+               : m == "keypoints" ? coco::Kind::Keypoints
+                                  : coco::Kind::Proposal;
       c.iou_thrs = thrs;
-      c.max_dets = proposal_nums_;
+      // pycocotools' Params(iouType) defaults, unless given.
+      c.max_dets = max_dets ? *max_dets : coco::default_max_dets(c.kind);
+      if (lvis_) {
+        c.federated = true;
+        c.max_dets = {p.get_size("max_dets", 1, std::int64_t{1} << 30)};
+      }
+      c.areas = areas ? *areas : coco::default_area_ranges(c.kind);
+      if (c.kind == coco::Kind::Keypoints) c.kpt_sigmas = kpt_sigmas_ = sigmas;
+      if (2 * c.areas.size() * thrs.size() > 1024)
+        p.fail("area_ranges", "times iou_thrs is above 512 (area range, threshold) pairs");
       c.use_cats = use_cats_ && c.kind != coco::Kind::Proposal;
       c.img_filter = img_ids;
       if (!c.use_cats) {
         c.cat_filter = cat_ids_;
         std::sort(c.cat_filter.begin(), c.cat_filter.end());
       }
-      if (thrs.size() > 32) p.fail("iou_thrs", "holds more than 32 thresholds");
-      need_boxes_ |= c.kind != coco::Kind::Segm;
+      need_boxes_ |= c.kind == coco::Kind::Bbox || c.kind == coco::Kind::Proposal;
       need_masks_ |= c.kind == coco::Kind::Segm;
+      need_kpts_ |= c.kind == coco::Kind::Keypoints;
       configs_.push_back(c);
     }
   }
@@ -163,7 +215,7 @@ class COCODetection final : public TypedMetric<CocoState> {
   }
 
   // Each rank's records describe its own images: one group count per image, one category,
-  // detection count and (kAreas + 1) GT counts per group, one score and words() bit words per
+  // detection count and (A + 1) GT counts per group, one score and words() bit words per
   // detection. Merged, a rank with too many and one with too few could look whole.
   void check_rank(const CocoState& s, std::size_t) const override {
     if (s.kinds.size() != configs_.size())
@@ -182,8 +234,10 @@ class COCODetection final : public TypedMetric<CocoState> {
           groups >= 0 && dets >= 0 && r.img_groups.size() == s.img_ids.size() &&
           std::cmp_equal(r.group_cat.size(), groups) &&
           std::cmp_equal(r.group_ndets.size(), groups) &&
-          std::cmp_equal(r.group_gts.size(), groups * (coco::kAreas + 1)) &&
+          std::cmp_equal(r.group_gts.size(),
+                         groups * static_cast<std::int64_t>(configs_[j].num_areas() + 1)) &&
           std::cmp_equal(r.score.size(), dets) &&
+          std::cmp_equal(r.group_freq.size(), configs_[j].federated ? groups : 0) &&
           std::cmp_equal(r.bits.size(), dets * static_cast<std::int64_t>(configs_[j].words()));
       if (!sizes_fit)
         throw RuntimeError(fmt::format(
@@ -200,40 +254,139 @@ class COCODetection final : public TypedMetric<CocoState> {
       throw RuntimeError(check_.owner() + ": the state holds " + std::to_string(all.kinds.size()) +
                          " kinds, expected " + std::to_string(configs_.size()));
     for (std::size_t j = 0; j < configs_.size(); ++j) {
-      const coco::Summary sum =
-          coco::summarize(configs_[j], all.img_ids, all.kinds[j], cat_ids_, threads_);
-      const std::string& m = metrics_[j];
-      const std::string n0 = std::to_string(proposal_nums_[0]),
-                        n1 = std::to_string(proposal_nums_[1]),
-                        n2 = std::to_string(proposal_nums_[2]);
-      const std::vector<std::string> names = {"mAP",      "mAP_50",     "mAP_75",     "mAP_s",
-                                              "mAP_m",    "mAP_l",      "AR@" + n0,   "AR@" + n1,
-                                              "AR@" + n2, "AR_s@" + n2, "AR_m@" + n2, "AR_l@" + n2};
-      if (configs_[j].kind == coco::Kind::Proposal) {
-        for (std::size_t i = 6; i < 12; ++i) out.set(names[i], sum.stats[i]);
-        continue;
-      }
-      for (std::size_t i = 0; i < 12; ++i) out.set(m + "_" + names[i], sum.stats[i]);
-      if (classwise_) {
-        for (std::size_t k = 0; k < sum.cat_ids.size(); ++k) {
-          std::string name = std::to_string(sum.cat_ids[k]);
-          for (std::size_t c = 0; c < cat_ids_.size() && c < classes_.size(); ++c)
-            if (cat_ids_[c] == sum.cat_ids[k]) name = classes_[c];
-          out.set(m + "_" + name + "_precision", sum.classwise_ap[k]);
-        }
+      const coco::EvalConfig& cfg = configs_[j];
+      const coco::Summary sum = coco::summarize(cfg, all.img_ids, all.kinds[j], cat_ids_, threads_);
+      if (lvis_)
+        set_lvis_stats(out, metrics_[j], cfg, sum);
+      else
+        set_stats(out, metrics_[j], cfg, sum);
+      if (!classwise_ || cfg.kind == coco::Kind::Proposal) continue;
+      const std::size_t a_all = all_area(cfg);
+      const std::int64_t last = cfg.max_dets.back();
+      const double nan = std::numeric_limits<double>::quiet_NaN();
+      for (std::size_t k = 0; k < sum.cat_ids.size(); ++k) {
+        std::string name = std::to_string(sum.cat_ids[k]);
+        for (std::size_t c = 0; c < cat_ids_.size() && c < classes_.size(); ++c)
+          if (cat_ids_[c] == sum.cat_ids[k]) name = classes_[c];
+        const auto kk = static_cast<std::ptrdiff_t>(k);
+        // mmeval's classwise AP: precision[:, :, k, 0, -1] > -1, np.mean; NaN when none.
+        const double ap = sum.stat(true, -1, a_all, last, kk);
+        const double ar = sum.stat(false, -1, a_all, last, kk);
+        out.set(metrics_[j] + "_" + name + "_precision", ap > -1 ? ap : nan);
+        out.set(metrics_[j] + "_" + name + "_recall", ar > -1 ? ar : nan);
       }
     }
     return out;
   }
 
  private:
+  static std::size_t all_area(const coco::EvalConfig& cfg) {
+    for (std::size_t a = 0; a < cfg.areas.size(); ++a)
+      if (cfg.areas[a].label == "all") return a;
+    return 0;  // read_area_ranges makes sure there is one
+  }
+
+  /// LVISEval.summarize()'s 13 results as mmdet's LVISMetric names them ("{m}_AP", "{m}_AP50",
+  /// "{m}_AP75", "{m}_APs", "{m}_APm", "{m}_APl", "{m}_APr", "{m}_APc", "{m}_APf",
+  /// "{m}_AR@{n}", "{m}_ARs@{n}", ...), with any area ranges ("{m}_AP{label}").
+  void set_lvis_stats(Value& out, const std::string& m, const coco::EvalConfig& cfg,
+                      const coco::Summary& sum) const {
+    const std::size_t a_all = all_area(cfg);
+    const std::int64_t n = cfg.max_dets.back();
+    const std::string pre = m + "_", at = "@" + std::to_string(n);
+    out.set(pre + "AP", sum.stat(true, -1, a_all, n));
+    out.set(pre + "AP50", sum.stat(true, .5, a_all, n));
+    out.set(pre + "AP75", sum.stat(true, .75, a_all, n));
+    for (std::size_t a = 0; a < cfg.areas.size(); ++a)
+      if (a != a_all) out.set(pre + "AP" + cfg.areas[a].label, sum.stat(true, -1, a, n));
+    // freq_groups: the category indices of each frequency, ascending.
+    for (int f = 0; f < 3; ++f) {
+      std::vector<std::size_t> ks;
+      for (std::size_t k = 0; k < sum.cat_freq.size(); ++k)
+        if (sum.cat_freq[k] == f) ks.push_back(k);
+      out.set(pre + "AP" + std::string(1, "rcf"[f]), sum.stat(true, -1, a_all, n, ks));
+    }
+    out.set(pre + "AR" + at, sum.stat(false, -1, a_all, n));
+    for (std::size_t a = 0; a < cfg.areas.size(); ++a)
+      if (a != a_all) out.set(pre + "AR" + cfg.areas[a].label + at, sum.stat(false, -1, a, n));
+  }
+
+  /// summarize()'s stats as result keys. bbox and segm: pycocotools' 12 (_summarizeDets) as
+  /// mmeval names them, generalised to any area ranges and maxDets: "{m}_mAP" (every IoU
+  /// threshold, area "all"; at maxDets 100 when there are 3 maxDets, as _summarizeDets reads it,
+  /// else the last), "{m}_mAP_50", "{m}_mAP_75", "{m}_mAP_{area}" for the other area ranges,
+  /// "{m}_AR@{n}" for each maxDet n, "{m}_AR_{area}@{last}". proposal: the AR keys without the
+  /// prefix (mmeval's). keypoints: _summarizeKps' 10 at the last maxDet (pycocotools' 20):
+  /// mAP, mAP_50, mAP_75, mAP_{area}, AR@{last}, AR_50@{last}, AR_75@{last}, AR_{area}@{last}.
+  void set_stats(Value& out, const std::string& m, const coco::EvalConfig& cfg,
+                 const coco::Summary& sum) const {
+    const std::size_t a_all = all_area(cfg);
+    const std::int64_t last = cfg.max_dets.back();
+    const std::string at = "@" + std::to_string(last);
+    const bool kpts = cfg.kind == coco::Kind::Keypoints;
+    const bool proposal = cfg.kind == coco::Kind::Proposal;
+    const std::string pre = proposal ? "" : m + "_";
+    if (!proposal) {
+      const std::int64_t first_md = !kpts && cfg.max_dets.size() == 3 ? 100 : last;
+      out.set(pre + "mAP", sum.stat(true, -1, a_all, first_md));
+      out.set(pre + "mAP_50", sum.stat(true, .5, a_all, last));
+      out.set(pre + "mAP_75", sum.stat(true, .75, a_all, last));
+      for (std::size_t a = 0; a < cfg.areas.size(); ++a)
+        if (a != a_all) out.set(pre + "mAP_" + cfg.areas[a].label, sum.stat(true, -1, a, last));
+    }
+    if (kpts) {
+      out.set(pre + "AR" + at, sum.stat(false, -1, a_all, last));
+      out.set(pre + "AR_50" + at, sum.stat(false, .5, a_all, last));
+      out.set(pre + "AR_75" + at, sum.stat(false, .75, a_all, last));
+    } else {
+      for (const std::int64_t n : cfg.max_dets)
+        out.set(pre + "AR@" + std::to_string(n), sum.stat(false, -1, a_all, n));
+    }
+    for (std::size_t a = 0; a < cfg.areas.size(); ++a)
+      if (a != a_all) out.set(pre + "AR_" + cfg.areas[a].label + at, sum.stat(false, -1, a, last));
+  }
+
+  /// area_ranges: {label: [lo, hi], ...} in order, one labelled "all".
+  static std::vector<coco::AreaRange> read_area_ranges(const Params& p) {
+    const Value& v = p.get("area_ranges");
+    if (!v.is_map() || v.as_map().empty())
+      p.fail("area_ranges",
+             "must be a map {label: [lo, hi], ...} (e.g. {all: [0, 1e10], small: [0, 1024]})");
+    std::vector<coco::AreaRange> out;
+    for (const auto& [label, r] : v.as_map()) {
+      const bool ok = r.is_array() && r.as_array().size() == 2 && r.as_array()[0].is_number() &&
+                      r.as_array()[1].is_number();
+      if (!ok) p.fail("area_ranges", "'" + label + "' must be [lo, hi] (two numbers)");
+      const double lo = r.as_array()[0].as_double(), hi = r.as_array()[1].as_double();
+      if (!(lo <= hi) || std::isnan(lo))
+        p.fail("area_ranges", "'" + label + "' must have lo <= hi, got [" + fmt::format("{}", lo) +
+                                  ", " + fmt::format("{}", hi) + "]");
+      const bool key_safe = !label.empty() && std::all_of(label.begin(), label.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+      });
+      if (!key_safe)
+        p.fail("area_ranges", "label '" + label + "' must be letters, digits, '_' or '-'");
+      if (label == "50" || label == "75")
+        p.fail("area_ranges", "label '" + label + "' would read as the key of an IoU threshold");
+      for (const auto& a : out)
+        if (a.label == label) p.fail("area_ranges", "labels '" + label + "' twice");
+      out.push_back({lo, hi, label});
+    }
+    if (std::none_of(out.begin(), out.end(), [](const auto& a) { return a.label == "all"; }))
+      p.fail("area_ranges",
+             "must label one range 'all' (the range of the keys without an area suffix, as "
+             "pycocotools' summarize reads areaRng 'all')");
+    return out;
+  }
+
   void read_image(const Batch& b, std::size_t i, std::int64_t sample, std::int64_t id,
                   std::int64_t height, std::int64_t width, coco::ImageData& img) const {
     const auto ii = static_cast<std::int64_t>(i);
     // Cleared, not replaced: the vectors keep their capacity from image to image.
-    for (auto* v :
-         {&img.dt_box, &img.dt_score, &img.dt_area, &img.dt_area_segm, &img.gt_box, &img.gt_area})
+    for (auto* v : {&img.dt_box, &img.dt_score, &img.dt_area, &img.dt_area_segm, &img.dt_kpt,
+                    &img.gt_box, &img.gt_area, &img.gt_kpt})
       v->clear();
+    img.gt_num_kpt.clear();
     img.dt_rle.clear();
     img.gt_rle.clear();
     img.dt_label.clear();
@@ -250,10 +403,15 @@ class COCODetection final : public TypedMetric<CocoState> {
         read_floats((*scores)[i], "pred_scores", sample, 0, -1, check_, img.dt_score);
     read_ints((*labels)[i], "pred_labels", sample, nd, check_, img.dt_label);
     check_labels(img.dt_label, "pred_labels", sample);
-    if (need_boxes_ && !read_boxes(b, "pred", ii, sample, nd, check_, img.dt_box))
+    // Keypoints take the detection's box when there is one (pycocotools' loadRes gives a result
+    // with a bbox the area w * h), else the keypoints' extent.
+    const bool dt_boxes =
+        (need_boxes_ || need_kpts_) && read_boxes(b, "pred", ii, sample, nd, check_, img.dt_box);
+    if (need_boxes_ && !dt_boxes)
       check_.fail("pred_bboxes",
                   "is missing: bbox and proposal need pred_bboxes (x1, y1, x2, y2) "
                   "or pred_bboxes_xywh");
+    if (need_kpts_) read_keypoints(b, "pred_keypoints", i, sample, nd, img.dt_kpt);
     if (need_masks_ && !read_masks(b, "pred", ii, sample, nd, height, width, check_, img.dt_rle))
       check_.fail("pred_masks",
                   "is missing: segm needs pred_masks or pred_rle_counts with "
@@ -262,9 +420,25 @@ class COCODetection final : public TypedMetric<CocoState> {
       read_floats((*areas)[i], "pred_areas", sample, 0, nd, check_, img.dt_area);
       img.dt_area_segm = img.dt_area;
     } else {
-      if (need_boxes_)
+      if (dt_boxes) {
         for (std::size_t d = 0; d < static_cast<std::size_t>(nd); ++d)
           img.dt_area.push_back(img.dt_box[d * 4 + 2] * img.dt_box[d * 4 + 3]);
+      } else if (need_kpts_) {
+        // loadRes: x0, x1, y0, y1 = np.min(x), np.max(x), np.min(y), np.max(y);
+        // area = (x1 - x0) * (y1 - y0).
+        const std::size_t K3 = kpt_sigmas_.size() * 3;
+        for (std::size_t d = 0; d < static_cast<std::size_t>(nd); ++d) {
+          const double* k = &img.dt_kpt[d * K3];
+          double x0 = k[0], x1 = k[0], y0 = k[1], y1 = k[1];
+          for (std::size_t j = 3; j < K3; j += 3) {
+            x0 = std::min(x0, k[j]);
+            x1 = std::max(x1, k[j]);
+            y0 = std::min(y0, k[j + 1]);
+            y1 = std::max(y1, k[j + 1]);
+          }
+          img.dt_area.push_back((x1 - x0) * (y1 - y0));
+        }
+      }
       for (const auto& r : img.dt_rle) img.dt_area_segm.push_back(mask::rle_area(r));
     }
     // Ground truth.
@@ -273,9 +447,9 @@ class COCODetection final : public TypedMetric<CocoState> {
     const std::int64_t ng = read_ints((*glabels)[i], "gt_labels", sample, -1, check_, img.gt_label);
     check_labels(img.gt_label, "gt_labels", sample);
     const bool have_boxes = read_boxes(b, "gt", ii, sample, ng, check_, img.gt_box);
-    if (need_boxes_ && !have_boxes)
+    if ((need_boxes_ || need_kpts_) && !have_boxes)
       check_.fail("gt_bboxes",
-                  "is missing: bbox and proposal need gt_bboxes (x1, y1, x2, y2) or "
+                  "is missing: bbox, proposal and keypoints need gt_bboxes (x1, y1, x2, y2) or "
                   "gt_bboxes_xywh");
     const auto gareas = per_image(b, "gt_areas", check_);
     const bool masks_in_batch = b.has("gt_masks") || b.has("gt_rle_counts");
@@ -299,10 +473,25 @@ class COCODetection final : public TypedMetric<CocoState> {
       for (std::int64_t g = 0; g < ng; ++g) img.gt_id.push_back(g + 1);
     }
     img.gt_crowd.assign(static_cast<std::size_t>(ng), 0);
-    if (const auto crowd = per_image(b, "gt_iscrowd", check_)) {
+    if (lvis_) {
+      read_federated(b, i, sample, ng, img);
+    } else if (const auto crowd = per_image(b, "gt_iscrowd", check_)) {
       std::vector<std::int64_t> c;
       read_ints((*crowd)[i], "gt_iscrowd", sample, ng, check_, c);
       for (std::size_t g = 0; g < c.size(); ++g) img.gt_crowd[g] = c[g] != 0;
+    }
+    if (need_kpts_) {
+      read_keypoints(b, "gt_keypoints", i, sample, ng, img.gt_kpt);
+      if (const auto nk = per_image(b, "gt_num_keypoints", check_)) {
+        read_ints((*nk)[i], "gt_num_keypoints", sample, ng, check_, img.gt_num_kpt);
+      } else {  // COCO's num_keypoints: the keypoints with v > 0
+        const std::size_t K = kpt_sigmas_.size();
+        for (std::size_t g = 0; g < static_cast<std::size_t>(ng); ++g) {
+          std::int64_t n = 0;
+          for (std::size_t k = 0; k < K; ++k) n += img.gt_kpt[(g * K + k) * 3 + 2] > 0;
+          img.gt_num_kpt.push_back(n);
+        }
+      }
     }
     if (need_masks_) {
       for (std::size_t d = 0; d < img.dt_rle.size(); ++d)
@@ -316,6 +505,56 @@ class COCODetection final : public TypedMetric<CocoState> {
     }
   }
 
+  /// LVIS's per-image lists and the ground truth's category frequencies (crowd flags are not
+  /// read: LVISEval gives every ground truth iscrowd 0).
+  void read_federated(const Batch& b, std::size_t i, std::int64_t sample, std::int64_t ng,
+                      coco::ImageData& img) const {
+    img.neg_cats.clear();
+    img.nel_cats.clear();
+    img.gt_freq.assign(static_cast<std::size_t>(ng), -1);
+    for (auto [name, dst] : {std::pair{"neg_category_ids", &img.neg_cats},
+                             std::pair{"not_exhaustive_category_ids", &img.nel_cats}}) {
+      if (const auto f = per_image(b, name, check_)) {
+        read_ints((*f)[i], name, sample, -1, check_, *dst);
+        std::sort(dst->begin(), dst->end());
+      }
+    }
+    if (const auto f = per_image(b, "gt_frequency", check_)) {
+      std::vector<std::int64_t> v;
+      read_ints((*f)[i], "gt_frequency", sample, ng, check_, v);
+      for (std::size_t g = 0; g < v.size(); ++g) {
+        if (v[g] < -1 || v[g] > 2)
+          check_.fail("gt_frequency", sample_str(sample) + ": value " + std::to_string(v[g]) +
+                                          " is not 0 (rare), 1 (common), 2 (frequent) or -1");
+        img.gt_freq[g] = static_cast<std::int8_t>(v[g]);
+      }
+    }
+  }
+
+  /// One image's keypoints, [n, K, 3] or [n, 3K] (x, y, v or score per keypoint), as n*3K
+  /// doubles; K is the number of kpt_oks_sigmas.
+  void read_keypoints(const Batch& b, std::string_view name, std::size_t i, std::int64_t sample,
+                      std::int64_t n, std::vector<double>& out) const {
+    const auto f = per_image(b, name, check_);
+    if (!f)
+      check_.fail(name, "is missing: keypoints need pred_keypoints and gt_keypoints ([n, K, 3])");
+    Tensor t = (*f)[i];
+    const auto K = static_cast<std::int64_t>(kpt_sigmas_.size());
+    if (t.dim() == 3) {
+      if (t.size(1) != K || t.size(2) != 3)
+        check_.fail(name, sample_str(sample) + ": must be [n, " + std::to_string(K) +
+                              ", 3] (one row of x, y, v per keypoint; K = the number of "
+                              "kpt_oks_sigmas) or [n, " +
+                              std::to_string(3 * K) + "], got " + t.describe());
+      t = Tensor::view(t.data(), t.dtype(), {t.size(0), 3 * K}, t.device());
+    } else if (t.dim() == 2 && t.size(1) != 3 * K) {
+      check_.fail(name, sample_str(sample) + ": must be [n, " + std::to_string(K) + ", 3] or [n, " +
+                            std::to_string(3 * K) + "] (K = " + std::to_string(K) +
+                            ", the number of kpt_oks_sigmas), got " + t.describe());
+    }
+    read_floats(t, name, sample, 3 * K, n, check_, out);
+  }
+
   void check_labels(const std::vector<std::int64_t>& labels, std::string_view field,
                     std::int64_t sample) const {
     for (const auto l : labels)
@@ -327,81 +566,188 @@ class COCODetection final : public TypedMetric<CocoState> {
   InputChecker check_;
   std::vector<std::string> metrics_;
   std::vector<coco::EvalConfig> configs_;
-  std::vector<std::int64_t> proposal_nums_;
+  bool lvis_ = false;
   bool use_cats_ = true;
   std::vector<std::int64_t> cat_ids_;
   std::vector<std::string> classes_;
   bool classwise_ = false;
-  bool need_boxes_ = false, need_masks_ = false;
+  bool need_boxes_ = false, need_masks_ = false, need_kpts_ = false;
+  std::vector<double> kpt_sigmas_;
   int threads_ = 1;
 };
 
+/// LVIS's federated evaluation (lvis 0.5.3's LVISEval), on the same per-image records.
+class LVISDetection final : public COCODetection {
+ public:
+  explicit LVISDetection(const Params& p) : COCODetection(p, true) {}
+};
+
 }  // namespace
+
+namespace {
+
+/// The parameters COCODetection and LVISDetection share (after their own).
+std::vector<ParamSpec> subset_params() {
+  return {param("classwise", ParamType::Bool,
+                "Also return the AP (\"{kind}_{class}_precision\", mmeval's name) and AR "
+                "(\"{kind}_{class}_recall\") of each category.")
+              .def(false),
+          param("cat_ids", ParamType::IntList,
+                "Categories to evaluate (pycocotools' params.catIds); default: every category "
+                "with ground truth (the others would be -1 and left out of the means).")
+              .optional(),
+          param("img_ids", ParamType::IntList,
+                "Images to evaluate (params.imgIds); the others are read and left out. Default: "
+                "every image.")
+              .optional(),
+          param("classes", ParamType::StringList,
+                "Names of cat_ids, in the same order, for the classwise keys (default: the ids).")
+              .optional(),
+          param("threads", ParamType::Int,
+                "Threads for the per-image matching and the accumulation; any number gives the "
+                "same result.")
+              .def(1)};
+}
+
+/// The inputs COCODetection and LVISDetection share.
+std::vector<InputSpec> detection_inputs() {
+  return {InputSpec{"img_id", "Image ids [N], any integer dtype.", true},
+          InputSpec{"pred_bboxes", "Per image [n, 4] float boxes x1, y1, x2, y2.", false},
+          InputSpec{"pred_bboxes_xywh", "Per image [n, 4] float boxes x, y, w, h (COCO).", false},
+          InputSpec{"pred_scores", "Per image [n] float scores (NaN is an error).", true},
+          InputSpec{"pred_labels", "Per image [n] int category ids.", true},
+          InputSpec{"pred_areas",
+                    "Per image [n] float areas (default w*h, or the mask area for segm).", false},
+          InputSpec{"pred_masks", "Per image [n, H, W] bool/uint8 masks (segm).", false},
+          InputSpec{"pred_rle_counts", "Per image uint32 RLE counts, concatenated (segm).", false},
+          InputSpec{"pred_rle_lengths", "Per image [n] int: counts per mask.", false},
+          InputSpec{"gt_bboxes", "Per image [g, 4] float boxes x1, y1, x2, y2.", false},
+          InputSpec{"gt_bboxes_xywh", "Per image [g, 4] float boxes x, y, w, h (COCO).", false},
+          InputSpec{"gt_labels", "Per image [g] int category ids.", true},
+          InputSpec{"gt_ids", "Per image [g] int annotation ids (default 1..g).", false},
+          InputSpec{"gt_areas", "Per image [g] float areas (COCO's `area`).", false},
+          InputSpec{"gt_masks", "Per image [g, H, W] bool/uint8 masks (segm).", false},
+          InputSpec{"gt_rle_counts", "Per image uint32 RLE counts, concatenated (segm).", false},
+          InputSpec{"gt_rle_lengths", "Per image [g] int: counts per mask.", false},
+          InputSpec{"height", "Image heights [N] (masks given as RLE counts).", false},
+          InputSpec{"width", "Image widths [N] (masks given as RLE counts).", false}};
+}
+
+std::vector<ResultSpec> detection_results(const std::string& what) {
+  return {{"*_precision", Better::Higher, Plot::None, "AP of one category (classwise)"},
+          {"*_recall", Better::Higher, Plot::None, "AR of one category (classwise)"},
+          {"*", Better::Higher, Plot::None, what + " AP / AR (fraction; -1 when undefined)"}};
+}
+
+template <class T>
+std::vector<T> joined(std::vector<T> a, std::vector<T> b) {
+  a.insert(a.end(), std::make_move_iterator(b.begin()), std::make_move_iterator(b.end()));
+  return a;
+}
+
+}  // namespace
+
+ComponentInfo lvis_detection_info() {
+  auto info = metric<LVISDetection>(
+      "LVISDetection",
+      "LVIS AP / AR (federated: APr, APc, APf by category frequency), exactly as lvis 0.5.3's "
+      "LVISEval computes them, for boxes (bbox) and masks (segm); mmdet's LVISMetric keys. Each "
+      "image keeps its max_dets best detections over all categories, then those of categories "
+      "with ground truth in it or in its neg_category_ids; an unmatched detection of a category "
+      "in its not_exhaustive_category_ids is ignored; instances of area 0 take no part. The "
+      "coco_json reader gives the LVIS fields from an LVIS annotation file.",
+      joined({param("metric", ParamType::StringList, "Kinds to evaluate: bbox, segm.")
+                  .def(Value::Array{Value("bbox")})
+                  .choices({"bbox", "segm"}),
+              param("iou_thrs", ParamType::FloatList,
+                    "IoU thresholds; null: np.linspace(0.5, 0.95, 10) as LVIS's Params.")
+                  .def(Value())
+                  .optional()
+                  .nullable(),
+              param("max_dets", ParamType::Int,
+                    "Detections kept per image over all categories (LVISResults' max_dets).")
+                  .def(300),
+              param("area_ranges", ParamType::Any,
+                    "Area ranges {label: [lo, hi]}, one labelled 'all': keys AP{label} and "
+                    "AR{label}@{max_dets}. Default: {all: [0, 1e10], s: [0, 1024], m: [1024, "
+                    "9216], l: [9216, 1e10]}.")
+                  .optional()},
+             subset_params()),
+      joined(detection_inputs(),
+             {InputSpec{"neg_category_ids",
+                        "Per image [k] int: categories verified absent (LVIS images' "
+                        "neg_category_ids).",
+                        false},
+              InputSpec{"not_exhaustive_category_ids",
+                        "Per image [k] int: categories not exhaustively annotated.", false},
+              InputSpec{"gt_frequency",
+                        "Per image [g] int: each ground truth's category frequency, 0 r, 1 c, "
+                        "2 f (LVIS categories' `frequency`; -1 unknown).",
+                        false}}));
+  info.results = detection_results("LVIS");
+  return info;
+}
 
 ComponentInfo coco_detection_info() {
   auto info = metric<COCODetection>(
       "COCODetection",
       "COCO mAP / mAR for boxes (bbox), masks (segm, RLE or binary masks, polygons rasterised as "
-      "pycocotools) and proposals (AR), exactly as pycocotools 2.0.11's COCOeval computes them "
-      "(mmeval's COCODetection keys). Per-image inputs; boxes xyxy (pred_bboxes) or xywh "
-      "(pred_bboxes_xywh). Distributed: compact per-detection records, repeated image ids "
-      "counted once.",
-      {param("metric", ParamType::StringList, "Kinds to evaluate: bbox, segm, proposal.")
-           .def(Value::Array{Value("bbox")})
-           .choices({"bbox", "segm", "proposal"}),
-       param("iou_thrs", ParamType::FloatList,
-             "IoU thresholds; null: pycocotools' np.linspace(.5, 0.95, 10).")
-           .def(Value())
-           .optional()
-           .nullable(),
-       param("proposal_nums", ParamType::IntList,
-             "maxDets: 3 increasing detection counts per image (pycocotools' [1, 10, 100]).")
-           .def(Value::Array{Value(1), Value(10), Value(100)}),
-       param("classwise", ParamType::Bool, "Also return the AP of each category.").def(false),
-       param("use_cats", ParamType::Bool,
-             "pycocotools' params.useCats: false matches every detection with every ground truth "
-             "of its image whatever their categories (bbox and segm; proposal never uses them). "
-             "The categories of cat_ids (default: all) still choose the ground truth and "
-             "detections that take part.")
-           .def(true),
-       param("cat_ids", ParamType::IntList,
-             "Categories to evaluate (pycocotools' params.catIds); default: every category with "
-             "ground truth.")
-           .optional(),
-       param("img_ids", ParamType::IntList,
-             "Images to evaluate (pycocotools' params.imgIds); the others are read and left out. "
-             "Default: every image.")
-           .optional(),
-       param("classes", ParamType::StringList,
-             "Names of cat_ids, in the same order, for the classwise keys (default: the ids).")
-           .optional(),
-       param("threads", ParamType::Int,
-             "Threads for the per-image matching and the accumulation; any number gives the same "
-             "result.")
-           .def(1)},
-      {InputSpec{"img_id", "Image ids [N], any integer dtype.", true},
-       InputSpec{"pred_bboxes", "Per image [n, 4] float boxes x1, y1, x2, y2.", false},
-       InputSpec{"pred_bboxes_xywh", "Per image [n, 4] float boxes x, y, w, h (COCO).", false},
-       InputSpec{"pred_scores", "Per image [n] float scores (NaN is an error).", true},
-       InputSpec{"pred_labels", "Per image [n] int category ids.", true},
-       InputSpec{"pred_areas",
-                 "Per image [n] float areas (default w*h, or the mask area for segm).", false},
-       InputSpec{"pred_masks", "Per image [n, H, W] bool/uint8 masks (segm).", false},
-       InputSpec{"pred_rle_counts", "Per image uint32 RLE counts, concatenated (segm).", false},
-       InputSpec{"pred_rle_lengths", "Per image [n] int: counts per mask.", false},
-       InputSpec{"gt_bboxes", "Per image [g, 4] float boxes x1, y1, x2, y2.", false},
-       InputSpec{"gt_bboxes_xywh", "Per image [g, 4] float boxes x, y, w, h (COCO).", false},
-       InputSpec{"gt_labels", "Per image [g] int category ids.", true},
-       InputSpec{"gt_ids", "Per image [g] int annotation ids (default 1..g).", false},
-       InputSpec{"gt_areas", "Per image [g] float areas (COCO's `area`).", false},
-       InputSpec{"gt_iscrowd", "Per image [g] int/bool crowd flags (ignored ground truth).", false},
-       InputSpec{"gt_masks", "Per image [g, H, W] bool/uint8 masks (segm).", false},
-       InputSpec{"gt_rle_counts", "Per image uint32 RLE counts, concatenated (segm).", false},
-       InputSpec{"gt_rle_lengths", "Per image [g] int: counts per mask.", false},
-       InputSpec{"height", "Image heights [N] (masks given as RLE counts).", false},
-       InputSpec{"width", "Image widths [N] (masks given as RLE counts).", false}});
-  info.results = {{"*_precision", Better::Higher, Plot::None, "AP of one category (classwise)"},
-                  {"*", Better::Higher, Plot::None, "COCO AP / AR (fraction; -1 when undefined)"}};
+      "pycocotools), proposals (AR) and keypoints (OKS), exactly as pycocotools 2.0.11's "
+      "COCOeval computes them (mmeval's COCODetection keys), with any area ranges, maxDets, IoU "
+      "thresholds, image and category subsets, and per-category AP and AR. Per-image inputs; "
+      "boxes xyxy (pred_bboxes) or xywh (pred_bboxes_xywh). Distributed: compact per-detection "
+      "records, repeated image ids counted once.",
+      joined(
+          {param("metric", ParamType::StringList,
+                 "Kinds to evaluate: bbox, segm, proposal, keypoints.")
+               .def(Value::Array{Value("bbox")})
+               .choices({"bbox", "segm", "proposal", "keypoints"}),
+           param("iou_thrs", ParamType::FloatList,
+                 "IoU thresholds; null: pycocotools' np.linspace(.5, 0.95, 10).")
+               .def(Value())
+               .optional()
+               .nullable(),
+           param("proposal_nums", ParamType::IntList,
+                 "pycocotools' maxDets: increasing detection counts per image (mmeval's "
+                 "name). Default: [1, 10, 100], [20] for keypoints. With 3, mAP reads maxDets "
+                 "100 as pycocotools' summarize does (-1 without it); otherwise every AP key "
+                 "reads the last.")
+               .optional(),
+           param("max_dets", ParamType::IntList, "The same as proposal_nums (pycocotools' name).")
+               .optional(),
+           param("area_ranges", ParamType::Any,
+                 "pycocotools' areaRng and areaRngLbl as a map {label: [lo, hi]} (bounds "
+                 "inclusive), one labelled 'all': keys mAP_{label} and AR_{label}@{maxDet} "
+                 "for the others. Default: {all: [0, 1e10], s: [0, 1024], m: [1024, 9216], "
+                 "l: [9216, 1e10]}, without s for keypoints.")
+               .optional(),
+           param("kpt_oks_sigmas", ParamType::FloatList,
+                 "keypoints: the OKS sigma of each keypoint (pycocotools' kpt_oks_sigmas); "
+                 "default the 17 COCO person keypoints' [.26, .25, ...] / 10.")
+               .optional(),
+           param("use_cats", ParamType::Bool,
+                 "pycocotools' params.useCats: false matches every detection with every "
+                 "ground truth of its image whatever their categories (proposal never uses "
+                 "them; for keypoints pycocotools' own useCats = 0 matches nothing, tally "
+                 "matches as for boxes). The categories of cat_ids (default: all) still "
+                 "choose the ground truth and detections that take part.")
+               .def(true)},
+          subset_params()),
+      joined(detection_inputs(),
+             {InputSpec{"gt_iscrowd", "Per image [g] int/bool crowd flags (ignored ground truth).",
+                        false},
+              InputSpec{"pred_keypoints",
+                        "Per image [n, K, 3] or [n, 3K] float keypoints x, y, score (keypoints).",
+                        false},
+              InputSpec{"gt_keypoints",
+                        "Per image [g, K, 3] or [g, 3K] float keypoints x, y, v (keypoints; "
+                        "v > 0: labelled).",
+                        false},
+              InputSpec{"gt_num_keypoints",
+                        "Per image [g] int (COCO's num_keypoints; 0: ignored; default: the count "
+                        "of v > 0).",
+                        false}}));
+  info.results = detection_results("COCO");
   return info;
 }
 

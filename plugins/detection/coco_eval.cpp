@@ -30,6 +30,27 @@ std::vector<double> default_iou_thrs() {
   return t;
 }
 
+std::vector<AreaRange> default_area_ranges(Kind kind) {
+  // [0 ** 2, 1e5 ** 2], [0 ** 2, 32 ** 2], [32 ** 2, 96 ** 2], [96 ** 2, 1e5 ** 2]: exact doubles.
+  if (kind == Kind::Keypoints)
+    return {{0.0, 1e10, "all"}, {1024.0, 9216.0, "m"}, {9216.0, 1e10, "l"}};
+  return {{0.0, 1e10, "all"}, {0.0, 1024.0, "s"}, {1024.0, 9216.0, "m"}, {9216.0, 1e10, "l"}};
+}
+
+std::vector<std::int64_t> default_max_dets(Kind kind) {
+  if (kind == Kind::Keypoints) return {20};
+  return {1, 10, 100};
+}
+
+std::vector<double> coco_kpt_sigmas() {
+  // np.array([...]) / 10.0, element by element.
+  const double s[] = {.26, .25, .25,  .35,  .35, .79, .79, .72, .72,
+                      .62, .62, 1.07, 1.07, .87, .87, .89, .89};
+  std::vector<double> out;
+  for (const double v : s) out.push_back(v / 10.0);
+  return out;
+}
+
 namespace {
 
 /// np.linspace(.0, 1.00, 101): i * 0.01 (step = 1.0 / 100), the last value 1.0.
@@ -50,6 +71,7 @@ void Records::append(const Records& o) {
   group_gts.insert(group_gts.end(), o.group_gts.begin(), o.group_gts.end());
   score.insert(score.end(), o.score.begin(), o.score.end());
   bits.insert(bits.end(), o.bits.begin(), o.bits.end());
+  group_freq.insert(group_freq.end(), o.group_freq.begin(), o.group_freq.end());
 }
 
 void KindRecords::merge(const KindRecords& later) {
@@ -59,24 +81,109 @@ void KindRecords::merge(const KindRecords& later) {
   for (std::size_t j = 0; j < size(); ++j) (*this)[j].append(later[j]);
 }
 
+namespace {
+
+/// computeOks: ious[d * G + g] = OKS of detection dts[d] with ground truth gts[g], operation for
+/// operation as pycocotools 2.0.11 (vars = (sigmas * 2)**2; e = (dx**2 + dy**2) / vars /
+/// (area + np.spacing(1)) / 2 over the visible keypoints, or over all of them measured to the box
+/// doubled around the ground truth when none is visible; np.sum(np.exp(-e)) / len(e)).
+void compute_oks(const EvalConfig& cfg, const ImageData& img, const std::vector<std::size_t>& dts,
+                 const std::vector<std::size_t>& gts, std::vector<double>& ious,
+                 std::vector<double>& terms) {
+  const std::size_t K = cfg.kpt_sigmas.size(), D = dts.size(), G = gts.size();
+  const double eps = std::nextafter(1.0, 2.0) - 1.0;
+  thread_local std::vector<double> vars;
+  vars.resize(K);
+  for (std::size_t k = 0; k < K; ++k) {
+    const double s2 = cfg.kpt_sigmas[k] * 2;
+    vars[k] = s2 * s2;
+  }
+  terms.resize(K);
+  for (std::size_t j = 0; j < G; ++j) {
+    const double* g = &img.gt_kpt[gts[j] * K * 3];
+    std::size_t k1 = 0;
+    for (std::size_t k = 0; k < K; ++k) k1 += g[k * 3 + 2] > 0;
+    const double* bb = &img.gt_box[gts[j] * 4];
+    const double x0 = bb[0] - bb[2], x1 = bb[0] + bb[2] * 2;
+    const double y0 = bb[1] - bb[3], y1 = bb[1] + bb[3] * 2;
+    const double area = img.gt_area[gts[j]] + eps;
+    for (std::size_t i = 0; i < D; ++i) {
+      const double* d = &img.dt_kpt[dts[i] * K * 3];
+      std::size_t n = 0;
+      for (std::size_t k = 0; k < K; ++k) {
+        const double xd = d[k * 3], yd = d[k * 3 + 1];
+        double dx, dy;
+        if (k1 > 0) {
+          if (!(g[k * 3 + 2] > 0)) continue;
+          dx = xd - g[k * 3];
+          dy = yd - g[k * 3 + 1];
+        } else {
+          dx = std::max(0.0, x0 - xd) + std::max(0.0, xd - x1);
+          dy = std::max(0.0, y0 - yd) + std::max(0.0, yd - y1);
+        }
+        const double e = (dx * dx + dy * dy) / vars[k] / area / 2;
+        terms[n++] = std::exp(-e);
+      }
+      ious[i * G + j] = numpy::sum(terms.data(), n) / static_cast<double>(n);
+    }
+  }
+}
+
+}  // namespace
+
 void evaluate_image(const EvalConfig& cfg, const ImageData& img, Records& out) {
   // ImageData is filled by read_image (common.hpp): every vector has its instance count.
   const std::size_t nd = img.dt_score.size(), ng = img.gt_area.size();
-  const bool segm = cfg.kind == Kind::Segm;
-  const std::size_t T = cfg.iou_thrs.size(), W = cfg.words();
+  const bool segm = cfg.kind == Kind::Segm, kpts = cfg.kind == Kind::Keypoints;
+  const std::size_t T = cfg.iou_thrs.size(), W = cfg.words(), A = cfg.num_areas();
   const auto max_det = static_cast<std::size_t>(cfg.max_dets.back());
+
+  // LVIS: an unmatched detection of a category not exhaustively annotated in the image is
+  // ignored (LVISEval.evaluate_img's dt_ig_mask).
+  const auto not_exhaustive = [&](std::size_t d) {
+    return cfg.federated &&
+           std::binary_search(img.nel_cats.begin(), img.nel_cats.end(), img.dt_label[d]);
+  };
 
   // Groups: per category (ascending id) the GTs and detections in input order; without
   // categories one group holding everything ordered by category id, then input order (the order
   // of pycocotools' `[_ for cId in p.catIds for _ in self._gts[imgId, cId]]`).
   // Scratch buffers kept per thread: no allocation per image once they have grown.
   thread_local std::vector<std::size_t> dord, gord, dts, gts, gsorted;
-  thread_local std::vector<double> ious, dbox, gbox;
+  thread_local std::vector<double> ious, dbox, gbox, oks_terms;
   thread_local std::vector<std::uint8_t> gig, gtm;
   dord.resize(nd);
   gord.resize(ng);
   std::iota(dord.begin(), dord.end(), 0);
   std::iota(gord.begin(), gord.end(), 0);
+  if (cfg.federated) {
+    // LVISResults.limit_dets_per_image: sorted(anns, key=score, reverse=True)[:max_dets], a
+    // stable sort, so among equal scores the earlier result is kept.
+    if (nd > max_det) {
+      std::vector<std::size_t> by_score(dord);
+      std::stable_sort(by_score.begin(), by_score.end(), [&](std::size_t a, std::size_t b) {
+        return img.dt_score[a] > img.dt_score[b];
+      });
+      by_score.resize(max_det);
+      std::sort(by_score.begin(), by_score.end());
+      dord = std::move(by_score);
+    }
+    // _prepare reads ground truth and detections through get_ann_ids(img_ids, cat_ids), which
+    // keeps only areas in the open range (0, inf): an instance of area 0 takes no part.
+    const auto zero_area = [](double a) { return !(a > 0 && a < HUGE_VAL); };
+    std::erase_if(gord, [&](std::size_t g) { return zero_area(img.gt_area[g]); });
+    std::erase_if(dord, [&](std::size_t d) {
+      return zero_area(segm ? img.dt_area_segm[d] : img.dt_area[d]);
+    });
+    // A detection counts when its category has ground truth in the image or is in the image's
+    // neg_category_ids.
+    std::erase_if(dord, [&](std::size_t d) {
+      const std::int64_t c = img.dt_label[d];
+      return !std::binary_search(img.neg_cats.begin(), img.neg_cats.end(), c) &&
+             std::none_of(gord.begin(), gord.end(),
+                          [&](std::size_t g) { return img.gt_label[g] == c; });
+    });
+  }
   if (!cfg.use_cats && !cfg.cat_filter.empty()) {
     const auto known = [&](std::int64_t c) {
       return std::binary_search(cfg.cat_filter.begin(), cfg.cat_filter.end(), c);
@@ -91,27 +198,28 @@ void evaluate_image(const EvalConfig& cfg, const ImageData& img, Records& out) {
 
   std::int32_t groups = 0;
   std::size_t di = 0, gi = 0;
-  while (di < nd || gi < ng) {
+  const std::size_t dn = dord.size(), gn = gord.size();  // those that take part
+  while (di < dn || gi < gn) {
     std::int64_t cat = -1;
     if (cfg.use_cats) {
       cat = std::numeric_limits<std::int64_t>::max();
-      if (di < nd) cat = img.dt_label[dord[di]];
-      if (gi < ng) cat = std::min(cat, img.gt_label[gord[gi]]);
+      if (di < dn) cat = img.dt_label[dord[di]];
+      if (gi < gn) cat = std::min(cat, img.gt_label[gord[gi]]);
       dts.clear();
       gts.clear();
-      while (di < nd && img.dt_label[dord[di]] == cat) dts.push_back(dord[di++]);
-      while (gi < ng && img.gt_label[gord[gi]] == cat) gts.push_back(gord[gi++]);
+      while (di < dn && img.dt_label[dord[di]] == cat) dts.push_back(dord[di++]);
+      while (gi < gn && img.gt_label[gord[gi]] == cat) gts.push_back(gord[gi++]);
     } else {
       dts.assign(dord.begin(), dord.end());
       gts.assign(gord.begin(), gord.end());
-      di = nd;
-      gi = ng;
+      di = dn;
+      gi = gn;
     }
     // np.argsort(-score, kind='mergesort'): stable, descending; then the first maxDets[-1].
     std::stable_sort(dts.begin(), dts.end(), [&](std::size_t a, std::size_t b) {
       return img.dt_score[a] > img.dt_score[b];
     });
-    if (dts.size() > max_det) dts.resize(max_det);
+    if (dts.size() > max_det) dts.resize(max_det);  // federated: never (limited per image)
     const std::size_t D = dts.size(), G = gts.size();
 
     // ious[d * G + g], g in input order (computeIoU).
@@ -128,6 +236,8 @@ void evaluate_image(const EvalConfig& cfg, const ImageData& img, Records& out) {
             const double b = mask::bb_iou_one(&dbox[d * 4], &gbox[g * 4], crowd);
             ious[d * G + g] = mask::rle_iou_one(img.dt_rle[dts[d]], img.gt_rle[gts[g]], crowd, b);
           }
+      } else if (cfg.kind == Kind::Keypoints) {
+        compute_oks(cfg, img, dts, gts, ious, oks_terms);
       } else {
         for (std::size_t d = 0; d < D; ++d)
           for (std::size_t g = 0; g < G; ++g)
@@ -139,13 +249,15 @@ void evaluate_image(const EvalConfig& cfg, const ImageData& img, Records& out) {
     const std::size_t bits_at = out.bits.size();
     out.bits.resize(bits_at + D * W, 0);
     out.group_gts.push_back(static_cast<std::int32_t>(G));
-    for (int a = 0; a < kAreas; ++a) {
-      const double lo = kAreaRanges[a][0], hi = kAreaRanges[a][1];
+    for (std::size_t a = 0; a < A; ++a) {
+      const double lo = cfg.areas[a].lo, hi = cfg.areas[a].hi;
       gig.resize(G);
       std::int32_t npig = 0;
       for (std::size_t g = 0; g < G; ++g) {
         const double area = img.gt_area[gts[g]];
-        gig[g] = (img.gt_crowd[gts[g]] != 0 || area < lo || area > hi) ? 1 : 0;
+        // pycocotools' _prepare: ignore = iscrowd, or for keypoints num_keypoints == 0 too.
+        const bool ignore = img.gt_crowd[gts[g]] != 0 || (kpts && img.gt_num_kpt[gts[g]] == 0);
+        gig[g] = (ignore || area < lo || area > hi) ? 1 : 0;
         npig += gig[g] == 0;
       }
       out.group_gts.push_back(npig);
@@ -158,10 +270,10 @@ void evaluate_image(const EvalConfig& cfg, const ImageData& img, Records& out) {
       if (G == 0) {  // nothing to match: a detection is ignored when its area is out of range
         for (std::size_t d = 0; d < D; ++d) {
           const double area = segm ? img.dt_area_segm[dts[d]] : img.dt_area[dts[d]];
-          if (!(area < lo || area > hi)) continue;
+          if (!(area < lo || area > hi) && !not_exhaustive(dts[d])) continue;
           // The T ignore bits of this area range at once (they may straddle two words).
           std::uint64_t* w = &out.bits[bits_at + d * W];
-          const std::size_t first = kAreas * T + static_cast<std::size_t>(a) * T;
+          const std::size_t first = A * T + a * T;
           const std::uint64_t ones = T >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << T) - 1;
           w[first / 64] |= ones << (first % 64);
           if (first % 64 + T > 64) w[first / 64 + 1] |= ones >> (64 - first % 64);
@@ -192,11 +304,11 @@ void evaluate_image(const EvalConfig& cfg, const ImageData& img, Records& out) {
           }
           if (!matched_id) {
             const double area = segm ? img.dt_area_segm[dts[d]] : img.dt_area[dts[d]];
-            if (area < lo || area > hi) ignored = true;
+            if (area < lo || area > hi || not_exhaustive(dts[d])) ignored = true;
           }
           std::uint64_t* w = &out.bits[bits_at + d * W];
-          const std::size_t tp_bit = static_cast<std::size_t>(a) * T + t;
-          const std::size_t ig_bit = kAreas * T + tp_bit;
+          const std::size_t tp_bit = a * T + t;
+          const std::size_t ig_bit = A * T + tp_bit;
           if (matched_id && !ignored) w[tp_bit / 64] |= std::uint64_t{1} << (tp_bit % 64);
           if (ignored) w[ig_bit / 64] |= std::uint64_t{1} << (ig_bit % 64);
         }
@@ -205,6 +317,7 @@ void evaluate_image(const EvalConfig& cfg, const ImageData& img, Records& out) {
     for (std::size_t d = 0; d < D; ++d) out.score.push_back(img.dt_score[dts[d]]);
     out.group_cat.push_back(static_cast<std::int32_t>(cat));
     out.group_ndets.push_back(static_cast<std::int32_t>(D));
+    if (cfg.federated) out.group_freq.push_back(G > 0 ? img.gt_freq[gts[0]] : std::int8_t{-1});
     ++groups;
     if (!cfg.use_cats) break;
   }
@@ -214,6 +327,7 @@ void evaluate_image(const EvalConfig& cfg, const ImageData& img, Records& out) {
 Summary summarize(const EvalConfig& cfg, const std::vector<std::int64_t>& ids, const Records& rec,
                   const std::vector<std::int64_t>& cat_ids_param, int threads) {
   const std::size_t T = cfg.iou_thrs.size(), W = cfg.words(), M = cfg.max_dets.size();
+  const std::size_t A = cfg.num_areas();
   const std::vector<double> recs = rec_thrs();
   const std::size_t R = recs.size();
 
@@ -231,7 +345,8 @@ Summary summarize(const EvalConfig& cfg, const std::vector<std::int64_t>& ids, c
     throw RuntimeError("COCO records hold " + std::to_string(rec.img_groups.size()) +
                        " images, expected " + std::to_string(ids.size()));
   if (rec.group_cat.size() != rec.group_ndets.size() ||
-      rec.group_gts.size() != rec.group_ndets.size() * (kAreas + 1))
+      rec.group_gts.size() != rec.group_ndets.size() * (A + 1) ||
+      rec.group_freq.size() != (cfg.federated ? rec.group_ndets.size() : 0))
     throw RuntimeError("COCO records are inconsistent");
   std::vector<std::size_t> det_offsets(rec.group_ndets.size() + 1, 0);
   for (std::size_t g = 0; g < rec.group_ndets.size(); ++g) {
@@ -273,7 +388,7 @@ Summary summarize(const EvalConfig& cfg, const std::vector<std::int64_t>& ids, c
   } else {
     for (const auto& im : images) {
       for (std::size_t g = im.group_begin; g < im.group_end; ++g)
-        if (rec.group_gts[g * (kAreas + 1)] > 0) out.cat_ids.push_back(rec.group_cat[g]);
+        if (rec.group_gts[g * (A + 1)] > 0) out.cat_ids.push_back(rec.group_cat[g]);
     }
     std::sort(out.cat_ids.begin(), out.cat_ids.end());
     out.cat_ids.erase(std::unique(out.cat_ids.begin(), out.cat_ids.end()), out.cat_ids.end());
@@ -281,6 +396,21 @@ Summary summarize(const EvalConfig& cfg, const std::vector<std::int64_t>& ids, c
   const std::size_t K = out.cat_ids.size();
   std::unordered_map<std::int64_t, std::size_t> cat_index;
   for (std::size_t k = 0; k < K; ++k) cat_index.emplace(out.cat_ids[k], k);
+  if (cfg.federated) {  // each category's frequency, as its ground truth gives it
+    out.cat_freq.assign(K, -1);
+    for (const auto& im : images)
+      for (std::size_t g = im.group_begin; g < im.group_end; ++g) {
+        const auto it = cat_index.find(rec.group_cat[g]);
+        const int f = rec.group_freq[g];
+        if (it == cat_index.end() || f < 0) continue;
+        int& have = out.cat_freq[it->second];
+        if (have >= 0 && have != f)
+          throw InputError("gt_frequency: category " + std::to_string(rec.group_cat[g]) +
+                           " is given two frequencies (" + std::string(1, "rcf"[have]) + " and " +
+                           std::string(1, "rcf"[f > 2 ? 2 : f]) + ")");
+        have = f;
+      }
+  }
 
   // Groups per category, in image order.
   std::vector<std::vector<GroupRef>> by_cat(K);
@@ -293,24 +423,25 @@ Summary summarize(const EvalConfig& cfg, const std::vector<std::int64_t>& ids, c
   }
 
   // precision[t][r][k][a][m], recall[t][k][a][m] as pycocotools lays them out.
-  std::vector<double> precision(T * R * K * kAreas * M, -1.0);
-  std::vector<double> recall(T * K * kAreas * M, -1.0);
-  const auto pidx = [&](std::size_t t, std::size_t r, std::size_t k, std::size_t a, std::size_t m) {
-    return (((t * R + r) * K + k) * kAreas + a) * M + m;
-  };
-  const auto ridx = [&](std::size_t t, std::size_t k, std::size_t a, std::size_t m) {
-    return ((t * K + k) * kAreas + a) * M + m;
-  };
+  out.T = T;
+  out.R = R;
+  out.K = K;
+  out.A = A;
+  out.M = M;
+  out.iou_thrs = cfg.iou_thrs;
+  out.max_dets = cfg.max_dets;
+  out.precision.assign(T * R * K * A * M, -1.0);
+  out.recall.assign(T * K * A * M, -1.0);
   const double eps = std::nextafter(1.0, 2.0) - 1.0;  // np.spacing(1)
 
   parallel_for(K, threads, [&](std::size_t k) {
     // The category's detections in image order (reading the records front to back): score,
     // rank in its image, and per area range a T-bit true-positive mask and a T-bit ignore mask.
     std::size_t n_all = 0;
-    std::array<std::int64_t, kAreas> npig{};
+    std::vector<std::int64_t> npig(A, 0);
     for (const auto& gr : by_cat[k]) {
       n_all += static_cast<std::size_t>(rec.group_ndets[gr.group]);
-      for (int a = 0; a < kAreas; ++a) npig[a] += rec.group_gts[gr.group * (kAreas + 1) + 1 + a];
+      for (std::size_t a = 0; a < A; ++a) npig[a] += rec.group_gts[gr.group * (A + 1) + 1 + a];
     }
     const std::uint32_t tmask = T >= 32 ? ~std::uint32_t{0} : ((std::uint32_t{1} << T) - 1);
     const auto field = [&](const std::uint64_t* w, std::size_t bit) {
@@ -323,7 +454,7 @@ Summary summarize(const EvalConfig& cfg, const std::vector<std::int64_t>& ids, c
       std::uint32_t index;
     };
     std::vector<Key> keys(n_all);
-    std::vector<std::uint32_t> rank0(n_all), tpm0(kAreas * n_all), igm0(kAreas * n_all);
+    std::vector<std::uint32_t> rank0(n_all), tpm0(A * n_all), igm0(A * n_all);
     {
       std::size_t j = 0;
       for (const auto& gr : by_cat[k]) {
@@ -332,9 +463,9 @@ Summary summarize(const EvalConfig& cfg, const std::vector<std::int64_t>& ids, c
           const std::uint64_t* w = &rec.bits[(gr.det_begin + i) * W];
           keys[j] = {rec.score[gr.det_begin + i], static_cast<std::uint32_t>(j)};
           rank0[j] = static_cast<std::uint32_t>(i);
-          for (std::size_t a = 0; a < kAreas; ++a) {
+          for (std::size_t a = 0; a < A; ++a) {
             tpm0[a * n_all + j] = field(w, a * T);
-            igm0[a * n_all + j] = field(w, kAreas * T + a * T);
+            igm0[a * n_all + j] = field(w, A * T + a * T);
           }
         }
       }
@@ -343,11 +474,11 @@ Summary summarize(const EvalConfig& cfg, const std::vector<std::int64_t>& ids, c
     // stable, so equal scores keep that order.
     std::stable_sort(keys.begin(), keys.end(),
                      [](const Key& x, const Key& y) { return x.score > y.score; });
-    std::vector<std::uint32_t> det_rank(n_all), tpm(kAreas * n_all), igm(kAreas * n_all);
+    std::vector<std::uint32_t> det_rank(n_all), tpm(A * n_all), igm(A * n_all);
     for (std::size_t i = 0; i < n_all; ++i) {
       const std::size_t src = keys[i].index;
       det_rank[i] = rank0[src];
-      for (std::size_t a = 0; a < kAreas; ++a) {
+      for (std::size_t a = 0; a < A; ++a) {
         tpm[a * n_all + i] = tpm0[a * n_all + src];
         igm[a * n_all + i] = igm0[a * n_all + src];
       }
@@ -366,12 +497,12 @@ Summary summarize(const EvalConfig& cfg, const std::vector<std::int64_t>& ids, c
     std::vector<double> ev_pr;
     for (std::size_t m = 0; m < M; ++m) {
       const auto max_det = static_cast<std::uint64_t>(cfg.max_dets[m]);
-      for (int a = 0; a < kAreas; ++a) {
+      for (std::size_t a = 0; a < A; ++a) {
         if (npig[a] == 0) continue;
         const auto np = static_cast<double>(npig[a]);
         // data() + offset, not &v[offset]: v is empty when the category has no detections.
-        const std::uint32_t* tps = tpm.data() + static_cast<std::size_t>(a) * n_all;
-        const std::uint32_t* igs = igm.data() + static_cast<std::size_t>(a) * n_all;
+        const std::uint32_t* tps = tpm.data() + a * n_all;
+        const std::uint32_t* igs = igm.data() + a * n_all;
         std::array<std::int64_t, 32> tp_cnt{}, ig_cnt{};
         std::int64_t pos = 0, full_ig = 0;
         for (auto& e : ev) e.clear();
@@ -397,8 +528,7 @@ Summary summarize(const EvalConfig& cfg, const std::vector<std::int64_t>& ids, c
           const std::vector<std::int64_t>& ev_fp = ev[t];
           const std::size_t ntp_count = ev_fp.size();
           const std::size_t ntp = ntp_count;
-          recall[ridx(t, k, static_cast<std::size_t>(a), m)] =
-              nd ? static_cast<double>(ntp) / np : 0.0;
+          out.rec(t, k, a, m) = nd ? static_cast<double>(ntp) / np : 0.0;
           ev_pr.resize(ntp);
           for (std::size_t e = 0; e < ntp; ++e) {
             const auto tpf = static_cast<double>(e + 1), fpf = static_cast<double>(ev_fp[e]);
@@ -409,85 +539,68 @@ Summary summarize(const EvalConfig& cfg, const std::vector<std::int64_t>& ids, c
           std::size_t e = 0;  // events before the first with (e + 1) / np >= threshold
           for (std::size_t r = 0; r < R; ++r) {
             while (e < ntp && static_cast<double>(e + 1) / np < recs[r]) ++e;
-            precision[pidx(t, r, k, static_cast<std::size_t>(a), m)] = e < ntp ? ev_pr[e] : 0.0;
+            out.prec(t, r, k, a, m) = e < ntp ? ev_pr[e] : 0.0;
           }
         }
       }
     }
   });
 
-  // summarize(): the mean of the entries > -1, NumPy's pairwise sum over C order.
-  const auto mean_of = [](const std::vector<double>& v) {
-    if (v.empty()) return -1.0;
-    return numpy::mean(v);
-  };
-  const auto find_m = [&](std::int64_t max_det) -> std::ptrdiff_t {
-    for (std::size_t m = 0; m < M; ++m)
-      if (cfg.max_dets[m] == max_det) return static_cast<std::ptrdiff_t>(m);
-    return -1;
-  };
-  const auto find_t = [&](double thr) -> std::ptrdiff_t {
-    for (std::size_t t = 0; t < T; ++t)
-      if (cfg.iou_thrs[t] == thr) return static_cast<std::ptrdiff_t>(t);
-    return -1;
-  };
+  return out;
+}
+
+bool Summary::select(double iou_thr, std::size_t area, std::int64_t max_det, std::size_t& t0,
+                     std::size_t& t1, std::size_t& m) const {
+  // _summarize's mind (maxDets == max_det) and np.where(iouThr == p.iouThrs): exact equality.
+  m = M;
+  for (std::size_t i = 0; i < M; ++i)
+    if (max_dets[i] == max_det) m = i;
+  if (m == M || area >= A) return false;
+  t0 = 0;
+  t1 = T;
+  if (iou_thr >= 0) {
+    t0 = static_cast<std::size_t>(std::find(iou_thrs.begin(), iou_thrs.end(), iou_thr) -
+                                  iou_thrs.begin());
+    if (t0 == T) return false;
+    t1 = t0 + 1;
+  }
+  return true;
+}
+
+double Summary::stat(bool ap, double iou_thr, std::size_t area, std::int64_t max_det,
+                     std::ptrdiff_t k) const {
+  // summarize()'s _summarize: the entries > -1 of precision[t, :, k, a, m] (T x R x K, C order)
+  // or recall[t, k, a, m], their mean as np.mean takes it (pairwise), -1 when there are none.
+  std::vector<std::size_t> ks;
+  if (k >= 0) {
+    ks.push_back(static_cast<std::size_t>(k));
+  } else {
+    ks.resize(K);
+    std::iota(ks.begin(), ks.end(), 0);
+  }
+  return stat(ap, iou_thr, area, max_det, ks);
+}
+
+double Summary::stat(bool ap, double iou_thr, std::size_t area, std::int64_t max_det,
+                     const std::vector<std::size_t>& ks) const {
+  std::size_t t0 = 0, t1 = 0, m = 0;
+  if (!select(iou_thr, area, max_det, t0, t1, m)) return -1.0;
   std::vector<double> sel;
-  // ap: 1 precision, 0 recall; thr < 0: every threshold.
-  const auto stat = [&](int ap, double thr, std::size_t a, std::int64_t max_det) {
-    sel.clear();
-    const std::ptrdiff_t m = find_m(max_det);
-    if (m < 0) return -1.0;
-    std::size_t t0 = 0, t1 = T;
-    if (thr >= 0) {
-      const std::ptrdiff_t t = find_t(thr);
-      if (t < 0) return -1.0;
-      t0 = static_cast<std::size_t>(t);
-      t1 = t0 + 1;
-    }
-    const auto mm = static_cast<std::size_t>(m);
-    for (std::size_t t = t0; t < t1; ++t) {
-      if (ap) {
-        for (std::size_t r = 0; r < R; ++r)
-          for (std::size_t k = 0; k < K; ++k) {
-            const double v = precision[pidx(t, r, k, a, mm)];
-            if (v > -1) sel.push_back(v);
-          }
-      } else {
-        for (std::size_t k = 0; k < K; ++k) {
-          const double v = recall[ridx(t, k, a, mm)];
+  for (std::size_t t = t0; t < t1; ++t) {
+    if (ap) {
+      for (std::size_t r = 0; r < R; ++r)
+        for (const std::size_t k : ks) {
+          const double v = precision[(((t * R + r) * K + k) * A + area) * M + m];
           if (v > -1) sel.push_back(v);
         }
-      }
-    }
-    return mean_of(sel);
-  };
-  const auto& md = cfg.max_dets;
-  const std::int64_t m2 = md.size() > 2 ? md[2] : -1;
-  out.stats[0] = stat(1, -1, 0, 100);
-  out.stats[1] = stat(1, .5, 0, m2);
-  out.stats[2] = stat(1, .75, 0, m2);
-  out.stats[3] = stat(1, -1, 1, m2);
-  out.stats[4] = stat(1, -1, 2, m2);
-  out.stats[5] = stat(1, -1, 3, m2);
-  out.stats[6] = stat(0, -1, 0, md.size() > 0 ? md[0] : -1);
-  out.stats[7] = stat(0, -1, 0, md.size() > 1 ? md[1] : -1);
-  out.stats[8] = stat(0, -1, 0, m2);
-  out.stats[9] = stat(0, -1, 1, m2);
-  out.stats[10] = stat(0, -1, 2, m2);
-  out.stats[11] = stat(0, -1, 3, m2);
-
-  // mmeval's classwise AP: precision[:, :, k, 0, -1] > -1, np.mean (T x R, C order).
-  out.classwise_ap.assign(K, std::numeric_limits<double>::quiet_NaN());
-  for (std::size_t k = 0; k < K; ++k) {
-    sel.clear();
-    for (std::size_t t = 0; t < T; ++t)
-      for (std::size_t r = 0; r < R; ++r) {
-        const double v = precision[pidx(t, r, k, 0, M - 1)];
+    } else {
+      for (const std::size_t k : ks) {
+        const double v = recall[((t * K + k) * A + area) * M + m];
         if (v > -1) sel.push_back(v);
       }
-    if (!sel.empty()) out.classwise_ap[k] = mean_of(sel);
+    }
   }
-  return out;
+  return sel.empty() ? -1.0 : numpy::mean(sel);
 }
 
 }  // namespace tally::detection::coco

@@ -19,17 +19,31 @@ namespace mask = tally::support::mask;  // COCO RLE masks (plugins/support)
 
 namespace tally::detection::coco {
 
-/// pycocotools' area ranges: all, small, medium, large (bounds inclusive).
-inline constexpr int kAreas = 4;
-inline constexpr std::array<std::array<double, 2>, kAreas> kAreaRanges = {
-    {{0.0, 1e10}, {0.0, 1024.0}, {1024.0, 9216.0}, {9216.0, 1e10}}};
+enum class Kind { Bbox, Segm, Proposal, Keypoints };
 
-enum class Kind { Bbox, Segm, Proposal };
+/// An area range [lo, hi] (bounds inclusive) and its label.
+struct AreaRange {
+  double lo = 0, hi = 0;
+  std::string label;
+};
+
+/// pycocotools' areaRng for an iouType: all, small, medium, large ([0, 1e10], [0, 32^2],
+/// [32^2, 96^2], [96^2, 1e10]) for boxes and masks (setDetParams), all, medium, large for
+/// keypoints (setKpParams). Labels "all", "s", "m", "l": the suffixes of the result keys.
+std::vector<AreaRange> default_area_ranges(Kind kind);
+
+/// pycocotools' maxDets: [1, 10, 100] (setDetParams), [20] for keypoints (setKpParams).
+std::vector<std::int64_t> default_max_dets(Kind kind);
+
+/// pycocotools' kpt_oks_sigmas, the 17 COCO person keypoints' np.array([.26, ...]) / 10.0.
+std::vector<double> coco_kpt_sigmas();
 
 struct EvalConfig {
   Kind kind = Kind::Bbox;
   std::vector<double> iou_thrs;        // T, ascending as given
   std::vector<std::int64_t> max_dets;  // ascending (pycocotools sorts them)
+  std::vector<AreaRange> areas;        // A >= 1, in the given order
+  std::vector<double> kpt_sigmas;      // keypoints: one per keypoint
   bool use_cats = true;                // false for proposal
   /// Without categories: the categories whose instances take part (sorted; empty: all), as
   /// pycocotools gathers `_gts[imgId, cId] for cId in p.catIds`. With categories the others are
@@ -37,8 +51,14 @@ struct EvalConfig {
   std::vector<std::int64_t> cat_filter;
   /// pycocotools' params.imgIds: only these images are evaluated (sorted; empty: every image).
   std::vector<std::int64_t> img_filter;
+  /// LVIS's federated protocol (lvis 0.5.3 LVISEval): each image keeps its `max_dets` best
+  /// detections over all categories (LVISResults.limit_dets_per_image), then only those of a
+  /// category with ground truth in the image or in its neg_category_ids; an unmatched detection
+  /// of a category in its not_exhaustive_category_ids is ignored; crowd flags are not read.
+  bool federated = false;
+  std::size_t num_areas() const { return areas.size(); }
   /// Words of match/ignore bits per detection: 2 bits per (area range, IoU threshold).
-  std::size_t words() const { return (2 * kAreas * iou_thrs.size() + 63) / 64; }
+  std::size_t words() const { return (2 * areas.size() * iou_thrs.size() + 63) / 64; }
 };
 
 /// pycocotools' default IoU thresholds, np.linspace(.5, 0.95, 10) computed as NumPy does.
@@ -53,13 +73,19 @@ struct ImageData {
   std::vector<double> dt_score;
   std::vector<double> dt_area;       // area for bbox and proposal (pycocotools: w * h)
   std::vector<double> dt_area_segm;  // area for segm (the mask's area)
+  std::vector<double> dt_kpt;        // n*K*3 (keypoints: x, y, score)
   std::vector<std::int64_t> dt_label;
   // ground truth
   std::vector<double> gt_box;
   std::vector<mask::Rle> gt_rle;
   std::vector<double> gt_area;
+  std::vector<double> gt_kpt;  // g*K*3 (keypoints: x, y, visibility)
   std::vector<std::int64_t> gt_label, gt_id;
-  std::vector<std::uint8_t> gt_crowd;
+  std::vector<std::uint8_t> gt_crowd;    // iscrowd: ignored, may match several detections
+  std::vector<std::int64_t> gt_num_kpt;  // keypoints: num_keypoints (0: ignored)
+  std::vector<std::int8_t> gt_freq;      // federated: the category's frequency 0 r, 1 c, 2 f (-1
+                                         // unknown), per ground truth
+  std::vector<std::int64_t> neg_cats, nel_cats;  // federated: sorted category ids
 };
 
 /// The records of one kind on one rank. Images are kept in the order added; each image holds
@@ -70,12 +96,40 @@ struct Records {
   PackedVector<std::int32_t> img_groups;   // per image: number of groups
   PackedVector<std::int32_t> group_cat;    // per group: category id (-1 without categories)
   PackedVector<std::int32_t> group_ndets;  // per group: detections kept
-  PackedVector<std::int32_t> group_gts;    // per group: (kAreas + 1) counts: all GTs, then the
+  PackedVector<std::int32_t> group_gts;    // per group: (A + 1) counts: all GTs, then the
                                            // non-ignored GTs per area range
   PackedVector<double> score;              // per detection
   PackedVector<std::uint64_t> bits;        // per detection: words() words; bit a*T+t: true
                                            // positive; bit A*T + a*T+t: ignored
-  MSGPACK_DEFINE(img_groups, group_cat, group_ndets, group_gts, score, bits)
+  PackedVector<std::int8_t> group_freq;    // federated only: per group its category's frequency
+                                           // (0 r, 1 c, 2 f, -1 unknown)
+
+  // Packed as the array of the fields above, group_freq only when it holds something (LVIS):
+  // COCODetection's states and checkpoints keep the layout of the six fields they always had.
+  template <class Packer>
+  void msgpack_pack(Packer& o) const {
+    o.pack_array(group_freq.empty() ? 6 : 7);
+    o.pack(img_groups);
+    o.pack(group_cat);
+    o.pack(group_ndets);
+    o.pack(group_gts);
+    o.pack(score);
+    o.pack(bits);
+    if (!group_freq.empty()) o.pack(group_freq);
+  }
+  void msgpack_unpack(const msgpack::object& o) {
+    if (o.type != msgpack::type::ARRAY || (o.via.array.size != 6 && o.via.array.size != 7))
+      throw msgpack::type_error();
+    const msgpack::object* f = o.via.array.ptr;
+    f[0].convert(img_groups);
+    f[1].convert(group_cat);
+    f[2].convert(group_ndets);
+    f[3].convert(group_gts);
+    f[4].convert(score);
+    f[5].convert(bits);
+    group_freq.clear();
+    if (o.via.array.size == 7) f[6].convert(group_freq);
+  }
 
   void append(const Records& o);
 };
@@ -100,12 +154,35 @@ struct KindRecords : std::vector<Records> {
 /// Matches one image and appends its records (evaluateImg for every category and area range).
 void evaluate_image(const EvalConfig& cfg, const ImageData& img, Records& out);
 
+/// accumulate()'s arrays, laid out as pycocotools' eval['precision'] [T, R, K, A, M] and
+/// eval['recall'] [T, K, A, M], -1 where undefined; and summarize()'s reductions.
 struct Summary {
-  std::array<double, 12> stats{};
+  std::size_t T = 0, R = 0, K = 0, A = 0, M = 0;
   std::vector<std::int64_t> cat_ids;  // K, ascending
-  /// Per category: mean of precision[:, :, k, area all, last maxDet] over values > -1, NaN if
-  /// none (mmeval's classwise AP).
-  std::vector<double> classwise_ap;
+  std::vector<double> precision, recall;
+  std::vector<double> iou_thrs;
+  std::vector<std::int64_t> max_dets;
+  std::vector<int> cat_freq;  // federated: per category 0 r, 1 c, 2 f, -1 unknown
+
+  double& prec(std::size_t t, std::size_t r, std::size_t k, std::size_t a, std::size_t m) {
+    return precision[(((t * R + r) * K + k) * A + a) * M + m];
+  }
+  double& rec(std::size_t t, std::size_t k, std::size_t a, std::size_t m) {
+    return recall[((t * K + k) * A + a) * M + m];
+  }
+  /// summarize()'s _summarize(ap, iouThr, areaRng, maxDets) over the categories `k` (every one
+  /// when k < 0): the mean (NumPy's) of the selected entries > -1, -1 when there are none or
+  /// `iou_thr` / `max_det` is not among the parameters. iou_thr < 0: every threshold.
+  double stat(bool ap, double iou_thr, std::size_t area, std::int64_t max_det,
+              std::ptrdiff_t k = -1) const;
+  /// The same over the categories `ks` (indices, in that order): LVIS's frequency groups.
+  double stat(bool ap, double iou_thr, std::size_t area, std::int64_t max_det,
+              const std::vector<std::size_t>& ks) const;
+
+ private:
+  /// The thresholds [t0, t1) and maxDet index m a stat reads; false when there are none.
+  bool select(double iou_thr, std::size_t area, std::int64_t max_det, std::size_t& t0,
+              std::size_t& t1, std::size_t& m) const;
 };
 
 /// accumulate() + summarize() over the records of every rank, merged in rank order (`ids`: their

@@ -6,6 +6,7 @@
 namespace tally::detection {
 
 ComponentInfo coco_detection_info();
+ComponentInfo lvis_detection_info();
 ComponentInfo voc_mean_ap_info();
 ComponentInfo proposal_recall_info();
 

@@ -187,12 +187,17 @@ def stats_map(e, prefix, nums=(1, 10, 100), proposal=False):
 
 
 def classwise(e, prefix):
+    """mmeval's classwise AP per category, and tally's AR per category (the same mean over
+    eval['recall'][:, k, 0, -1]); None (NaN) without ground truth."""
     out = {}
-    precisions = e.eval["precision"]
+    precisions, recalls = e.eval["precision"], e.eval["recall"]
     for idx, cat in enumerate(e.params.catIds):
         p = precisions[:, :, idx, 0, -1]
         p = p[p > -1]
+        r = recalls[:, idx, 0, -1]
+        r = r[r > -1]
         out[f"{prefix}_{cat}_precision"] = float(np.mean(p)) if p.size else None  # None: NaN
+        out[f"{prefix}_{cat}_recall"] = float(np.mean(r)) if r.size else None
     return out
 
 
@@ -325,7 +330,8 @@ def main():
     add("bbox", "COCOeval(gt, gt.loadRes('coco_bbox.json'), 'bbox'); evaluate(); accumulate(); "
         "summarize(); stats", stats_map(e, "bbox"), params={"metric": ["bbox"]})
     add("bbox_classwise", "the same; mmeval classwise: np.mean(p[p > -1]) of "
-        "eval['precision'][:, :, k, 0, -1] per category (NaN without ground truth)",
+        "eval['precision'][:, :, k, 0, -1] per category (NaN without ground truth), and the "
+        "same of eval['recall'][:, k, 0, -1]",
         {**stats_map(e, "bbox"), **classwise(e, "bbox")},
         params={"metric": ["bbox"], "classwise": True, "cat_ids": CATS + [99]})
     e = run_eval(paths["gt"], paths["segm"], "segm")

@@ -272,6 +272,73 @@ TEST(CocoJsonReader, SmallParseBlocksGiveTheSameData) {
   }
 }
 
+TEST(CocoJsonReader, AnnotationsReadInChunksWhateverTheLayout) {
+  // The annotations' "annotations" list is read a block at a time (AnnotationChunks), the rest
+  // of the file as one small document. A layout that could trip a scan: "annotations" before
+  // "images", strings holding brackets, quotes, backslashes and the key itself, an RLE object
+  // inside an annotation, nested empty lists, whitespace everywhere. Every block size and thread
+  // count gives the annotations as they are written.
+  const auto dir = std::filesystem::temp_directory_path();
+  const auto gt = dir / "tally_chunks_gt.json", res = dir / "tally_chunks_res.json";
+  const auto write = [](const std::filesystem::path& p, const char* text) {
+    std::FILE* f = std::fopen(p.c_str(), "w");
+    std::fputs(text, f);
+    std::fclose(f);
+  };
+  write(gt, R"( {
+  "info": {"note": "\"annotations\": [ {\"id\": 1} ], \\", "x": [[], [[]], {}]} ,
+  "annotations" : [
+    {"id": 11, "image_id": 2, "category_id": 1, "bbox": [0, 0, 10, 10], "area": 100.5,
+     "caption": "a \"}],[{\" trap \\", "iscrowd": 0},
+    { "id" : 12 , "image_id" : 1 , "category_id" : 1 , "bbox" : [ 5 , 5 , 4 , 4 ] ,
+      "area" : 16 , "extra" : { "k" : [ { } , [ ] ] } } ,
+    {"id": 13, "image_id": 2, "category_id": 2, "bbox": [1, 2, 3, 4], "area": 12,
+     "segmentation": {"size": [20, 20], "counts": "ab]}{["}, "iscrowd": 1}
+  ],
+  "images": [{"id": 1, "height": 20, "width": 20, "file_name": "]}.jpg"},
+             {"id": 2, "height": 20, "width": 20}],
+  "categories": [{"id": 1, "name": "a,{b}"}, {"id": 2, "name": "c"}]
+} )");
+  write(res, R"([{"image_id": 2, "category_id": 1, "bbox": [0, 0, 10, 10], "score": 0.9}])");
+  for (std::int64_t block : {64, 100, 8 << 20})
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE(std::to_string(block) + " bytes, " + std::to_string(threads) + " threads");
+      const Batch b = read_coco(gt, res, "false", {}, block, threads);
+      ASSERT_EQ(b.size(), 2);
+      const auto ids = [&](std::int64_t i) {
+        const Tensor& t = b.ragged("gt_ids")[static_cast<std::size_t>(i)];
+        return std::vector<std::int64_t>(t.data_as<std::int64_t>(),
+                                         t.data_as<std::int64_t>() + t.numel());
+      };
+      EXPECT_EQ(ids(0), (std::vector<std::int64_t>{12}));
+      EXPECT_EQ(ids(1), (std::vector<std::int64_t>{11, 13}));
+      const Tensor& areas = b.ragged("gt_areas")[1];
+      EXPECT_EQ(areas.data_as<double>()[0], 100.5);
+      EXPECT_EQ(b.ragged("gt_iscrowd")[1].data_as<std::uint8_t>()[1], 1);
+    }
+  // What the chunks cannot follow is read whole, and named as before.
+  write(gt, R"({"images": [{"id": 1}], "annotations": {"id": 3}, "categories": []})");
+  try {
+    read_coco(gt, res);
+    ADD_FAILURE() << "no error for annotations that are not a list";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("key 'annotations': expected a list"), std::string::npos)
+        << e.what();
+  }
+  write(gt, R"({"images": [{"id": 2}], "annotations": [{"id": 3, "image_id": 2,)");
+  EXPECT_THROW(read_coco(gt, res), InputError);  // truncated
+  write(gt, R"({"images": [{"id": 2}], "annotations": [7], "categories": []})");
+  try {
+    read_coco(gt, res);
+    ADD_FAILURE() << "no error for an annotation that is not an object";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("annotations[0]: expected an object"), std::string::npos)
+        << e.what();
+  }
+  std::filesystem::remove(gt);
+  std::filesystem::remove(res);
+}
+
 TEST(COCODetection, ReaderShardsEqualOneReader) {
   const Json& d = expected_file().at("data");
   const Value::Map params{{"metric", Value::Array{Value("bbox")}}};
@@ -372,15 +439,185 @@ TEST(COCODetection, BadInputIsAnInputError) {
 }
 
 TEST(COCODetection, BadParametersAreConfigErrors) {
-  EXPECT_THROW(coco({{"metric", Value::Array{Value("keypoints")}}}), ConfigError);
-  EXPECT_THROW(coco({{"proposal_nums", Value::Array{Value(1), Value(10)}}}), ConfigError);
+  EXPECT_THROW(coco({{"metric", Value::Array{Value("obb")}}}), ConfigError);
+  EXPECT_THROW(coco({{"proposal_nums", Value::Array{}}}), ConfigError);
   EXPECT_THROW(coco({{"proposal_nums", Value::Array{Value(100), Value(10), Value(1)}}}),
                ConfigError);
+  EXPECT_THROW(coco({{"proposal_nums", Value::Array{Value(1)}}, {"max_dets", Value(5)}}),
+               ConfigError);
+  const auto areas = [](Value::Map m) { return coco({{"area_ranges", Value(std::move(m))}}); };
+  const auto range = [](double lo, double hi) { return Value(Value::Array{Value(lo), Value(hi)}); };
+  EXPECT_NO_THROW(areas({{"all", range(0, 1e10)}, {"tiny", range(0, 100)}}));
+  EXPECT_THROW(areas({{"small", range(0, 100)}}), ConfigError);  // no 'all'
+  EXPECT_THROW(areas({{"all", range(10, 0)}}), ConfigError);
+  EXPECT_THROW(areas({{"all", range(0, 1)}, {"a b", range(0, 1)}}), ConfigError);
+  EXPECT_THROW(areas({{"all", range(0, 1)}, {"50", range(0, 1)}}), ConfigError);
+  EXPECT_THROW(areas({{"all", Value(3)}}), ConfigError);
+  EXPECT_THROW(coco({{"area_ranges", Value::Array{Value(0), Value(1)}}}), ConfigError);
+  EXPECT_THROW(coco({{"kpt_oks_sigmas", Value::Array{Value(0.1), Value(-0.2)}}}), ConfigError);
   EXPECT_THROW(coco({{"iou_thrs", Value::Array{Value(1.5)}}}), ConfigError);
   // One AP without categories: no AP per category to report.
   EXPECT_THROW(coco({{"use_cats", false}, {"classwise", true}}), ConfigError);
   EXPECT_THROW(coco({{"threads", Value(0)}}), ConfigError);
   EXPECT_THROW(coco({{"classes", Value::Array{Value("a")}}}), ConfigError);
+}
+
+// ---- keypoints and pycocotools' parameters
+// -------------------------------------------------------
+
+const Json& params_file() { return expected_json("tests/reference/expected_coco_params.json"); }
+
+class ParamsCase : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(ParamsCase, MatchesPycocotools) {
+  // tests/reference/coco_params.py: pycocotools 2.0.11 COCOeval (keypoints, and bbox with area
+  // ranges and maxDets of the user's choosing), each case's call recorded there.
+  const Json& c = find_case(params_file(), GetParam());
+  const Json& d = params_file().at("data");
+  const auto files = c.at("data");
+  const Batch data = read_coco(source_path(d.at(files[0].get<std::string>()).get<std::string>()),
+                               source_path(d.at(files[1].get<std::string>()).get<std::string>()));
+  const Value r = run_everywhere(to_value(c.at("params")).as_map(), data);
+  expect_matches(r, c.at("expected"), GetParam(), "COCODetection (params)", 1e-12);
+  EXPECT_EQ(r.size(), c.at("expected").size()) << r.to_json();
+  print_rel_diffs("pycocotools 2.0.11");
+}
+
+INSTANTIATE_TEST_SUITE_P(Coco, ParamsCase,
+                         ::testing::Values("keypoints", "keypoints_sigmas", "keypoints_no_cats",
+                                           "keypoints_params", "bbox_area_ranges"));
+
+// ---- LVIS
+// ----------------------------------------------------------------------------------------
+
+class LvisCase : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(LvisCase, MatchesLvisApi) {
+  // tests/reference/lvis_detection.py: lvis 0.5.3 LVISEval on synthetic LVIS data (federated
+  // lists, frequencies, > 300 results per image, zero areas), each case's call recorded there.
+  const Json& file = expected_json("tests/reference/expected_lvis.json");
+  const Json& c = find_case(file, GetParam());
+  const Json& d = file.at("data");
+  const Batch data = read_coco(source_path(d.at("gt").get<std::string>()),
+                               source_path(d.at("res").get<std::string>()));
+  Value::Map params = to_value(c.at("params")).as_map();
+  const auto lvis = [&](Value::Map p) { return make_metric("LVISDetection", p); };
+  const Value one =
+      run_ranks([&] { return lvis(params); }, data, contiguous_shards(data.size(), 1));
+  for (int ranks : {2, 3, 7})
+    EXPECT_TRUE(same(
+        run_ranks([&] { return lvis(params); }, data, contiguous_shards(data.size(), ranks)), one))
+        << ranks << " ranks";
+  params.emplace_back("threads", Value(2));
+  EXPECT_TRUE(
+      same(run_ranks([&] { return lvis(params); }, data, contiguous_shards(data.size(), 1)), one))
+      << "threads 2";
+  expect_matches(one, c.at("expected"), GetParam(), "LVISDetection", 1e-12);
+  print_rel_diffs("lvis 0.5.3");
+}
+
+INSTANTIATE_TEST_SUITE_P(Lvis, LvisCase,
+                         ::testing::Values("bbox", "segm", "bbox_max_dets", "bbox_subset"));
+
+TEST(CocoJsonReader, LvisFieldsAndTheirErrors) {
+  const Json& file = expected_json("tests/reference/expected_lvis.json");
+  const auto gt = source_path(file.at("data").at("gt").get<std::string>());
+  const auto res = source_path(file.at("data").at("res").get<std::string>());
+  const Batch b = read_coco(gt, res);
+  ASSERT_TRUE(b.has("neg_category_ids"));
+  ASSERT_TRUE(b.has("not_exhaustive_category_ids"));
+  ASSERT_TRUE(b.has("gt_frequency"));
+  // lvis_synthetic.json's first image (id 2000): the lists as the file holds them.
+  const Json doc = load_json(gt);
+  const Json& first = doc.at("images")[0];
+  const Tensor& neg = b.ragged("neg_category_ids")[0];
+  ASSERT_EQ(neg.numel(), static_cast<std::int64_t>(first.at("neg_category_ids").size()));
+  for (std::int64_t k = 0; k < neg.numel(); ++k)
+    EXPECT_EQ(neg.data_as<std::int32_t>()[k], first.at("neg_category_ids")[k].get<std::int32_t>());
+  // A category's frequency must be r, c or f; the lists must be lists of ids.
+  const auto tmp = std::filesystem::temp_directory_path() / "tally_lvis_bad.json";
+  const auto expect_error = [&](const std::string& json, const std::string& words) {
+    {
+      std::FILE* f = std::fopen(tmp.c_str(), "w");
+      std::fputs(json.c_str(), f);
+      std::fclose(f);
+    }
+    try {
+      read_coco(tmp, res);
+      ADD_FAILURE() << "no error for " << json;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  };
+  expect_error(R"({"images": [{"id": 2000}], "annotations": [],
+                   "categories": [{"id": 1, "frequency": "x"}]})",
+               "key 'frequency'");
+  expect_error(R"({"images": [{"id": 2000, "neg_category_ids": 3}], "annotations": [],
+                   "categories": [{"id": 1}]})",
+               "neg_category_ids");
+  std::filesystem::remove(tmp);
+}
+
+TEST(LVISDetection, BadParametersAreConfigErrors) {
+  const auto lvis = [](Value::Map p) { return make_metric("LVISDetection", p); };
+  EXPECT_THROW(lvis({{"metric", Value::Array{Value("proposal")}}}), ConfigError);
+  EXPECT_THROW(lvis({{"metric", Value::Array{Value("keypoints")}}}), ConfigError);
+  EXPECT_THROW(lvis({{"use_cats", false}}), ConfigError);
+  EXPECT_THROW(lvis({{"max_dets", Value(0)}}), ConfigError);
+  EXPECT_NO_THROW(lvis({{"max_dets", Value(1000)}, {"metric", Value::Array{Value("segm")}}}));
+}
+
+/// One image, one person: ground truth with 3 keypoints, a detection.
+Batch keypoint_image(std::vector<double> pred, std::vector<double> gt,
+                     std::vector<std::int64_t> pred_shape = {1, 3, 3}) {
+  Batch b;
+  b.set("img_id", Tensor::from_vector(std::vector<std::int64_t>{7}));
+  b.set_ragged("pred_keypoints", {Tensor::from_vector(pred, pred_shape)});
+  b.set_ragged("pred_scores", {Tensor::from_vector(std::vector<double>{0.9})});
+  b.set_ragged("pred_labels", {Tensor::from_vector(std::vector<std::int64_t>{1})});
+  b.set_ragged("gt_keypoints", {Tensor::from_vector(gt, {1, 3, 3})});
+  b.set_ragged("gt_bboxes_xywh", {Tensor::from_vector(std::vector<double>{0, 0, 40, 40}, {1, 4})});
+  b.set_ragged("gt_areas", {Tensor::from_vector(std::vector<double>{1600})});
+  b.set_ragged("gt_labels", {Tensor::from_vector(std::vector<std::int64_t>{1})});
+  return b;
+}
+
+TEST(COCODetection, KeypointsPerfectMatchAndShapes) {
+  // A detection on the ground truth's keypoints: OKS 1, every precision 1 / (1 + 2^-52)
+  // (pycocotools' eps), so AP at area all and medium is 1 to within 2^-52 (the mean of 101 such
+  // values), AR 1; large has no data (-1).
+  const Value::Map params = {{"metric", Value::Array{Value("keypoints")}},
+                             {"kpt_oks_sigmas", Value::Array{Value(0.1), Value(0.2), Value(0.3)}}};
+  const std::vector<double> gt = {10, 10, 2, 20, 20, 1, 0, 0, 0};
+  const std::vector<double> pred = {10, 10, 0.9, 20, 20, 0.8, 35, 5, 0.1};
+  const Value r = run_one(params, keypoint_image(pred, gt));
+  EXPECT_NEAR(r.at("keypoints_mAP").as_double(), 1.0, 3e-16);
+  EXPECT_NEAR(r.at("keypoints_mAP_m").as_double(), 1.0, 3e-16);
+  EXPECT_EQ(r.at("keypoints_mAP_l").as_double(), -1.0);
+  EXPECT_EQ(r.at("keypoints_AR@20").as_double(), 1.0);
+  // [n, 3K] reads as [n, K, 3].
+  EXPECT_TRUE(same(run_one(params, keypoint_image(pred, gt, {1, 9})), r));
+  // Wrong K: an input error naming the field and the expected shape.
+  try {
+    run_one(params, keypoint_image({1, 2, 3, 4, 5, 6}, gt, {1, 2, 3}));
+    ADD_FAILURE() << "no error for 2 keypoints where the sigmas give 3";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("pred_keypoints"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("[n, 3, 3]"), std::string::npos) << e.what();
+  }
+  Batch missing = keypoint_image(pred, gt);
+  Batch b;
+  for (const auto& [name, field] : missing.fields())
+    if (name != "gt_keypoints") {
+      if (std::holds_alternative<Tensor>(field))
+        b.set(name, std::get<Tensor>(field));
+      else
+        b.set_ragged(name, std::get<Batch::Ragged>(field));
+    }
+  EXPECT_THROW(run_one(params, b), InputError);
+  // No labelled keypoint (num_keypoints 0): the ground truth is ignored, nothing to recall.
+  const Value none = run_one(params, keypoint_image(pred, {10, 10, 0, 20, 20, 0, 0, 0, 0}));
+  EXPECT_EQ(none.at("keypoints_mAP").as_double(), -1.0);
 }
 
 TEST(CocoJsonReader, BadFilesAreInputErrors) {

@@ -142,7 +142,13 @@ constexpr const char* kExamples = R"json(
    "expected": {"top2_thr-0.10": 0.75, "top2_thr-0.50": 0.5}},
   {"metric": "F1Score", "params": {"num_classes": 5, "mode": ["macro", "micro"]},
    "inputs": {"pred_labels": {"dtype": "i64", "data": [0, 1, 2]}, "gt_labels": {"dtype": "i64", "data": [0, 1, 4]}},
-   "expected": {"macro_f1": 0.4, "micro_f1": "0.666..."}}
+   "expected": {"macro_f1": 0.4, "micro_f1": "0.666..."}},
+  {"metric": "PanopticQuality", "params": {"things": [0, 1], "stuffs": [6, 7], "return_sq_and_rq": true},
+   "inputs": {"pred_panoptic": {"dtype": "i64", "data": [[[[6, 0], [0, 0], [6, 0], [6, 0]], [[0, 0], [0, 0], [6, 0], [0, 1]], [[0, 0], [0, 0], [6, 0], [0, 1]], [[0, 0], [7, 0], [6, 0], [1, 0]], [[0, 0], [7, 0], [7, 0], [7, 0]]]]}, "gt_panoptic": {"dtype": "i64", "data": [[[[6, 0], [0, 1], [6, 0], [0, 1]], [[0, 1], [0, 1], [6, 0], [0, 1]], [[0, 1], [0, 1], [6, 0], [1, 0]], [[0, 1], [7, 0], [1, 0], [1, 0]], [[0, 1], [7, 0], [7, 0], [7, 0]]]]}},
+   "expected": {"pq": "~0.5463", "sq": "~0.6111", "rq": "~0.6667"}},
+  {"metric": "ModifiedPanopticQuality", "params": {"things": [0, 1], "stuffs": [6, 7]},
+   "inputs": {"pred_panoptic": {"dtype": "i64", "data": [[[0, 0], [0, 1], [6, 0], [7, 0], [0, 2], [1, 0]]]}, "gt_panoptic": {"dtype": "i64", "data": [[[0, 1], [0, 0], [6, 0], [7, 0], [6, 0], [255, 0]]]}},
+   "expected": {"pq": "~0.7667"}}
 ])json";
 
 const Json& examples() {

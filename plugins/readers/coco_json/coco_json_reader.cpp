@@ -1,35 +1,56 @@
-// The `coco_json` reader: COCO ground truth (`annotations:`, instances_*.json) and a COCO results
-// file (`results:`, a JSON array of {image_id, category_id, bbox | segmentation, score}), parsed
-// with simdjson, served one image per sample in ascending image-id order (pycocotools' order);
-// each rank reads its contiguous block of images.
+// The `coco_json` reader: COCO ground truth (`annotations:`, instances_*.json, person_keypoints_*
+// .json) and a COCO results file (`results:`, a JSON array of {image_id, category_id, bbox |
+// segmentation | keypoints, score}), parsed with simdjson, served one image per sample in ascending
+// image-id order (pycocotools' order); each rank reads its contiguous block of images.
 //
 // What it hands the metrics follows pycocotools 2.0.11 (COCO.loadRes, COCO.annToRLE):
-//   - a detection's area is w*h of its bbox when the results' first entry has a bbox, else its
-//     mask's area (loadRes); without a bbox the box is the mask's tight box (toBbox);
+//   - loadRes picks its branch from the results' first entry: a (non-empty) bbox, else a
+//     segmentation, else keypoints. A detection's area is w*h of its bbox in the first, its
+//     mask's area in the second (without a bbox the box is the mask's tight box, toBbox); in the
+//     third its box is the keypoints' extent [x0, y0, x1 - x0, y1 - y0] (x0 = min of x = s[0::3],
+//     every keypoint counted, v = 0 too; a bbox in the entry is replaced), so w*h is loadRes'
+//     area (x1 - x0) * (y1 - y0) bit for bit;
+//   - keypoints (when read: `keypoints: auto`, the first result has them): every result's
+//     [x1, y1, v1, x2, ...] as pred_keypoints [n, 3K] and every annotation's as gt_keypoints
+//     [g, 3K] with gt_num_keypoints [g] (`num_keypoints`, default the count of v > 0). K is fixed
+//     by the first entry holding keypoints (results first, then annotations): every list holds
+//     3K numbers. An annotation without `keypoints` (another category) gets 3K zeros and
+//     num_keypoints 0, whatever its num_keypoints says, so keypoint evaluation ignores it
+//     (pycocotools would fail on it);
 //   - masks (when read): polygons rasterised with rleFrPoly and merged, uncompressed RLE taken as
 //     is, compressed RLE strings decoded (tally_support/mask.hpp, the port of maskApi.c); a
 //     bbox-only result gets the box's polygon as its mask, as loadRes gives it;
 //   - ground truth keeps its `area`, `iscrowd` (default 0) and `id`; annotations and results of
 //     categories absent from `categories` are left out (pycocotools evaluates params.catIds only);
+//   - LVIS annotation files (lvis 0.5.3): each image's `neg_category_ids` and
+//     `not_exhaustive_category_ids` become the per-image fields of the same names (when any
+//     image has them; an image without them gets empty lists), and the categories' `frequency`
+//     ("r", "c", "f") becomes gt_frequency per ground truth (0, 1, 2; -1 for a category without
+//     one), what LVISDetection reads;
 //   - a result whose image is not in the annotations is an error (pycocotools asserts);
 //   - result polygons are rasterised at the image's size when the results carry a bbox (loadRes
 //     keeps them, annToRLE rasterises them); without a bbox they are an error, as loadRes
 //     cannot take their area.
-// Bounds (tally_support/mask.hpp): box and polygon coordinates finite and at most 1e8 in
-// magnitude; image sides and RLE sizes below 2^31, and h * w below 2^32 when masks are read; RLE
-// counts below 2^32 and covering the image exactly. A value outside them, of the wrong type, or a
-// key that is missing is an InputError naming the file, the entry (`annotations[i] (id N)`,
-// `images[i]`, `[i] (image_id N)` of the results) and the key.
+// Bounds (tally_support/mask.hpp): box, polygon and keypoint coordinates (and keypoints' v or
+// score) finite and at most 1e8 in magnitude; num_keypoints an integer >= 0; image sides and RLE
+// sizes below 2^31, and h * w below 2^32 when masks are read; RLE counts below 2^32 and covering
+// the image exactly. A value outside them, of the wrong type, or a key that is missing is an
+// InputError naming the file, the entry (`annotations[i] (id N)`, `images[i]`, `[i] (image_id N)`
+// of the results) and the key.
 // The results file is parsed in blocks of whole array elements (`block_bytes`, simdjson's DOM
 // parser, whose kernels are picked at run time for the CPU), so memory stays near the size of the
 // parsed arrays, not of the file; with `threads: 2` the next block is parsed while the current one
 // is read. Each image's fields are views into those arrays. Image ids listed twice in the
 // annotations are an error.
 #include <simdjson.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <bit>
 #include <cctype>
 #include <cerrno>
 #include <cmath>
@@ -50,6 +71,7 @@
 #include "tally/params.hpp"
 #include "tally/plugin.hpp"
 #include "tally/reader.hpp"
+#include "tally_support/json_text.hpp"
 #include "tally_support/mask.hpp"
 #include "tally_support/sharded_reader.hpp"
 
@@ -73,34 +95,7 @@ std::int64_t get_id(dom::element v) {
   throw simdjson::simdjson_error(simdjson::INCORRECT_TYPE);
 }
 
-/// What a JSON value is, for messages: its kind and, for short values, the value itself.
-std::string found(dom::element v) {
-  const char* kind = "?";
-  switch (v.type()) {
-    case dom::element_type::ARRAY:
-      kind = "an array";
-      break;
-    case dom::element_type::OBJECT:
-      kind = "an object";
-      break;
-    case dom::element_type::INT64:
-    case dom::element_type::UINT64:
-    case dom::element_type::DOUBLE:
-      kind = "the number";
-      break;
-    case dom::element_type::STRING:
-      kind = "the string";
-      break;
-    case dom::element_type::BOOL:
-      kind = "the bool";
-      break;
-    case dom::element_type::NULL_VALUE:
-      return "null";
-  }
-  std::string text = simdjson::minify(v);
-  if (text.size() > 40) text = text.substr(0, 37) + "...";
-  return std::string(kind) + " " + text;
-}
+using tally::support::found;
 
 /// What a key of an annotation, image or result holds, for messages.
 const char* expected_for(std::string_view key) {
@@ -109,7 +104,8 @@ const char* expected_for(std::string_view key) {
   if (key == "bbox") return "[x, y, w, h] (4 numbers)";
   if (key == "segmentation") return "a list of polygons or an RLE {size, counts}";
   if (key == "iscrowd") return "0, 1 or a bool";
-  if (key == "height" || key == "width") return "an integer";
+  if (key == "height" || key == "width" || key == "num_keypoints") return "an integer";
+  if (key == "keypoints") return "[x1, y1, v1, x2, y2, v2, ...] (3 numbers a keypoint)";
   return "another value";
 }
 
@@ -236,6 +232,34 @@ mask::Rle get_segmentation(dom::element v, const W& where) {
   return r;
 }
 
+/// The keypoints [x1, y1, v1, ...] of a JSON array, appended to `out`: a non-empty list of
+/// numbers, 3 a keypoint, each finite and at most 1e8 in magnitude (mask::coordinate_ok). Returns
+/// how many were appended.
+template <class W>
+std::size_t get_keypoints(dom::element v, std::vector<double>& out, const W& where) {
+  dom::array a;
+  if (v.get_array().get(a))
+    fail(where() + ": key 'keypoints': expected " + expected_for("keypoints") + ", found " +
+         found(v));
+  std::size_t i = 0;
+  for (dom::element e : a) {
+    double x = 0;
+    if (e.get_double().get(x))
+      fail(where() + ": key 'keypoints': expected numbers, found " + found(e) + " at [" +
+           std::to_string(i) + "]");
+    if (!mask::coordinate_ok(x))
+      fail(where() + ": key 'keypoints': " + simdjson::minify(e) + " at [" + std::to_string(i) +
+           "] is out of range (finite, at most 1e8 in magnitude)");
+    out.push_back(x);
+    ++i;
+  }
+  // Counted here: simdjson's array::size() saturates at 2^24 - 1.
+  if (i == 0 || i % 3 != 0)
+    fail(where() + ": key 'keypoints': expected " + expected_for("keypoints") + ", found " +
+         std::to_string(i) + " values");
+  return i;
+}
+
 /// Per-instance arrays: boxes, labels, scores/areas, optional masks (flat counts + lengths).
 struct Instances {
   std::vector<std::int64_t> image;  // image id (raw), then image index after grouping
@@ -248,12 +272,19 @@ struct Instances {
   std::vector<std::uint32_t> counts;
   std::vector<std::int32_t> lengths;
   std::vector<std::uint32_t> mask_hw;  // 2 per instance
+  std::vector<double> kp;              // keypoints: 3K per instance (ground truth: see kp_at)
+  std::vector<std::int64_t> num_kp;    // ground truth: num_keypoints
+  std::vector<std::int64_t> kp_at;     // ground truth as parsed: its offset in kp, -1 for none
+  std::vector<std::int8_t> freq;       // ground truth (LVIS): its category's frequency
   std::size_t size() const { return label.size(); }
 };
 
 struct ImageInfo {
   std::int64_t id;
   std::int64_t height, width;
+  // LVIS: the image's neg_category_ids and not_exhaustive_category_ids, [at, at + n) of the
+  // flat lists Data::neg and Data::nel.
+  std::uint32_t neg_at = 0, neg_n = 0, nel_at = 0, nel_n = 0;
 };
 
 /// Reads a whole file into a simdjson padded string.
@@ -373,10 +404,8 @@ class ChunkSource {
 /// f walks the current one; f always runs on the calling thread, in file order. Returns false when
 /// the file does not split cleanly (f may have run for some elements: the caller starts over and
 /// parses the file whole).
-template <class F>
-bool for_each_element_chunked(const std::string& path, std::size_t block, int threads, F&& f,
-                              std::size_t& count) {
-  ChunkSource source(path, block);
+template <class Source, class F>
+bool for_each_chunked_element(Source& source, int threads, F&& f, std::size_t& count) {
   count = 0;
   const auto walk = [&](const dom::element& doc) {
     dom::array arr;
@@ -434,6 +463,272 @@ bool for_each_element_chunked(const std::string& path, std::size_t block, int th
   return !source.bad_split();
 }
 
+template <class F>
+bool for_each_element_chunked(const std::string& path, std::size_t block, int threads, F&& f,
+                              std::size_t& count) {
+  ChunkSource source(path, block);
+  return for_each_chunked_element(source, threads, std::forward<F>(f), count);
+}
+
+/// An annotations file ({"images": [...], "annotations": [...], ...}) read in blocks: next()
+/// gives the elements of the top-level "annotations" array in chunks of whole elements, each
+/// presented as a JSON array of its own ("[e1, e2, ...]", written over the separators around it,
+/// SIMDJSON_PADDING readable bytes after it), as ChunkSource does; the other top-level members
+/// are kept as JSON text, rest() ("{"images": [...], ...}" without "annotations"), once next()
+/// has returned false. The file is scanned exactly (strings, escapes, nesting), so memory is a
+/// block and the other members, not the file and its parsed document. Anything the scan does not
+/// expect (not an object, a truncated file, an annotation that is not an object, "annotations"
+/// twice) sets bad_split(): the caller then parses the file whole, which names the problem.
+class AnnotationChunks {
+ public:
+  AnnotationChunks(const std::string& path, std::size_t block)
+      : file_((require_regular_file(path, "annotations"), std::fopen(path.c_str(), "rb")),
+              &std::fclose),
+        block_(block) {
+    if (!file_) fail("annotations '" + path + "': cannot open");
+    buf_.resize(2 * block_ + simdjson::SIMDJSON_PADDING);
+  }
+
+  /// The next chunk; false at the end of the file or when it is not what it should be.
+  bool next(const char*& data, std::size_t& len) {
+    if (close_ != npos) {  // undo the previous chunk's brackets; its closing separator opens
+      buf_[at_[kSep]] = saved_open_;  // the next chunk
+      buf_[close_] = saved_close_;
+      at_[kSep] = close_;
+      close_ = npos;
+    }
+    while (!done_) {
+      const int r = in_array_ ? scan_array() : (scan_member() ? 0 : -1);
+      if (r < 0) return bad();
+      if (r > 0) {
+        data = buf_.data() + at_[kSep];
+        len = close_ + 1 - at_[kSep];
+        return true;
+      }
+    }
+    return false;
+  }
+
+  bool bad_split() const { return bad_; }
+  /// The other members of the top-level object as a JSON object.
+  const std::string& rest() const { return rest_; }
+
+ private:
+  static constexpr std::size_t npos = static_cast<std::size_t>(-1);
+  // Positions into buf_ that a refill moves with the bytes: the first byte to keep, the current
+  // chunk's opening separator, the end of its last element, a member's key and value.
+  enum { kKeep, kSep, kLastEnd, kKey, kValue, kMarks };
+
+  bool bad() {
+    bad_ = true;
+    done_ = true;
+    return false;
+  }
+
+  /// Makes byte p available, moving the bytes from at_[kKeep] on to the front and reading more;
+  /// false at the end of the file.
+  bool have(std::size_t& p) {
+    if (p < end_) return true;
+    if (eof_) return false;
+    const std::size_t keep = std::min(at_[kKeep], p);
+    if (keep > 0) {
+      std::memmove(buf_.data(), buf_.data() + keep, end_ - keep);
+      end_ -= keep;
+      p -= keep;
+      for (std::size_t& q : at_)
+        if (q != npos) q -= keep;
+    }
+    if (buf_.size() - simdjson::SIMDJSON_PADDING - end_ < block_)
+      buf_.resize(end_ + block_ + simdjson::SIMDJSON_PADDING);
+    const std::size_t want = buf_.size() - simdjson::SIMDJSON_PADDING - end_;
+    const std::size_t got = std::fread(buf_.data() + end_, 1, want, file_.get());
+    end_ += got;
+    if (got < want) eof_ = true;
+    return p < end_;
+  }
+
+  bool skip_ws(std::size_t& p) {
+    while (have(p) && std::isspace(static_cast<unsigned char>(buf_[p]))) ++p;
+    return have(p);
+  }
+
+  /// Moves p past one JSON value: a string, a scalar, or an object or array with all it holds.
+  bool skip_value(std::size_t& p) {
+    if (!have(p)) return false;
+    const char c0 = buf_[p];
+    if (c0 != '{' && c0 != '[' && c0 != '"') {  // a number, true, false or null
+      if (c0 == ',' || c0 == '}' || c0 == ']' || c0 == ':') return false;
+      while (have(p) && buf_[p] != ',' && buf_[p] != '}' && buf_[p] != ']' &&
+             !std::isspace(static_cast<unsigned char>(buf_[p])))
+        ++p;
+      return true;
+    }
+    std::size_t depth = 0;
+    bool in_str = false, esc = false;
+    while (have(p)) {
+      const char* b = buf_.data();
+      for (const std::size_t e = end_; p < e; ++p) {
+        if (!esc) p = next_special(b, p, e, in_str);
+        if (p == e) break;
+        const char c = b[p];
+        if (in_str) {
+          if (esc) {
+            esc = false;
+          } else if (c == '\\') {
+            esc = true;
+          } else if (c == '"') {
+            in_str = false;
+            if (depth == 0) {
+              ++p;
+              return true;
+            }
+          }
+        } else if (c == '"') {
+          in_str = true;
+        } else if (c == '{' || c == '[') {
+          ++depth;
+        } else if (c == '}' || c == ']') {
+          if (depth == 0) return false;
+          if (--depth == 0) {
+            ++p;
+            return true;
+          }
+        }
+      }
+    }
+    return false;
+  }
+
+  /// The first byte from p on (e if none) that can change the scan's state: '"' or '\\' in a
+  /// string, '"' and brackets outside. 16 bytes at a time where SSE2 is (every x86-64 CPU).
+  static std::size_t next_special(const char* b, std::size_t p, std::size_t e, bool in_str) {
+#if defined(__SSE2__)
+    const __m128i quote = _mm_set1_epi8('"'), bslash = _mm_set1_epi8('\\'),
+                  lbrace = _mm_set1_epi8('{'), rbrace = _mm_set1_epi8('}'),
+                  lbrack = _mm_set1_epi8('['), rbrack = _mm_set1_epi8(']');
+    for (; p + 16 <= e; p += 16) {
+      const __m128i v = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + p));
+      __m128i m = _mm_cmpeq_epi8(v, quote);
+      if (in_str) {
+        m = _mm_or_si128(m, _mm_cmpeq_epi8(v, bslash));
+      } else {
+        m = _mm_or_si128(m, _mm_or_si128(_mm_cmpeq_epi8(v, lbrace), _mm_cmpeq_epi8(v, rbrace)));
+        m = _mm_or_si128(m, _mm_or_si128(_mm_cmpeq_epi8(v, lbrack), _mm_cmpeq_epi8(v, rbrack)));
+      }
+      const auto bits = static_cast<unsigned>(_mm_movemask_epi8(m));
+      if (bits != 0) return p + static_cast<std::size_t>(std::countr_zero(bits));
+    }
+#endif
+    for (; p < e; ++p) {
+      const char c = b[p];
+      if (c == '"' || (in_str ? c == '\\' : (c == '{' || c == '}' || c == '[' || c == ']')))
+        return p;
+    }
+    return e;
+  }
+
+  /// The top-level object's start, one member, or its end: "annotations" opens the array, the
+  /// other members are copied to rest_.
+  bool scan_member() {
+    std::size_t p = pos_;
+    at_[kKeep] = p;
+    if (!started_) {
+      if (!skip_ws(p) || buf_[p] != '{') return false;
+      ++p;
+      started_ = true;
+      rest_ = "{";
+    }
+    if (!skip_ws(p)) return false;
+    if (buf_[p] == '}') {
+      if (after_comma_) return false;
+      ++p;
+      if (skip_ws(p)) return false;  // something after the object
+      rest_ += '}';
+      done_ = true;
+      return true;
+    }
+    if (!first_member_) {
+      if (buf_[p] != ',') return false;
+      ++p;
+      after_comma_ = true;
+      if (!skip_ws(p)) return false;
+    }
+    if (buf_[p] != '"') return false;
+    at_[kKeep] = at_[kKey] = p;
+    if (!skip_value(p)) return false;
+    const std::string key(buf_.data() + at_[kKey], p - at_[kKey]);
+    if (!skip_ws(p) || buf_[p] != ':') return false;
+    ++p;
+    if (!skip_ws(p)) return false;
+    first_member_ = after_comma_ = false;
+    if (key == "\"annotations\"") {
+      if (seen_annotations_ || buf_[p] != '[') return false;
+      seen_annotations_ = in_array_ = true;
+      at_[kKeep] = at_[kSep] = p;  // the '[' is the first chunk's opening bracket
+      at_[kLastEnd] = npos;
+      pos_ = p + 1;
+      return true;
+    }
+    at_[kValue] = p;
+    if (!skip_value(p)) return false;
+    if (rest_.size() > 1) rest_ += ',';
+    rest_ += key;
+    rest_ += ':';
+    rest_.append(buf_.data() + at_[kValue], p - at_[kValue]);
+    pos_ = p;
+    return true;
+  }
+
+  /// Scans the annotations array on from pos_: 1 when a chunk of whole elements is ready, 0 when
+  /// the array has ended with no element pending, -1 when the file is not what it should be.
+  int scan_array() {
+    std::size_t p = pos_;
+    at_[kKeep] = at_[kSep];
+    while (true) {
+      if (!skip_ws(p)) return -1;
+      if (buf_[p] == ']') {  // the end of the array: the elements pending are the last chunk
+        if (after_comma_) return -1;
+        in_array_ = false;
+        return at_[kLastEnd] == npos ? (pos_ = p + 1, 0) : emit(p);
+      }
+      if (at_[kLastEnd] != npos) {  // after an element: a separator
+        if (buf_[p] != ',') return -1;
+        if (at_[kLastEnd] - at_[kSep] >= block_) return emit(p);
+        ++p;
+        if (!skip_ws(p)) return -1;
+      }
+      after_comma_ = false;
+      if (buf_[p] != '{') return -1;
+      if (!skip_value(p)) return -1;
+      at_[kLastEnd] = p;
+    }
+  }
+
+  /// Brackets the pending elements: '[' over their opening separator, ']' over `close` (the
+  /// separator or the array's ']' after them).
+  int emit(std::size_t close) {
+    saved_open_ = buf_[at_[kSep]];
+    saved_close_ = buf_[close];
+    buf_[at_[kSep]] = '[';
+    buf_[close] = ']';
+    close_ = close;
+    pos_ = close + 1;
+    after_comma_ = in_array_;  // a ',' was the separator: an element must follow
+    at_[kLastEnd] = npos;
+    return 1;
+  }
+
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file_;
+  std::size_t block_;
+  std::vector<char> buf_;
+  std::size_t end_ = 0, pos_ = 0, close_ = npos;
+  std::size_t at_[kMarks] = {0, npos, npos, npos, npos};
+  char saved_open_ = 0, saved_close_ = 0;
+  std::string rest_;
+  bool eof_ = false, started_ = false, first_member_ = true, after_comma_ = false;
+  bool in_array_ = false, seen_annotations_ = false, done_ = false, bad_ = false;
+};
+
 class CocoJsonReader final : public tally::support::ShardedReader {
  public:
   CocoJsonReader(const tally::Params& params, const tally::ShardInfo& shard) {
@@ -441,6 +736,7 @@ class CocoJsonReader final : public tally::support::ShardedReader {
     const std::string ann_path = params.get_string("annotations");
     const std::string res_path = params.get_string("results");
     const std::string masks = params.get_string("masks");
+    const std::string keypoints = params.get_string("keypoints");
     const std::int64_t block = params.get_int("block_bytes");
     if (block < 64) params.fail("block_bytes", "must be at least 64");
     // A block is one buffer of that many bytes: past 4 GiB it would only fail to allocate.
@@ -452,13 +748,13 @@ class CocoJsonReader final : public tally::support::ShardedReader {
     tally::support::check_shard("coco_json", shard);
     data_ = std::make_shared<Data>();
     try {
-      read_results(res_path, masks, static_cast<std::size_t>(block), threads);
+      read_results(res_path, masks, keypoints, static_cast<std::size_t>(block), threads);
     } catch (const simdjson::simdjson_error& e) {
       fail("results '" + res_path +
            "': not valid JSON, or a value of an unexpected type (simdjson: " + e.what() + ")");
     }
     try {
-      read_annotations(ann_path);
+      read_annotations(ann_path, static_cast<std::size_t>(block), threads);
     } catch (const simdjson::simdjson_error& e) {
       fail("annotations '" + ann_path +
            "': not valid JSON, or a value of an unexpected type (simdjson: " + e.what() + ")");
@@ -474,6 +770,12 @@ class CocoJsonReader final : public tally::support::ShardedReader {
       for (const char* m :
            {"pred_areas", "pred_rle_counts", "pred_rle_lengths", "gt_rle_counts", "gt_rle_lengths"})
         f.emplace_back(m);
+    if (with_keypoints_)
+      for (const char* k : {"gt_keypoints", "gt_num_keypoints", "pred_keypoints"})
+        f.emplace_back(k);
+    if (lvis_lists_)
+      for (const char* k : {"neg_category_ids", "not_exhaustive_category_ids"}) f.emplace_back(k);
+    if (lvis_freq_) f.emplace_back("gt_frequency");
     return f;
   }
 
@@ -483,7 +785,7 @@ class CocoJsonReader final : public tally::support::ShardedReader {
     const auto n = static_cast<std::size_t>(end - begin);
     std::vector<std::int64_t> ids(n), hs(n), ws(n);
     tally::Batch::Ragged gbox, glabel, gid, garea, gcrowd, pbox, pscore, plabel, parea, pcounts,
-        plengths, gcounts, glengths;
+        plengths, gcounts, glengths, gkp, gnumkp, pkp, negs, nels, gfreq;
     const std::shared_ptr<const void> keep = data_;
     const Data& d = *data_;
     for (std::size_t k = 0; k < n; ++k) {
@@ -518,6 +820,18 @@ class CocoJsonReader final : public tally::support::ShardedReader {
         gcounts.push_back(
             view(d.gt.counts.data() + gc0, DType::U32, {static_cast<std::int64_t>(gc1 - gc0)}));
       }
+      if (with_keypoints_) {
+        const auto len = static_cast<std::int64_t>(kp_len_);
+        gkp.push_back(view(d.gt.kp.data() + g0 * kp_len_, DType::F64, {ng, len}));
+        gnumkp.push_back(view(d.gt.num_kp.data() + g0, DType::I64, {ng}));
+        pkp.push_back(view(d.dt.kp.data() + p0 * kp_len_, DType::F64, {np, len}));
+      }
+      if (lvis_lists_) {
+        const ImageInfo& im = images_[i];
+        negs.push_back(view(d.neg.data() + im.neg_at, DType::I32, {std::int64_t{im.neg_n}}));
+        nels.push_back(view(d.nel.data() + im.nel_at, DType::I32, {std::int64_t{im.nel_n}}));
+      }
+      if (lvis_freq_) gfreq.push_back(view(d.gt.freq.data() + g0, DType::I8, {ng}));
     }
     tally::Batch b;
     b.set("img_id", tally::Tensor::from_vector(ids));
@@ -538,6 +852,16 @@ class CocoJsonReader final : public tally::support::ShardedReader {
       b.set_ragged("gt_rle_counts", std::move(gcounts));
       b.set_ragged("gt_rle_lengths", std::move(glengths));
     }
+    if (with_keypoints_) {
+      b.set_ragged("gt_keypoints", std::move(gkp));
+      b.set_ragged("gt_num_keypoints", std::move(gnumkp));
+      b.set_ragged("pred_keypoints", std::move(pkp));
+    }
+    if (lvis_lists_) {
+      b.set_ragged("neg_category_ids", std::move(negs));
+      b.set_ragged("not_exhaustive_category_ids", std::move(nels));
+    }
+    if (lvis_freq_) b.set_ragged("gt_frequency", std::move(gfreq));
     return b;
   }
 
@@ -547,18 +871,22 @@ class CocoJsonReader final : public tally::support::ShardedReader {
     std::vector<std::size_t> gt_begin;                          // per image, + end
     std::vector<std::size_t> dt_first, dt_count;                // per image of the shard
     std::vector<std::size_t> gt_counts_begin, dt_counts_begin;  // per instance, + end
+    std::vector<std::int32_t> neg, nel;  // LVIS: the images' category lists (ImageInfo)
   };
 
-  void read_results(const std::string& path, const std::string& masks, std::size_t block,
-                    int threads) {
+  void read_results(const std::string& path, const std::string& masks, const std::string& keypoints,
+                    std::size_t block, int threads) {
     Instances& dt = data_->dt;
-    bool first = true, bbox_mode = false;
+    // loadRes' branch, from the first entry: bbox, else segmentation, else keypoints (kp_mode).
+    bool first = true, bbox_mode = false, kp_mode = false;
+    std::vector<double> kp;  // one result's keypoints
     // Result segmentations carry their own size, so they are decoded here (h, w unknown for
     // polygons: those are rasterised in group() once the image sizes are known).
     const auto on_element = [&](dom::object o, std::size_t idx) {
       std::int64_t image = 0, cat = 0;
       double score = std::nan(""), box[4] = {0, 0, 0, 0};
-      bool has_image = false, has_cat = false, has_score = false, has_box = false, has_seg = false;
+      bool has_image = false, has_cat = false, has_score = false, has_box = false, has_seg = false,
+           seg_key = false, has_kp = false;
       mask::Rle rle;
       std::vector<std::vector<double>> polys;
       // Built only for a message.
@@ -572,12 +900,17 @@ class CocoJsonReader final : public tally::support::ShardedReader {
       };
       for (const auto f : o) {
         const std::string_view key = f.key;
+        if (key == "segmentation") seg_key = true;  // loadRes' branch, whether read or not
         if (key == "image_id") {
           naming_the_key(where, key, f.value, [&] { image = get_id(f.value); });
           has_image = true;
         } else if (key == "category_id") {
           naming_the_key(where, key, f.value, [&] { cat = get_id(f.value); });
           has_cat = true;
+        } else if (key == "keypoints" && (first || with_keypoints_ || kp_mode)) {
+          kp.clear();
+          get_keypoints(f.value, kp, where);
+          has_kp = true;
         } else if (key == "score") {
           naming_the_key(where, key, f.value, [&] { score = f.value.get_double(); });
           has_score = true;
@@ -598,12 +931,48 @@ class CocoJsonReader final : public tally::support::ShardedReader {
       if (std::isnan(score)) fail(where() + ": key 'score' is NaN");
       if (first) {
         bbox_mode = has_box;  // loadRes decides on the first entry
+        kp_mode = !has_box && !seg_key && has_kp;
         first = false;
         if (masks == "auto") with_masks_ = has_seg;
+        if (keypoints == "auto") with_keypoints_ = has_kp;
       }
       if (bbox_mode && !has_box) fail(where() + ": no 'bbox' (the first entry has one)");
-      if (!bbox_mode && !has_seg && !has_box) fail(where() + ": neither 'bbox' nor 'segmentation'");
+      if (!bbox_mode && !kp_mode && !has_seg && !has_box)
+        fail(where() + ": neither 'bbox' nor 'segmentation'");
       if (with_masks_ && !has_seg && !has_box) fail(where() + ": no 'segmentation'");
+      if ((kp_mode || with_keypoints_) && !has_kp)
+        fail(where() + ": no 'keypoints' (" +
+             (kp_mode ? "the first entry has them, and neither 'bbox' nor 'segmentation'"
+              : keypoints == "true" ? "keypoints: true"
+                                    : "the first entry has them") +
+             ")");
+      if (has_kp && with_keypoints_) {
+        if (kp_len_ == 0) {
+          kp_len_ = kp.size();
+          kp_len_from_ = where();
+        } else if (kp.size() != kp_len_) {
+          fail(where() + ": key 'keypoints': " + std::to_string(kp.size()) + " values (" +
+               std::to_string(kp.size() / 3) + " keypoints), " + kp_len_from_ + " holds " +
+               std::to_string(kp_len_) + " (" + std::to_string(kp_len_ / 3) + " keypoints)");
+        }
+        dt.kp.insert(dt.kp.end(), kp.begin(), kp.end());
+      }
+      if (kp_mode) {
+        // loadRes: x = s[0::3], y = s[1::3]; bbox = [x0, y0, x1 - x0, y1 - y0] of their min and
+        // max (np.min, np.max), every keypoint counted (v = 0 too), a bbox of the entry replaced;
+        // its area (x1 - x0) * (y1 - y0) is w * h of that box.
+        double x0 = kp[0], x1 = kp[0], y0 = kp[1], y1 = kp[1];
+        for (std::size_t k = 3; k < kp.size(); k += 3) {
+          x0 = std::min(x0, kp[k]);
+          x1 = std::max(x1, kp[k]);
+          y0 = std::min(y0, kp[k + 1]);
+          y1 = std::max(y1, kp[k + 1]);
+        }
+        box[0] = x0;
+        box[1] = y0;
+        box[2] = x1 - x0;
+        box[3] = y1 - y0;
+      }
       if (!polys.empty() && !bbox_mode)
         fail(where() +
              ": key 'segmentation': polygons in a result need a 'bbox' in the results' entries "
@@ -637,6 +1006,7 @@ class CocoJsonReader final : public tally::support::ShardedReader {
       dt.box.insert(dt.box.end(), box, box + 4);
     };
     with_masks_ = masks == "true";
+    with_keypoints_ = keypoints == "true";
     {
       // Room for the results up front (a box-only result takes 60 to 90 bytes of JSON): the
       // arrays grow once instead of copying themselves while they double.
@@ -653,7 +1023,11 @@ class CocoJsonReader final : public tally::support::ShardedReader {
       dt = Instances{};
       dt_polys_.clear();
       first = true;
+      kp_mode = false;
       with_masks_ = masks == "true";
+      with_keypoints_ = keypoints == "true";
+      kp_len_ = 0;
+      kp_len_from_.clear();
       const simdjson::padded_string json = load_file(path, "results");
       dom::parser parser;
       const dom::element doc = parser.parse(json);
@@ -680,12 +1054,39 @@ class CocoJsonReader final : public tally::support::ShardedReader {
     return static_cast<std::int32_t>(cat);
   }
 
-  void read_annotations(const std::string& path) {
+  /// The annotations file: its "annotations" list in chunks (AnnotationChunks, a block of the
+  /// file at a time; with threads > 1 the next chunk is parsed while the current one is read),
+  /// then the rest (images, categories) as one small document. A file the chunks cannot follow
+  /// is parsed whole, as before, which names what is wrong with it.
+  void read_annotations(const std::string& path, std::size_t block, int threads) {
+    const std::size_t kp_len = kp_len_;
+    const std::string kp_from = kp_len_from_;
+    gt_segs_.clear();
+    {
+      AnnotationChunks chunks(path, block);
+      std::size_t count = 0;
+      const bool ok = for_each_chunked_element(
+          chunks, threads, [&](dom::object o, std::size_t at) { add_annotation(o, at, path); },
+          count);
+      dom::parser parser;
+      dom::element doc;
+      if (ok && parser.parse(chunks.rest()).get(doc) == simdjson::SUCCESS) {
+        read_top(doc, path);
+        return;
+      }
+    }
+    data_->gt = Instances{};
+    gt_segs_.clear();
+    kp_len_ = kp_len;
+    kp_len_from_ = kp_from;
     const simdjson::padded_string json = load_file(path, "annotations");
     dom::parser parser;
-    const dom::element doc = parser.parse(json);
-    Instances& gt = data_->gt;
-    gt_segs_.clear();
+    read_top(parser.parse(json), path);
+  }
+
+  /// The annotations file's top-level object (parsed whole, or without its "annotations" list
+  /// when that was read in chunks).
+  void read_top(const dom::element& doc, const std::string& path) {
     bool have_images = false;
     dom::object top;
     if (doc.get_object().get(top))
@@ -736,6 +1137,31 @@ class CocoJsonReader final : public tally::support::ShardedReader {
                 fail(where() + ": key '" + std::string(k) + "': " + std::to_string(v) +
                      " is out of range (an image side is in [0, 2^31))");
               (k == "height" ? im.height : im.width) = v;
+            } else if (k == "neg_category_ids" || k == "not_exhaustive_category_ids") {
+              // LVIS (lvis 0.5.3's LVISEval._prepare reads both for every image).
+              std::vector<std::int32_t>& flat = k == "neg_category_ids" ? data_->neg : data_->nel;
+              const std::size_t at0 = flat.size();
+              dom::array a;
+              if (f.value.get_array().get(a))
+                fail(where() + ": key '" + std::string(k) +
+                     "': expected a list of category ids, found " + found(f.value));
+              for (dom::element c : a) {
+                std::int64_t v = 0;
+                naming_the_key(where, k, c, [&] { v = get_id(c); });
+                flat.push_back(check_cat(v, where));
+              }
+              if (flat.size() > UINT32_MAX)
+                fail(where() + ": key '" + std::string(k) + "': too many category ids in all");
+              const auto at32 = static_cast<std::uint32_t>(at0),
+                         n32 = static_cast<std::uint32_t>(flat.size() - at0);
+              if (k == "neg_category_ids") {
+                im.neg_at = at32;
+                im.neg_n = n32;
+              } else {
+                im.nel_at = at32;
+                im.nel_n = n32;
+              }
+              lvis_lists_ = true;
             }
           }
           if (!has_id) fail(where() + ": no 'id'");
@@ -746,69 +1172,133 @@ class CocoJsonReader final : public tally::support::ShardedReader {
         std::size_t at = 0;
         for (dom::element e : list(field.value)) {
           const auto where = [&, e, at] { return entry_where(e, at); };
-          for (const auto f : object(e, at))
-            if (f.key == "id")
-              naming_the_key(where, f.key, f.value, [&] { cats_.push_back(get_id(f.value)); });
+          std::int64_t id = 0;
+          bool has_id = false;
+          int freq = -1;
+          for (const auto f : object(e, at)) {
+            if (f.key == "id") {
+              naming_the_key(where, f.key, f.value, [&] { id = get_id(f.value); });
+              has_id = true;
+            } else if (f.key == "frequency") {
+              // LVIS: "r" (rare), "c" (common), "f" (frequent).
+              std::string_view v;
+              if (f.value.get_string().get(v) || (v != "r" && v != "c" && v != "f"))
+                fail(where() + ": key 'frequency': expected \"r\", \"c\" or \"f\", found " +
+                     found(f.value));
+              freq = v == "r" ? 0 : v == "c" ? 1 : 2;
+            }
+          }
+          if (has_id) {
+            cats_.push_back(id);
+            if (freq >= 0) {
+              cat_freq_.emplace(id, static_cast<std::int8_t>(freq));
+              lvis_freq_ = true;
+            }
+          }
           ++at;
         }
       } else if (key == "annotations") {
-        std::size_t idx = 0;
+        std::size_t at = 0;
         for (dom::element e : list(field.value)) {
-          const std::size_t at = idx++;
-          const auto where = [&, e, at] { return entry_where(e, at); };
-          std::int64_t image = 0, cat = 0, id = 0, crowd = 0;
-          double area = 0, box[4] = {0, 0, 0, 0};
-          bool has_image = false, has_cat = false, has_area = false, has_box = false,
-               has_id = false;
-          GtSeg seg;
-          for (const auto f : object(e, at)) {
-            const std::string_view k = f.key;
-            if (k == "image_id") {
-              naming_the_key(where, k, f.value, [&] { image = get_id(f.value); });
-              has_image = true;
-            } else if (k == "category_id") {
-              naming_the_key(where, k, f.value, [&] { cat = get_id(f.value); });
-              has_cat = true;
-            } else if (k == "id") {
-              naming_the_key(where, k, f.value, [&] { id = get_id(f.value); });
-              has_id = true;
-            } else if (k == "area") {
-              naming_the_key(where, k, f.value, [&] { area = f.value.get_double(); });
-              has_area = true;
-            } else if (k == "iscrowd") {
-              const dom::element v = f.value;
-              naming_the_key(where, k, v, [&] {
-                if (v.is_bool())
-                  crowd = bool(v.get_bool());
-                else
-                  crowd = get_id(v);
-              });
-            } else if (k == "bbox") {
-              has_box = get_box(f.value, box, where);
-              if (!has_box)
-                fail(where() + ": key 'bbox': expected [x, y, w, h] (4 numbers), found []");
-            } else if (k == "segmentation" && with_masks_) {
-              seg = read_gt_seg(f.value, where);
-            }
-          }
-          if (!has_image) fail(where() + ": no 'image_id'");
-          if (!has_cat) fail(where() + ": no 'category_id'");
-          if (!has_id) fail(where() + ": no 'id'");
-          if (!has_area) fail(where() + ": no 'area'");
-          if (!has_box) fail(where() + ": no 'bbox'");
-          if (with_masks_ && seg.kind == GtSeg::None) fail(where() + ": no 'segmentation'");
-          if (std::isnan(area)) fail(where() + ": key 'area' is NaN");
-          gt.image.push_back(image);
-          gt.label.push_back(check_cat(cat, where));
-          gt.id.push_back(id);
-          gt.value.push_back(area);
-          gt.crowd.push_back(crowd != 0);
-          gt.box.insert(gt.box.end(), box, box + 4);
-          if (with_masks_) gt_segs_.push_back(std::move(seg));
+          add_annotation(object(e, at), at, path);
+          ++at;
         }
       }
     }
     if (!have_images) fail("annotations '" + path + "': no 'images' list");
+  }
+
+  /// One element of the annotations' "annotations" list (its index `at`): appended to the
+  /// ground truth, every key checked.
+  void add_annotation(dom::object obj, std::size_t at, const std::string& path) {
+    Instances& gt = data_->gt;
+    // "annotations 'FILE': annotations[3] (id 17)": the entry and, when it has one, its id.
+    const auto where = [&, obj, at] {
+      std::string w = "annotations '" + path + "': annotations[" + std::to_string(at) + "]";
+      dom::element id;
+      std::int64_t v = 0;
+      if (!obj.at_key("id").get(id) && !id.get_int64().get(v))
+        w += " (id " + std::to_string(v) + ")";
+      return w;
+    };
+    std::int64_t image = 0, cat = 0, id = 0, crowd = 0, num_kp = 0, kp_at = -1;
+    double area = 0, box[4] = {0, 0, 0, 0};
+    bool has_image = false, has_cat = false, has_area = false, has_box = false, has_id = false,
+         has_num_kp = false;
+    GtSeg seg;
+    for (const auto f : obj) {
+      const std::string_view k = f.key;
+      if (k == "image_id") {
+        naming_the_key(where, k, f.value, [&] { image = get_id(f.value); });
+        has_image = true;
+      } else if (k == "category_id") {
+        naming_the_key(where, k, f.value, [&] { cat = get_id(f.value); });
+        has_cat = true;
+      } else if (k == "id") {
+        naming_the_key(where, k, f.value, [&] { id = get_id(f.value); });
+        has_id = true;
+      } else if (k == "area") {
+        naming_the_key(where, k, f.value, [&] { area = f.value.get_double(); });
+        has_area = true;
+      } else if (k == "iscrowd") {
+        const dom::element v = f.value;
+        naming_the_key(where, k, v, [&] {
+          if (v.is_bool())
+            crowd = bool(v.get_bool());
+          else
+            crowd = get_id(v);
+        });
+      } else if (k == "bbox") {
+        has_box = get_box(f.value, box, where);
+        if (!has_box) fail(where() + ": key 'bbox': expected [x, y, w, h] (4 numbers), found []");
+      } else if (k == "segmentation" && with_masks_) {
+        seg = read_gt_seg(f.value, where);
+      } else if (k == "keypoints" && with_keypoints_) {
+        const std::size_t at_kp = gt.kp.size();
+        const std::size_t n = get_keypoints(f.value, gt.kp, where);
+        if (kp_len_ == 0) {
+          kp_len_ = n;
+          kp_len_from_ = where();
+        } else if (n != kp_len_) {
+          fail(where() + ": key 'keypoints': " + std::to_string(n) + " values (" +
+               std::to_string(n / 3) + " keypoints), " + kp_len_from_ + " holds " +
+               std::to_string(kp_len_) + " (" + std::to_string(kp_len_ / 3) + " keypoints)");
+        }
+        kp_at = static_cast<std::int64_t>(at_kp);
+      } else if (k == "num_keypoints" && with_keypoints_) {
+        naming_the_key(where, k, f.value, [&] { num_kp = get_id(f.value); });
+        if (num_kp < 0)
+          fail(where() + ": key 'num_keypoints': " + std::to_string(num_kp) + " is negative");
+        has_num_kp = true;
+      }
+    }
+    if (!has_image) fail(where() + ": no 'image_id'");
+    if (!has_cat) fail(where() + ": no 'category_id'");
+    if (!has_id) fail(where() + ": no 'id'");
+    if (!has_area) fail(where() + ": no 'area'");
+    if (!has_box) fail(where() + ": no 'bbox'");
+    if (with_masks_ && seg.kind == GtSeg::None) fail(where() + ": no 'segmentation'");
+    if (std::isnan(area)) fail(where() + ": key 'area' is NaN");
+    gt.image.push_back(image);
+    gt.label.push_back(check_cat(cat, where));
+    gt.id.push_back(id);
+    gt.value.push_back(area);
+    gt.crowd.push_back(crowd != 0);
+    gt.box.insert(gt.box.end(), box, box + 4);
+    if (with_masks_) gt_segs_.push_back(std::move(seg));
+    if (with_keypoints_) {
+      // COCO's num_keypoints, by default the labelled keypoints (v > 0); none without
+      // keypoints (the annotation gets zeros in group(), ignored by keypoint evaluation).
+      if (kp_at < 0) {
+        num_kp = 0;
+      } else if (!has_num_kp) {
+        num_kp = 0;
+        for (std::size_t q = 2; q < kp_len_; q += 3)
+          num_kp += gt.kp[static_cast<std::size_t>(kp_at) + q] > 0;
+      }
+      gt.kp_at.push_back(kp_at);
+      gt.num_kp.push_back(num_kp);
+    }
   }
 
   struct GtSeg {
@@ -888,8 +1378,21 @@ class CocoJsonReader final : public tally::support::ShardedReader {
         out.id.push_back(gt.id[j]);
         out.value.push_back(gt.value[j]);
         out.crowd.push_back(gt.crowd[j]);
+        if (lvis_freq_) {
+          const auto f = cat_freq_.find(gt.label[j]);
+          out.freq.push_back(f == cat_freq_.end() ? std::int8_t{-1} : f->second);
+        }
         out.box.insert(out.box.end(), gt.box.begin() + static_cast<std::ptrdiff_t>(j * 4),
                        gt.box.begin() + static_cast<std::ptrdiff_t>(j * 4 + 4));
+        if (with_keypoints_) {
+          const auto at = gt.kp_at[j];
+          if (at < 0)
+            out.kp.insert(out.kp.end(), kp_len_, 0.0);
+          else
+            out.kp.insert(out.kp.end(), gt.kp.begin() + at,
+                          gt.kp.begin() + at + static_cast<std::ptrdiff_t>(kp_len_));
+          out.num_kp.push_back(gt.num_kp[j]);
+        }
         if (with_masks_) {
           const GtSeg& s = gt_segs_[j];
           const std::string where = "annotations: annotation id " + std::to_string(gt.id[j]) +
@@ -975,6 +1478,7 @@ class CocoJsonReader final : public tally::support::ShardedReader {
         permute(dt.label, 1);
         permute(dt.value, 1);
         permute(dt.box, 4);
+        if (with_keypoints_) permute(dt.kp, kp_len_);
         if (with_masks_) {
           permute(dt.area, 1);
           permute(dt.mask_hw, 2);
@@ -1059,9 +1563,15 @@ class CocoJsonReader final : public tally::support::ShardedReader {
   std::shared_ptr<Data> data_;
   std::vector<ImageInfo> images_;
   std::vector<std::int64_t> cats_;
+  std::unordered_map<std::int64_t, std::int8_t> cat_freq_;  // LVIS categories' frequency
+  bool lvis_lists_ = false;  // an image has neg_category_ids or not_exhaustive_category_ids
+  bool lvis_freq_ = false;   // a category has a frequency
   std::vector<GtSeg> gt_segs_;
   std::vector<std::vector<std::vector<double>>> dt_polys_;  // polygon results, by slot
   bool with_masks_ = false;
+  bool with_keypoints_ = false;
+  std::size_t kp_len_ = 0;   // 3K: the values of each keypoints list (0: none read)
+  std::string kp_len_from_;  // the entry that fixed it, for messages
 };
 
 std::vector<tally::ParamSpec> coco_json_params() {
@@ -1069,10 +1579,16 @@ std::vector<tally::ParamSpec> coco_json_params() {
       tally::param("annotations", tally::ParamType::Path,
                    "COCO ground truth JSON (images, annotations, categories)"),
       tally::param("results", tally::ParamType::Path,
-                   "COCO results JSON: an array of {image_id, category_id, bbox and/or "
-                   "segmentation, score}"),
+                   "COCO results JSON: an array of {image_id, category_id, bbox, segmentation "
+                   "and/or keypoints, score}"),
       tally::param("masks", tally::ParamType::String,
                    "Read masks (needed by segm): auto = when the first result has a segmentation")
+          .def("auto")
+          .choices({"auto", "true", "false"}),
+      tally::param("keypoints", tally::ParamType::String,
+                   "Read keypoints (needed by keypoints): auto = when the first result has "
+                   "'keypoints'; then every result needs them, all with the same 3K numbers, as "
+                   "every annotation that has them (the others get zeros and num_keypoints 0)")
           .def("auto")
           .choices({"auto", "true", "false"}),
       tally::support::batch_size_param("images per batch", 512),
@@ -1093,7 +1609,13 @@ TALLY_PLUGIN("coco_json", "0.1.0", [] {
   return std::vector<tally::ComponentInfo>{tally::reader<CocoJsonReader>(
       "coco_json",
       "COCO ground truth + COCO results JSON (simdjson), one image per sample in ascending image "
-      "id order; areas, masks and boxes as pycocotools' loadRes / annToRLE give them. Each rank "
+      "id order; areas, masks and boxes as pycocotools' loadRes / annToRLE give them (a "
+      "keypoints-only result's box is its keypoints' extent). Fields: img_id, height, width, "
+      "gt_bboxes_xywh, gt_labels, gt_ids, gt_areas, gt_iscrowd, pred_bboxes_xywh, pred_scores, "
+      "pred_labels; with masks pred_areas, pred_rle_counts, pred_rle_lengths, gt_rle_counts, "
+      "gt_rle_lengths; with keypoints gt_keypoints [g, 3K], gt_num_keypoints [g], pred_keypoints "
+      "[n, 3K] (x, y, v or score per keypoint); from LVIS files neg_category_ids and "
+      "not_exhaustive_category_ids per image and gt_frequency [g] (0 r, 1 c, 2 f). Each rank "
       "reads its contiguous block of images.",
       coco_json_params())};
 })
