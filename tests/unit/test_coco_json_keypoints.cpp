@@ -23,6 +23,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "metric_harness.hpp"
 #include "support/expect_error.hpp"
@@ -121,8 +122,8 @@ std::vector<double> ragged_values(const Batch& b, const std::string& field, std:
 
 std::filesystem::path write_temp(const std::string& name, const std::string& text) {
   const auto p = std::filesystem::temp_directory_path() /
-                 ("tally_kp_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
-                  "_" + name);
+                 ("tally_kp_" + std::to_string(::getpid()) + "_" + name);  // ctest: a process
+                                                                           // per test, in parallel
   std::FILE* f = std::fopen(p.c_str(), "w");
   EXPECT_NE(f, nullptr) << p;
   if (f != nullptr) {

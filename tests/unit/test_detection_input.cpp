@@ -31,6 +31,7 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "metric_harness.hpp"
 #include "tally/error.hpp"
@@ -301,8 +302,11 @@ TEST(PerSample, DenseRowsAndRaggedTensorsReadAlike) {
 
 // ---- the jsonl reader: `[]` --------------------------------------------------------------------
 
+/// A file in the temp folder named for this process: ctest runs each test in its own process,
+/// in parallel, and tests that write the same name would read each other's files.
 fs::path write_file(const std::string& name, const std::string& text) {
-  const fs::path p = fs::temp_directory_path() / ("tally_det_input_" + name);
+  const fs::path p =
+      fs::temp_directory_path() / ("tally_det_input_" + std::to_string(::getpid()) + "_" + name);
   std::ofstream(p, std::ios::binary) << text;
   return p;
 }
