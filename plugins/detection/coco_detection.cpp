@@ -194,12 +194,14 @@ class COCODetection : public TypedMetric<CocoState> {
     if (b.has("width")) widths = dense_ints(b, "width", check_);
     const auto n = static_cast<std::size_t>(b.size());
     const std::int64_t first = static_cast<std::int64_t>(s.img_ids.size());
-    const std::size_t blocks = std::min<std::size_t>(static_cast<std::size_t>(threads_), n);
-    // Block 0 appends to the state itself, the others to their own records, appended in block
-    // order afterwards: the state is the same for any number of threads.
+    // Several blocks per thread, taken as threads get free (images cost unevenly). Block 0
+    // appends to the state itself, the others to their own records, appended in block order
+    // afterwards: the state is the same for any number of threads.
+    const std::size_t blocks =
+        threads_ == 1 ? 1 : std::min<std::size_t>(static_cast<std::size_t>(threads_) * 8, n);
     std::vector<std::vector<coco::Records>> out(blocks - 1,
                                                 std::vector<coco::Records>(configs_.size()));
-    parallel_for(blocks, threads_, [&](std::size_t k) {
+    parallel_for_dynamic(blocks, threads_, [&](std::size_t k) {
       coco::ImageData img;
       std::vector<coco::Records>& dst = k == 0 ? s.kinds : out[k - 1];
       for (std::size_t i = n * k / blocks; i < n * (k + 1) / blocks; ++i) {

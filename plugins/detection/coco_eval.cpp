@@ -11,6 +11,7 @@
 #include <numeric>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "common.hpp"
 #include "tally/error.hpp"
@@ -83,16 +84,30 @@ void KindRecords::merge(const KindRecords& later) {
 
 namespace {
 
+struct Scratch {
+  std::vector<std::size_t> dord, gord, dts, gts, gsorted;
+  std::vector<double> ious, dbox, gbox, oks_terms, oks_vars, best;
+  std::vector<std::uint8_t> gig, gtm;
+  std::vector<std::int32_t> match;  // per (area range, threshold, detection): the index into
+                                    // gsorted of its match, -1 for none
+};
+
+/// This thread's scratch. Not inlined: in a shared library a thread_local's address is a call,
+/// which the compiler would otherwise repeat at every use rather than keep in a register.
+[[gnu::noinline]] Scratch& thread_scratch() {
+  thread_local Scratch s;
+  return s;
+}
+
 /// computeOks: ious[d * G + g] = OKS of detection dts[d] with ground truth gts[g], operation for
 /// operation as pycocotools 2.0.11 (vars = (sigmas * 2)**2; e = (dx**2 + dy**2) / vars /
 /// (area + np.spacing(1)) / 2 over the visible keypoints, or over all of them measured to the box
 /// doubled around the ground truth when none is visible; np.sum(np.exp(-e)) / len(e)).
 void compute_oks(const EvalConfig& cfg, const ImageData& img, const std::vector<std::size_t>& dts,
                  const std::vector<std::size_t>& gts, std::vector<double>& ious,
-                 std::vector<double>& terms) {
+                 std::vector<double>& terms, std::vector<double>& vars) {
   const std::size_t K = cfg.kpt_sigmas.size(), D = dts.size(), G = gts.size();
   const double eps = std::nextafter(1.0, 2.0) - 1.0;
-  thread_local std::vector<double> vars;
   vars.resize(K);
   for (std::size_t k = 0; k < K; ++k) {
     const double s2 = cfg.kpt_sigmas[k] * 2;
@@ -149,9 +164,10 @@ void evaluate_image(const EvalConfig& cfg, const ImageData& img, Records& out) {
   // categories one group holding everything ordered by category id, then input order (the order
   // of pycocotools' `[_ for cId in p.catIds for _ in self._gts[imgId, cId]]`).
   // Scratch buffers kept per thread: no allocation per image once they have grown.
-  thread_local std::vector<std::size_t> dord, gord, dts, gts, gsorted;
-  thread_local std::vector<double> ious, dbox, gbox, oks_terms;
-  thread_local std::vector<std::uint8_t> gig, gtm;
+  Scratch& sc = thread_scratch();
+  auto &dord = sc.dord, &gord = sc.gord, &dts = sc.dts, &gts = sc.gts, &gsorted = sc.gsorted;
+  auto &ious = sc.ious, &dbox = sc.dbox, &gbox = sc.gbox, &oks_terms = sc.oks_terms;
+  auto &gig = sc.gig, &gtm = sc.gtm;
   dord.resize(nd);
   gord.resize(ng);
   std::iota(dord.begin(), dord.end(), 0);
@@ -237,7 +253,7 @@ void evaluate_image(const EvalConfig& cfg, const ImageData& img, Records& out) {
             ious[d * G + g] = mask::rle_iou_one(img.dt_rle[dts[d]], img.gt_rle[gts[g]], crowd, b);
           }
       } else if (cfg.kind == Kind::Keypoints) {
-        compute_oks(cfg, img, dts, gts, ious, oks_terms);
+        compute_oks(cfg, img, dts, gts, ious, oks_terms, sc.oks_vars);
       } else {
         for (std::size_t d = 0; d < D; ++d)
           for (std::size_t g = 0; g < G; ++g)
@@ -246,27 +262,33 @@ void evaluate_image(const EvalConfig& cfg, const ImageData& img, Records& out) {
       }
     }
 
+    // Each detection's best IoU: where it is below a threshold, nothing can match it there (a
+    // NaN IoU, which the loop below would take, counts as +inf here).
+    std::vector<double>& best = sc.best;
+    best.assign(D, 0.0);
+    for (std::size_t d = 0; d < D; ++d)
+      for (std::size_t g = 0; g < G; ++g) {
+        const double v = ious[d * G + g];
+        best[d] = std::isnan(v) ? HUGE_VAL : std::max(best[d], v);
+      }
+    sc.match.resize(A * T * D);
+    gig.resize(A * G);
+
     const std::size_t bits_at = out.bits.size();
     out.bits.resize(bits_at + D * W, 0);
     out.group_gts.push_back(static_cast<std::int32_t>(G));
     for (std::size_t a = 0; a < A; ++a) {
       const double lo = cfg.areas[a].lo, hi = cfg.areas[a].hi;
-      gig.resize(G);
+      std::uint8_t* gig_a = gig.data() + a * G;
       std::int32_t npig = 0;
       for (std::size_t g = 0; g < G; ++g) {
         const double area = img.gt_area[gts[g]];
         // pycocotools' _prepare: ignore = iscrowd, or for keypoints num_keypoints == 0 too.
         const bool ignore = img.gt_crowd[gts[g]] != 0 || (kpts && img.gt_num_kpt[gts[g]] == 0);
-        gig[g] = (ignore || area < lo || area > hi) ? 1 : 0;
-        npig += gig[g] == 0;
+        gig_a[g] = (ignore || area < lo || area > hi) ? 1 : 0;
+        npig += gig_a[g] == 0;
       }
       out.group_gts.push_back(npig);
-      // gtind = np.argsort(_ignore, kind='mergesort'): non-ignored first, stable.
-      gsorted.clear();
-      for (std::size_t g = 0; g < G; ++g)
-        if (gig[g] == 0) gsorted.push_back(g);
-      for (std::size_t g = 0; g < G; ++g)
-        if (gig[g] != 0) gsorted.push_back(g);
       if (G == 0) {  // nothing to match: a detection is ignored when its area is out of range
         for (std::size_t d = 0; d < D; ++d) {
           const double area = segm ? img.dt_area_segm[dts[d]] : img.dt_area[dts[d]];
@@ -280,27 +302,54 @@ void evaluate_image(const EvalConfig& cfg, const ImageData& img, Records& out) {
         }
         continue;
       }
-      for (std::size_t t = 0; t < T; ++t) {
-        gtm.assign(G, 0);
-        for (std::size_t d = 0; d < D; ++d) {
-          double iou = std::min(cfg.iou_thrs[t], 1 - 1e-10);
-          std::ptrdiff_t m = -1;
-          for (std::size_t s = 0; s < G; ++s) {
-            const std::size_t g = gsorted[s];
-            if (gtm[s] && !img.gt_crowd[gts[g]]) continue;
-            if (m > -1 && gig[gsorted[static_cast<std::size_t>(m)]] == 0 && gig[g] == 1) break;
-            const double v = ious[d * G + g];
-            if (v < iou) continue;
-            iou = v;
-            m = static_cast<std::ptrdiff_t>(s);
+      // gtind = np.argsort(_ignore, kind='mergesort'): non-ignored first, stable.
+      gsorted.clear();
+      for (std::size_t g = 0; g < G; ++g)
+        if (gig_a[g] == 0) gsorted.push_back(g);
+      for (std::size_t g = 0; g < G; ++g)
+        if (gig_a[g] != 0) gsorted.push_back(g);
+      // The matching depends on the area range only through its ignore flags: a range whose
+      // flags equal an earlier one's has the same matches (area "all" and the range holding
+      // every ground truth, often).
+      std::int32_t* match = sc.match.data() + a * T * D;
+      std::size_t same = a;
+      for (std::size_t b = 0; b < a && same == a; ++b)
+        if (std::equal(gig_a, gig_a + G, gig.data() + b * G)) same = b;
+      if (same < a) {
+        std::copy_n(sc.match.data() + same * T * D, T * D, match);
+      } else {
+        for (std::size_t t = 0; t < T; ++t) {
+          gtm.assign(G, 0);
+          const double thr = std::min(cfg.iou_thrs[t], 1 - 1e-10);
+          for (std::size_t d = 0; d < D; ++d) {
+            std::ptrdiff_t m = -1;
+            if (!(best[d] < thr)) {
+              double iou = thr;
+              for (std::size_t s = 0; s < G; ++s) {
+                const std::size_t g = gsorted[s];
+                if (gtm[s] && !img.gt_crowd[gts[g]]) continue;
+                if (m > -1 && gig_a[gsorted[static_cast<std::size_t>(m)]] == 0 && gig_a[g] == 1)
+                  break;
+                const double v = ious[d * G + g];
+                if (v < iou) continue;
+                iou = v;
+                m = static_cast<std::ptrdiff_t>(s);
+              }
+              if (m > -1) gtm[static_cast<std::size_t>(m)] = 1;
+            }
+            match[t * D + d] = static_cast<std::int32_t>(m);
           }
+        }
+      }
+      for (std::size_t t = 0; t < T; ++t) {
+        for (std::size_t d = 0; d < D; ++d) {
+          const std::int32_t m = match[t * D + d];
           bool matched_id = false, ignored = false;
           if (m > -1) {
             const std::size_t g = gsorted[static_cast<std::size_t>(m)];
-            ignored = gig[g] != 0;
+            ignored = gig_a[g] != 0;
             // dtm holds the GT's id: a GT id of 0 reads as "no match" downstream.
             matched_id = img.gt_id[gts[g]] != 0;
-            gtm[static_cast<std::size_t>(m)] = 1;
           }
           if (!matched_id) {
             const double area = segm ? img.dt_area_segm[dts[d]] : img.dt_area[dts[d]];
@@ -335,10 +384,6 @@ Summary summarize(const EvalConfig& cfg, const std::vector<std::int64_t>& ids, c
   struct ImageRef {
     std::int64_t id;
     std::size_t group_begin, group_end;
-  };
-  struct GroupRef {
-    std::size_t group;
-    std::size_t det_begin;
   };
   // The records arrive from other ranks: every count and size is checked before it is used.
   if (rec.img_groups.size() != ids.size())
@@ -386,9 +431,13 @@ Summary summarize(const EvalConfig& cfg, const std::vector<std::int64_t>& ids, c
     std::sort(out.cat_ids.begin(), out.cat_ids.end());
     out.cat_ids.erase(std::unique(out.cat_ids.begin(), out.cat_ids.end()), out.cat_ids.end());
   } else {
+    // The distinct categories first (a group per category and image: sorting them all would
+    // sort a million entries at Objects365's size), then sorted.
+    std::unordered_set<std::int64_t> seen;
     for (const auto& im : images) {
       for (std::size_t g = im.group_begin; g < im.group_end; ++g)
-        if (rec.group_gts[g * (A + 1)] > 0) out.cat_ids.push_back(rec.group_cat[g]);
+        if (rec.group_gts[g * (A + 1)] > 0 && seen.insert(rec.group_cat[g]).second)
+          out.cat_ids.push_back(rec.group_cat[g]);
     }
     std::sort(out.cat_ids.begin(), out.cat_ids.end());
     out.cat_ids.erase(std::unique(out.cat_ids.begin(), out.cat_ids.end()), out.cat_ids.end());
@@ -412,13 +461,52 @@ Summary summarize(const EvalConfig& cfg, const std::vector<std::int64_t>& ids, c
       }
   }
 
-  // Groups per category, in image order.
-  std::vector<std::vector<GroupRef>> by_cat(K);
+  // Each category's detections, gathered in image order into one flat array: its score, its
+  // rank in its group, and per area range a T-bit true-positive mask and a T-bit ignore mask. Two
+  // passes over the records front to back (count, then fill); reading each category's groups
+  // where they lie would jump through all the records once per category.
+  const std::uint32_t tmask = T >= 32 ? ~std::uint32_t{0} : ((std::uint32_t{1} << T) - 1);
+  const auto field = [&](const std::uint64_t* w, std::size_t bit) {
+    std::uint64_t v = w[bit / 64] >> (bit % 64);
+    if (bit % 64 != 0 && bit / 64 + 1 < W) v |= w[bit / 64 + 1] << (64 - bit % 64);
+    return static_cast<std::uint32_t>(v) & tmask;
+  };
+  std::vector<std::int32_t> group_k;  // per group of `images`, in order: its category index
+  std::vector<std::size_t> cat_begin(K + 1, 0);
+  std::vector<std::int64_t> npig_all(K * A, 0);
   for (const auto& im : images) {
     for (std::size_t g = im.group_begin; g < im.group_end; ++g) {
       const auto it = cat_index.find(cfg.use_cats ? rec.group_cat[g] : -1);
+      group_k.push_back(it == cat_index.end() ? -1 : static_cast<std::int32_t>(it->second));
       if (it == cat_index.end()) continue;
-      by_cat[it->second].push_back({g, det_offsets[g]});
+      cat_begin[it->second + 1] += static_cast<std::size_t>(rec.group_ndets[g]);
+      for (std::size_t a = 0; a < A; ++a)
+        npig_all[it->second * A + a] += rec.group_gts[g * (A + 1) + 1 + a];
+    }
+  }
+  for (std::size_t k = 0; k < K; ++k) cat_begin[k + 1] += cat_begin[k];
+  const std::size_t n_dets = cat_begin[K];
+  std::vector<double> flat_score(n_dets);
+  std::vector<std::uint32_t> flat_rank(n_dets), flat_masks(n_dets * 2 * A);
+  {
+    std::vector<std::size_t> at(cat_begin.begin(), cat_begin.end() - 1);
+    std::size_t gi = 0;
+    for (const auto& im : images) {
+      for (std::size_t g = im.group_begin; g < im.group_end; ++g, ++gi) {
+        if (group_k[gi] < 0) continue;
+        std::size_t& j = at[static_cast<std::size_t>(group_k[gi])];
+        const auto n = static_cast<std::size_t>(rec.group_ndets[g]);
+        for (std::size_t i = 0; i < n; ++i, ++j) {
+          const std::size_t d = det_offsets[g] + i;
+          const std::uint64_t* w = &rec.bits[d * W];
+          flat_score[j] = rec.score[d];
+          flat_rank[j] = static_cast<std::uint32_t>(i);
+          for (std::size_t a = 0; a < A; ++a) {
+            flat_masks[j * 2 * A + 2 * a] = field(w, a * T);
+            flat_masks[j * 2 * A + 2 * a + 1] = field(w, A * T + a * T);
+          }
+        }
+      }
     }
   }
 
@@ -434,53 +522,29 @@ Summary summarize(const EvalConfig& cfg, const std::vector<std::int64_t>& ids, c
   out.recall.assign(T * K * A * M, -1.0);
   const double eps = std::nextafter(1.0, 2.0) - 1.0;  // np.spacing(1)
 
-  parallel_for(K, threads, [&](std::size_t k) {
+  parallel_for_dynamic(K, threads, [&](std::size_t k) {  // categories cost unevenly
     // The category's detections in image order (reading the records front to back): score,
     // rank in its image, and per area range a T-bit true-positive mask and a T-bit ignore mask.
-    std::size_t n_all = 0;
-    std::vector<std::int64_t> npig(A, 0);
-    for (const auto& gr : by_cat[k]) {
-      n_all += static_cast<std::size_t>(rec.group_ndets[gr.group]);
-      for (std::size_t a = 0; a < A; ++a) npig[a] += rec.group_gts[gr.group * (A + 1) + 1 + a];
-    }
-    const std::uint32_t tmask = T >= 32 ? ~std::uint32_t{0} : ((std::uint32_t{1} << T) - 1);
-    const auto field = [&](const std::uint64_t* w, std::size_t bit) {
-      std::uint64_t v = w[bit / 64] >> (bit % 64);
-      if (bit % 64 != 0 && bit / 64 + 1 < W) v |= w[bit / 64 + 1] << (64 - bit % 64);
-      return static_cast<std::uint32_t>(v) & tmask;
-    };
+    const std::size_t base = cat_begin[k], n_all = cat_begin[k + 1] - base;
+    const std::int64_t* npig = npig_all.data() + k * A;
     struct Key {
       double score;
       std::uint32_t index;
     };
     std::vector<Key> keys(n_all);
-    std::vector<std::uint32_t> rank0(n_all), tpm0(A * n_all), igm0(A * n_all);
-    {
-      std::size_t j = 0;
-      for (const auto& gr : by_cat[k]) {
-        const auto n = static_cast<std::size_t>(rec.group_ndets[gr.group]);
-        for (std::size_t i = 0; i < n; ++i, ++j) {
-          const std::uint64_t* w = &rec.bits[(gr.det_begin + i) * W];
-          keys[j] = {rec.score[gr.det_begin + i], static_cast<std::uint32_t>(j)};
-          rank0[j] = static_cast<std::uint32_t>(i);
-          for (std::size_t a = 0; a < A; ++a) {
-            tpm0[a * n_all + j] = field(w, a * T);
-            igm0[a * n_all + j] = field(w, A * T + a * T);
-          }
-        }
-      }
-    }
+    for (std::size_t j = 0; j < n_all; ++j)
+      keys[j] = {flat_score[base + j], static_cast<std::uint32_t>(j)};
     // np.argsort(-dtScores, kind='mergesort') over the detections concatenated in image order:
     // stable, so equal scores keep that order.
     std::stable_sort(keys.begin(), keys.end(),
                      [](const Key& x, const Key& y) { return x.score > y.score; });
     std::vector<std::uint32_t> det_rank(n_all), tpm(A * n_all), igm(A * n_all);
     for (std::size_t i = 0; i < n_all; ++i) {
-      const std::size_t src = keys[i].index;
-      det_rank[i] = rank0[src];
+      const std::size_t src = base + keys[i].index;
+      det_rank[i] = flat_rank[src];
       for (std::size_t a = 0; a < A; ++a) {
-        tpm[a * n_all + i] = tpm0[a * n_all + src];
-        igm[a * n_all + i] = igm0[a * n_all + src];
+        tpm[a * n_all + i] = flat_masks[src * 2 * A + 2 * a];
+        igm[a * n_all + i] = flat_masks[src * 2 * A + 2 * a + 1];
       }
     }
     // pycocotools builds rc and pr at every detection, makes pr monotone from the right and reads
@@ -495,8 +559,23 @@ Summary summarize(const EvalConfig& cfg, const std::vector<std::int64_t>& ids, c
     // (a detection ignored at every threshold, the common case outside the area range, once).
     std::vector<std::vector<std::int64_t>> ev(T);
     std::vector<double> ev_pr;
+    // Every maxDet above the category's largest rank in a group keeps every detection: those
+    // give the same values, computed once (maxDets ascend).
+    std::uint64_t ranks = 0;
+    for (const std::uint32_t r : det_rank) ranks = std::max<std::uint64_t>(ranks, r + 1ULL);
+    std::size_t m_all = M;  // the first maxDet that keeps every detection
     for (std::size_t m = 0; m < M; ++m) {
       const auto max_det = static_cast<std::uint64_t>(cfg.max_dets[m]);
+      if (max_det >= ranks && m_all < m) {
+        for (std::size_t a = 0; a < A; ++a)
+          for (std::size_t t = 0; t < T; ++t) {
+            out.rec(t, k, a, m) = out.rec(t, k, a, m_all);
+            for (std::size_t r = 0; r < R; ++r)
+              out.prec(t, r, k, a, m) = out.prec(t, r, k, a, m_all);
+          }
+        continue;
+      }
+      if (max_det >= ranks) m_all = m;
       for (std::size_t a = 0; a < A; ++a) {
         if (npig[a] == 0) continue;
         const auto np = static_cast<double>(npig[a]);

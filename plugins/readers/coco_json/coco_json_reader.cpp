@@ -57,6 +57,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <deque>
+#include <exception>
 #include <filesystem>
 #include <memory>
 #include <numeric>
@@ -510,6 +512,8 @@ class AnnotationChunks {
   }
 
   bool bad_split() const { return bad_; }
+  /// The elements of the chunk next() gave last.
+  std::size_t chunk_elements() const { return chunk_elements_; }
   /// The other members of the top-level object as a JSON object.
   const std::string& rest() const { return rest_; }
 
@@ -701,6 +705,7 @@ class AnnotationChunks {
       if (buf_[p] != '{') return -1;
       if (!skip_value(p)) return -1;
       at_[kLastEnd] = p;
+      ++pending_;
     }
   }
 
@@ -712,6 +717,8 @@ class AnnotationChunks {
     buf_[at_[kSep]] = '[';
     buf_[close] = ']';
     close_ = close;
+    chunk_elements_ = pending_;
+    pending_ = 0;
     pos_ = close + 1;
     after_comma_ = in_array_;  // a ',' was the separator: an element must follow
     at_[kLastEnd] = npos;
@@ -724,6 +731,7 @@ class AnnotationChunks {
   std::size_t end_ = 0, pos_ = 0, close_ = npos;
   std::size_t at_[kMarks] = {0, npos, npos, npos, npos};
   char saved_open_ = 0, saved_close_ = 0;
+  std::size_t pending_ = 0, chunk_elements_ = 0;
   std::string rest_;
   bool eof_ = false, started_ = false, first_member_ = true, after_comma_ = false;
   bool in_array_ = false, seen_annotations_ = false, done_ = false, bad_ = false;
@@ -759,7 +767,7 @@ class CocoJsonReader final : public tally::support::ShardedReader {
       fail("annotations '" + ann_path +
            "': not valid JSON, or a value of an unexpected type (simdjson: " + e.what() + ")");
     }
-    group(shard, res_path);
+    group(shard, res_path, threads);
   }
 
   std::vector<std::string> fields() const override {
@@ -1054,6 +1062,14 @@ class CocoJsonReader final : public tally::support::ShardedReader {
     return static_cast<std::int32_t>(cat);
   }
 
+  /// A ground truth's segmentation as read: polygons (rasterised in group(), once the image's
+  /// size is known) or an RLE.
+  struct GtSeg {
+    enum Kind { None, Polygons, Rle } kind = None;
+    std::vector<std::vector<double>> polys;
+    mask::Rle rle;
+  };
+
   /// The annotations file: its "annotations" list in chunks (AnnotationChunks, a block of the
   /// file at a time; with threads > 1 the next chunk is parsed while the current one is read),
   /// then the rest (images, categories) as one small document. A file the chunks cannot follow
@@ -1065,9 +1081,15 @@ class CocoJsonReader final : public tally::support::ShardedReader {
     {
       AnnotationChunks chunks(path, block);
       std::size_t count = 0;
-      const bool ok = for_each_chunked_element(
-          chunks, threads, [&](dom::object o, std::size_t at) { add_annotation(o, at, path); },
-          count);
+      // Chunks read side by side (each parsed and walked by its own thread into its own arrays,
+      // appended in file order) once the keypoints' length is settled; else one at a time (the
+      // next parsed while the current one is walked).
+      const bool ok =
+          threads > 1 && !(with_keypoints_ && kp_len_ == 0)
+              ? annotations_side_by_side(chunks, threads, path)
+              : for_each_chunked_element(
+                    chunks, threads,
+                    [&](dom::object o, std::size_t at) { add_annotation(o, at, path); }, count);
       dom::parser parser;
       dom::element doc;
       if (ok && parser.parse(chunks.rest()).get(doc) == simdjson::SUCCESS) {
@@ -1082,6 +1104,102 @@ class CocoJsonReader final : public tally::support::ShardedReader {
     const simdjson::padded_string json = load_file(path, "annotations");
     dom::parser parser;
     read_top(parser.parse(json), path);
+  }
+
+  /// Chunks read side by side: this thread cuts them (AnnotationChunks) and hands each to a
+  /// thread of its own that parses and walks it into its own arrays, up to `threads` at once;
+  /// they are appended in file order as they finish, and the first error in file order is the one
+  /// thrown. False when the file does not split.
+  bool annotations_side_by_side(AnnotationChunks& chunks, int threads, const std::string& path) {
+    struct Part {
+      std::vector<char> bytes;
+      std::size_t len = 0, first = 0;
+      std::unique_ptr<dom::parser> parser;
+      Instances gt;
+      std::vector<GtSeg> segs;
+      std::exception_ptr error;
+      bool ok = true;
+      std::thread worker;
+    };
+    std::vector<std::unique_ptr<dom::parser>> idle;  // parsers keep their memory chunk to chunk
+    std::deque<std::unique_ptr<Part>> running;
+    bool ok = true;
+    std::exception_ptr error;
+    const auto work = [&](Part& part) {
+      try {
+        dom::element doc;
+        dom::array arr;
+        part.ok =
+            part.parser->parse(part.bytes.data(), part.len, false).get(doc) == simdjson::SUCCESS &&
+            doc.get_array().get(arr) == simdjson::SUCCESS;
+        std::size_t at = part.first;
+        for (dom::element e : arr) {
+          if (!part.ok) break;
+          dom::object o;
+          if (e.get_object().get(o) != simdjson::SUCCESS) {
+            part.ok = false;
+            break;
+          }
+          add_annotation(o, at++, path, part.gt, part.segs);
+        }
+      } catch (...) {
+        part.error = std::current_exception();
+      }
+    };
+    const auto finish_first = [&] {
+      Part& part = *running.front();
+      part.worker.join();
+      if (ok && !error) {  // after the first failure, the later chunks are only waited for
+        if (part.error) {
+          error = part.error;
+        } else if (!part.ok) {
+          ok = false;
+        } else {
+          append(data_->gt, part.gt);
+          for (auto& seg : part.segs) gt_segs_.push_back(std::move(seg));
+        }
+      }
+      idle.push_back(std::move(part.parser));
+      running.pop_front();
+    };
+    std::size_t count = 0;
+    const char* data = nullptr;
+    std::size_t len = 0;
+    while (ok && !error) {
+      if (running.size() >= static_cast<std::size_t>(threads)) finish_first();
+      if (!ok || error || !chunks.next(data, len)) break;
+      auto part = std::make_unique<Part>();
+      part->bytes.resize(len + simdjson::SIMDJSON_PADDING);
+      std::memcpy(part->bytes.data(), data, len);
+      part->len = len;
+      part->first = count;
+      count += chunks.chunk_elements();
+      if (idle.empty()) idle.push_back(std::make_unique<dom::parser>());
+      part->parser = std::move(idle.back());
+      idle.pop_back();
+      Part& ref = *part;
+      running.push_back(std::move(part));
+      ref.worker = std::thread(work, std::ref(ref));
+    }
+    while (!running.empty()) finish_first();
+    if (error) std::rethrow_exception(error);
+    return ok && !chunks.bad_split();
+  }
+
+  /// Appends a chunk's ground truth (its keypoint offsets moved past the keypoints before it).
+  static void append(Instances& to, const Instances& from) {
+    const auto kp_base = static_cast<std::int64_t>(to.kp.size());
+    const auto cat = [](auto& a, const auto& b) { a.insert(a.end(), b.begin(), b.end()); };
+    cat(to.image, from.image);
+    cat(to.label, from.label);
+    cat(to.box, from.box);
+    cat(to.value, from.value);
+    cat(to.area, from.area);
+    cat(to.id, from.id);
+    cat(to.crowd, from.crowd);
+    cat(to.kp, from.kp);
+    cat(to.num_kp, from.num_kp);
+    for (const std::int64_t at : from.kp_at) to.kp_at.push_back(at < 0 ? at : at + kp_base);
   }
 
   /// The annotations file's top-level object (parsed whole, or without its "annotations" list
@@ -1211,7 +1329,13 @@ class CocoJsonReader final : public tally::support::ShardedReader {
   /// One element of the annotations' "annotations" list (its index `at`): appended to the
   /// ground truth, every key checked.
   void add_annotation(dom::object obj, std::size_t at, const std::string& path) {
-    Instances& gt = data_->gt;
+    add_annotation(obj, at, path, data_->gt, gt_segs_);
+  }
+
+  /// The same into `gt` and `segs` (a chunk's own, read on another thread: only when kp_len_ is
+  /// settled, so nothing of the reader is written).
+  void add_annotation(dom::object obj, std::size_t at, const std::string& path, Instances& gt,
+                      std::vector<GtSeg>& segs) {
     // "annotations 'FILE': annotations[3] (id 17)": the entry and, when it has one, its id.
     const auto where = [&, obj, at] {
       std::string w = "annotations '" + path + "': annotations[" + std::to_string(at) + "]";
@@ -1285,7 +1409,7 @@ class CocoJsonReader final : public tally::support::ShardedReader {
     gt.value.push_back(area);
     gt.crowd.push_back(crowd != 0);
     gt.box.insert(gt.box.end(), box, box + 4);
-    if (with_masks_) gt_segs_.push_back(std::move(seg));
+    if (with_masks_) segs.push_back(std::move(seg));
     if (with_keypoints_) {
       // COCO's num_keypoints, by default the labelled keypoints (v > 0); none without
       // keypoints (the annotation gets zeros in group(), ignored by keypoint evaluation).
@@ -1300,12 +1424,6 @@ class CocoJsonReader final : public tally::support::ShardedReader {
       gt.num_kp.push_back(num_kp);
     }
   }
-
-  struct GtSeg {
-    enum Kind { None, Polygons, Rle } kind = None;
-    std::vector<std::vector<double>> polys;
-    mask::Rle rle;
-  };
 
   template <class W>
   GtSeg read_gt_seg(dom::element v, const W& where) {
@@ -1336,7 +1454,7 @@ class CocoJsonReader final : public tally::support::ShardedReader {
     return mask::rle_merge(rles, false);
   }
 
-  void group(const tally::ShardInfo& shard, const std::string& res_path) {
+  void group(const tally::ShardInfo& shard, const std::string& res_path, int threads) {
     std::sort(images_.begin(), images_.end(),
               [](const ImageInfo& a, const ImageInfo& b) { return a.id < b.id; });
     for (std::size_t i = 1; i < images_.size(); ++i)
@@ -1355,7 +1473,7 @@ class CocoJsonReader final : public tally::support::ShardedReader {
 
     // Ground truth: every image (it is small); grouped by image, file order kept.
     Data& d = *data_;
-    {
+    const auto group_gt = [&] {
       Instances& gt = d.gt;
       std::vector<std::size_t> keep;
       for (std::size_t j = 0; j < gt.size(); ++j) {
@@ -1411,12 +1529,12 @@ class CocoJsonReader final : public tally::support::ShardedReader {
       gt = std::move(out);
       gt_segs_.clear();
       gt_segs_.shrink_to_fit();
-    }
+    };
 
     // Results: only this shard's images. When each image's kept results sit together in the
     // file (the usual layout) the fields are views of the parsed arrays; otherwise (or with
     // masks) they are regrouped by image, file order kept within an image.
-    {
+    const auto group_results = [&] {
       Instances& dt = d.dt;
       const std::size_t n = dt.size(), shard_images = hi - lo;
       std::vector<std::int32_t> img(n);
@@ -1538,7 +1656,31 @@ class CocoJsonReader final : public tally::support::ShardedReader {
         dt_polys_.clear();
         dt_polys_.shrink_to_fit();
       }
+    };
+    // The two touch nothing in common (they only read the image index): side by side with two
+    // threads or more. An error in the ground truth comes first, as it would one after the other.
+    if (threads < 2) {
+      group_gt();
+      group_results();
+      return;
     }
+    std::exception_ptr gt_error;
+    std::thread gt_thread([&] {
+      try {
+        group_gt();
+      } catch (...) {
+        gt_error = std::current_exception();
+      }
+    });
+    std::exception_ptr res_error;
+    try {
+      group_results();
+    } catch (...) {
+      res_error = std::current_exception();
+    }
+    gt_thread.join();
+    if (gt_error) std::rethrow_exception(gt_error);
+    if (res_error) std::rethrow_exception(res_error);
   }
 
   /// Masks need an image whose h * w is below 2^32 (RLE counts are uint32, as in maskApi.c).
