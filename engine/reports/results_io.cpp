@@ -248,6 +248,25 @@ Results read_results_json(const fs::path& path) {
   return r;
 }
 
+/// A curve ({"x": [...], "y": [...], "x_label", "y_label"}) in one line of the table: its size
+/// and axes (the points are in the JSON and drawn in the HTML report); empty for anything else.
+static std::string curve_summary(const Value& v) {
+  if (!v.is_map()) return {};
+  const Value* x = nullptr;
+  const Value* y = nullptr;
+  std::string xl = "x", yl = "y";
+  for (const auto& [k, e] : v.as_map()) {
+    if (k == "x") x = &e;
+    if (k == "y") y = &e;
+    if (k == "x_label" && e.is_string()) xl = e.as_string();
+    if (k == "y_label" && e.is_string()) yl = e.as_string();
+  }
+  if (x == nullptr || y == nullptr || !x->is_array() || !y->is_array() || x->size() != y->size())
+    return {};
+  return fmt::format("curve of {} points, {} against {} (in the JSON; drawn by --html)", x->size(),
+                     yl, xl);
+}
+
 std::string format_table(const Results& r) {
   struct Row {
     std::string metric, key, value;
@@ -279,6 +298,8 @@ std::string format_table(const Results& r) {
           block += "\n";
         }
         blocks.push_back(std::move(block));
+      } else if (const std::string c = curve_summary(v); !c.empty()) {
+        rows.push_back({label, key, escape_for_terminal(c)});
       } else if (v.is_array()) {
         rows.push_back({label, key, escape_for_terminal(inline_array(v))});
       } else {

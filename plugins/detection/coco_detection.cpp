@@ -75,6 +75,7 @@
 #include "detection.hpp"
 
 #include "tally/metric.hpp"
+#include "tally/numpy_math.hpp"
 #include "tally/plugin.hpp"
 #include "tally/state.hpp"
 
@@ -130,6 +131,10 @@ class COCODetection : public TypedMetric<CocoState> {
         if (!(v > 0 && std::isfinite(v))) p.fail("kpt_oks_sigmas", "values must be > 0 and finite");
     }
     classwise_ = p.get_bool("classwise");
+    curves_ = p.get_bool("curves");
+    curve_iou_ = p.get_double("curve_iou");
+    if (curves_ && std::find(thrs.begin(), thrs.end(), curve_iou_) == thrs.end())
+      p.fail("curve_iou", fmt::format("must be one of iou_thrs, got {}", curve_iou_));
     use_cats_ = lvis_ || p.get_bool("use_cats");
     if (classwise_ && !use_cats_)
       p.fail("classwise",
@@ -164,6 +169,7 @@ class COCODetection : public TypedMetric<CocoState> {
       }
       c.areas = areas ? *areas : coco::default_area_ranges(c.kind);
       if (c.kind == coco::Kind::Keypoints) c.kpt_sigmas = kpt_sigmas_ = sigmas;
+      c.keep_scores = curves_ && classwise_;
       if (2 * c.areas.size() * thrs.size() > 1024)
         p.fail("area_ranges", "times iou_thrs is above 512 (area range, threshold) pairs");
       c.use_cats = use_cats_ && c.kind != coco::Kind::Proposal;
@@ -262,6 +268,8 @@ class COCODetection : public TypedMetric<CocoState> {
         set_lvis_stats(out, metrics_[j], cfg, sum);
       else
         set_stats(out, metrics_[j], cfg, sum);
+      const std::string pre = cfg.kind == coco::Kind::Proposal ? "" : metrics_[j] + "_";
+      if (curves_) out.set(pre + "PR_curve", pr_curve(cfg, sum, -1));
       if (!classwise_ || cfg.kind == coco::Kind::Proposal) continue;
       const std::size_t a_all = all_area(cfg);
       const std::int64_t last = cfg.max_dets.back();
@@ -276,6 +284,10 @@ class COCODetection : public TypedMetric<CocoState> {
         const double ar = sum.stat(false, -1, a_all, last, kk);
         out.set(metrics_[j] + "_" + name + "_precision", ap > -1 ? ap : nan);
         out.set(metrics_[j] + "_" + name + "_recall", ar > -1 ? ar : nan);
+        if (curves_ && ap > -1) {
+          out.set(metrics_[j] + "_" + name + "_PR_curve", pr_curve(cfg, sum, kk));
+          out.set(metrics_[j] + "_" + name + "_F1_curve", f1_curve(cfg, sum, k));
+        }
       }
     }
     return out;
@@ -286,6 +298,55 @@ class COCODetection : public TypedMetric<CocoState> {
     for (std::size_t a = 0; a < cfg.areas.size(); ++a)
       if (cfg.areas[a].label == "all") return a;
     return 0;  // read_area_ranges makes sure there is one
+  }
+
+  /// The precision-recall curve at curve_iou (area "all", the last maxDet) as pycocotools'
+  /// eval['precision'] holds it: x the 101 recall thresholds, y the precision of category k, or
+  /// with k < 0 the mean over the categories of the entries > -1 (-1 where none has data).
+  Value pr_curve(const coco::EvalConfig& cfg, const coco::Summary& sum, std::ptrdiff_t k) const {
+    const std::size_t a = all_area(cfg), m = sum.M - 1;
+    const auto t = static_cast<std::size_t>(
+        std::find(sum.iou_thrs.begin(), sum.iou_thrs.end(), curve_iou_) - sum.iou_thrs.begin());
+    Value::Array x, y;
+    std::vector<double> sel;
+    for (std::size_t r = 0; r < sum.R; ++r) {
+      x.emplace_back(sum.rec_thrs[r]);
+      sel.clear();
+      for (std::size_t kk = 0; kk < sum.K; ++kk) {
+        if (k >= 0 && kk != static_cast<std::size_t>(k)) continue;
+        const double v = sum.precision[(((t * sum.R + r) * sum.K + kk) * sum.A + a) * sum.M + m];
+        if (v > -1) sel.push_back(v);
+      }
+      y.emplace_back(sel.empty() ? -1.0 : numpy::mean(sel));
+    }
+    return curve(std::move(x), std::move(y), "recall", "precision");
+  }
+
+  /// F1 against score for category k at curve_iou (area "all", the last maxDet): at each recall
+  /// threshold r, F1 = 2 p r / (p + r) (0 where p + r is 0) with p pycocotools' precision there,
+  /// against eval['scores'] there (the score of the detection it is read at; 0 past the last true
+  /// positive), in ascending score.
+  Value f1_curve(const coco::EvalConfig& cfg, const coco::Summary& sum, std::size_t k) const {
+    const std::size_t a = all_area(cfg), m = sum.M - 1;
+    const auto t = static_cast<std::size_t>(
+        std::find(sum.iou_thrs.begin(), sum.iou_thrs.end(), curve_iou_) - sum.iou_thrs.begin());
+    Value::Array x, y;
+    for (std::size_t r = sum.R; r-- > 0;) {
+      const std::size_t at = (((t * sum.R + r) * sum.K + k) * sum.A + a) * sum.M + m;
+      const double p = sum.precision[at], rc = sum.rec_thrs[r];
+      x.emplace_back(sum.scores[at]);
+      y.emplace_back(p + rc > 0 ? 2 * p * rc / (p + rc) : 0.0);
+    }
+    return curve(std::move(x), std::move(y), "score", "F1");
+  }
+
+  static Value curve(Value::Array x, Value::Array y, const char* x_label, const char* y_label) {
+    Value c = Value::map();
+    c.set("x", Value(std::move(x)));
+    c.set("y", Value(std::move(y)));
+    c.set("x_label", Value(x_label));
+    c.set("y_label", Value(y_label));
+    return c;
   }
 
   /// LVISEval.summarize()'s 13 results as mmdet's LVISMetric names them ("{m}_AP", "{m}_AP50",
@@ -573,6 +634,8 @@ class COCODetection : public TypedMetric<CocoState> {
   std::vector<std::int64_t> cat_ids_;
   std::vector<std::string> classes_;
   bool classwise_ = false;
+  bool curves_ = false;
+  double curve_iou_ = 0.5;
   bool need_boxes_ = false, need_masks_ = false, need_kpts_ = false;
   std::vector<double> kpt_sigmas_;
   int threads_ = 1;
@@ -594,6 +657,14 @@ std::vector<ParamSpec> subset_params() {
                 "Also return the AP (\"{kind}_{class}_precision\", mmeval's name) and AR "
                 "(\"{kind}_{class}_recall\") of each category.")
               .def(false),
+          param("curves", ParamType::Bool,
+                "Also return the precision-recall curve at curve_iou (\"{kind}_PR_curve\": "
+                "pycocotools' precision at its 101 recall thresholds, averaged over the "
+                "categories), and with classwise each category's (\"{kind}_{class}_PR_curve\") "
+                "and its F1 against score (\"{kind}_{class}_F1_curve\", from eval['scores']).")
+              .def(false),
+          param("curve_iou", ParamType::Float, "The IoU threshold of the curves (one of iou_thrs).")
+              .def(0.5),
           param("cat_ids", ParamType::IntList,
                 "Categories to evaluate (pycocotools' params.catIds); default: every category "
                 "with ground truth (the others would be -1 and left out of the means).")
@@ -636,7 +707,9 @@ std::vector<InputSpec> detection_inputs() {
 }
 
 std::vector<ResultSpec> detection_results(const std::string& what) {
-  return {{"*_precision", Better::Higher, Plot::None, "AP of one category (classwise)"},
+  return {{"*_PR_curve", Better::Neither, Plot::Curve, "precision against recall (curves)"},
+          {"*_F1_curve", Better::Neither, Plot::Curve, "F1 against score (curves, classwise)"},
+          {"*_precision", Better::Higher, Plot::None, "AP of one category (classwise)"},
           {"*_recall", Better::Higher, Plot::None, "AR of one category (classwise)"},
           {"*", Better::Higher, Plot::None, what + " AP / AR (fraction; -1 when undefined)"}};
 }

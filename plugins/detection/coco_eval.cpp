@@ -517,8 +517,10 @@ Summary summarize(const EvalConfig& cfg, const std::vector<std::int64_t>& ids, c
   out.A = A;
   out.M = M;
   out.iou_thrs = cfg.iou_thrs;
+  out.rec_thrs = recs;
   out.max_dets = cfg.max_dets;
   out.precision.assign(T * R * K * A * M, -1.0);
+  if (cfg.keep_scores) out.scores.assign(T * R * K * A * M, -1.0);
   out.recall.assign(T * K * A * M, -1.0);
   const double eps = std::nextafter(1.0, 2.0) - 1.0;  // np.spacing(1)
 
@@ -558,6 +560,7 @@ Summary summarize(const EvalConfig& cfg, const std::vector<std::int64_t>& ids, c
     // positives and ignored ones at t, so only true positives and ignored detections are counted
     // (a detection ignored at every threshold, the common case outside the area range, once).
     std::vector<std::vector<std::int64_t>> ev(T);
+    std::vector<std::vector<double>> ev_score(cfg.keep_scores ? T : 0);  // each event's score
     std::vector<double> ev_pr;
     // Every maxDet above the category's largest rank in a group keeps every detection: those
     // give the same values, computed once (maxDets ascend).
@@ -572,6 +575,9 @@ Summary summarize(const EvalConfig& cfg, const std::vector<std::int64_t>& ids, c
             out.rec(t, k, a, m) = out.rec(t, k, a, m_all);
             for (std::size_t r = 0; r < R; ++r)
               out.prec(t, r, k, a, m) = out.prec(t, r, k, a, m_all);
+            if (cfg.keep_scores)
+              for (std::size_t r = 0; r < R; ++r)
+                out.score_at(t, r, k, a, m) = out.score_at(t, r, k, a, m_all);
           }
         continue;
       }
@@ -584,9 +590,12 @@ Summary summarize(const EvalConfig& cfg, const std::vector<std::int64_t>& ids, c
         const std::uint32_t* igs = igm.data() + a * n_all;
         std::array<std::int64_t, 32> tp_cnt{}, ig_cnt{};
         std::int64_t pos = 0, full_ig = 0;
+        double first_score = 0;  // the first detection's (true positive, false or ignored)
         for (auto& e : ev) e.clear();
+        for (auto& e : ev_score) e.clear();
         for (std::size_t i = 0; i < n_all; ++i) {
           if (det_rank[i] >= max_det) continue;
+          if (pos == 0) first_score = keys[i].score;
           const std::uint32_t tm = tps[i], im = igs[i];
           if ((tm | im) != 0) {
             if (tm == 0 && im == tmask) {
@@ -596,6 +605,7 @@ Summary summarize(const EvalConfig& cfg, const std::vector<std::int64_t>& ids, c
               for (std::uint32_t b = tm; b != 0; b &= b - 1) {
                 const int t = std::countr_zero(b);
                 ev[static_cast<std::size_t>(t)].push_back(pos - tp_cnt[t] - ig_cnt[t] - full_ig);
+                if (cfg.keep_scores) ev_score[static_cast<std::size_t>(t)].push_back(keys[i].score);
                 ++tp_cnt[t];
               }
             }
@@ -619,6 +629,14 @@ Summary summarize(const EvalConfig& cfg, const std::vector<std::int64_t>& ids, c
           for (std::size_t r = 0; r < R; ++r) {
             while (e < ntp && static_cast<double>(e + 1) / np < recs[r]) ++e;
             out.prec(t, r, k, a, m) = e < ntp ? ev_pr[e] : 0.0;
+            // eval['scores']: the score of the detection the precision is read at, 0 past the
+            // last true positive (pycocotools leaves its zeros there).
+            // Recall 0 is read at the first detection whatever it is (searchsorted finds rc >= 0
+            // there), the others at a true positive.
+            if (cfg.keep_scores)
+              out.score_at(t, r, k, a, m) = recs[r] <= 0 && nd > 0 ? first_score
+                                            : e < ntp              ? ev_score[t][e]
+                                                                   : 0.0;
           }
         }
       }

@@ -56,6 +56,8 @@ struct EvalConfig {
   /// category with ground truth in the image or in its neg_category_ids; an unmatched detection
   /// of a category in its not_exhaustive_category_ids is ignored; crowd flags are not read.
   bool federated = false;
+  /// Also keep pycocotools' eval['scores'] (Summary::scores): for the curves.
+  bool keep_scores = false;
   std::size_t num_areas() const { return areas.size(); }
   /// Words of match/ignore bits per detection: 2 bits per (area range, IoU threshold).
   std::size_t words() const { return (2 * areas.size() * iou_thrs.size() + 63) / 64; }
@@ -160,12 +162,17 @@ struct Summary {
   std::size_t T = 0, R = 0, K = 0, A = 0, M = 0;
   std::vector<std::int64_t> cat_ids;  // K, ascending
   std::vector<double> precision, recall;
+  std::vector<double> scores;  // eval['scores'] [T, R, K, A, M] when EvalConfig::keep_scores
   std::vector<double> iou_thrs;
+  std::vector<double> rec_thrs;  // R: np.linspace(.0, 1.00, 101)
   std::vector<std::int64_t> max_dets;
   std::vector<int> cat_freq;  // federated: per category 0 r, 1 c, 2 f, -1 unknown
 
   double& prec(std::size_t t, std::size_t r, std::size_t k, std::size_t a, std::size_t m) {
     return precision[(((t * R + r) * K + k) * A + a) * M + m];
+  }
+  double& score_at(std::size_t t, std::size_t r, std::size_t k, std::size_t a, std::size_t m) {
+    return scores[(((t * R + r) * K + k) * A + a) * M + m];
   }
   double& rec(std::size_t t, std::size_t k, std::size_t a, std::size_t m) {
     return recall[((t * K + k) * A + a) * M + m];

@@ -154,6 +154,13 @@ def keypoint_stats(e, prefix="keypoints", labels=("m", "l"), names=("medium", "l
     return out
 
 
+def stats_from(e, prefix="bbox"):
+    """summarize()'s 12 stats with mmeval's keys (maxDets [1, 10, 100])."""
+    names = ["mAP", "mAP_50", "mAP_75", "mAP_s", "mAP_m", "mAP_l", "AR@1", "AR@10", "AR@100",
+             "AR_s@100", "AR_m@100", "AR_l@100"]
+    return {f"{prefix}_{n}": float(v) for n, v in zip(names, e.stats)}
+
+
 def classwise(e, prefix, area="all"):
     """mmeval's classwise AP (precision[:, :, k, 0, -1] > -1, np.mean) and the same mean of
     recall[:, k, 0, -1] (AR per category); None (NaN) without ground truth."""
@@ -256,6 +263,46 @@ def main():
         {"metric": ["bbox"], "max_dets": md, "area_ranges": areas, "classwise": True,
          "cat_ids": [0, 1, 3, 7, 12, 40, 99]},
         ["gt", "bbox"])
+
+    # Curves: eval['precision'] and eval['scores'] of pycocotools' default bbox evaluation, at
+    # IoU 0.75, area all, maxDets 100.
+    e = evaluate(paths["gt"], paths["bbox"], "bbox")
+    with contextlib.redirect_stdout(io.StringIO()):
+        e.summarize()
+    t = int(np.where(e.params.iouThrs == 0.75)[0][0])
+    prec, sc, rec_thrs = e.eval["precision"], e.eval["scores"], e.params.recThrs
+
+    def curve(x, y, xl, yl):
+        return {"x": [float(v) for v in x], "y": [float(v) for v in y], "x_label": xl,
+                "y_label": yl}
+
+    overall = []
+    for r in range(len(rec_thrs)):
+        v = prec[t, r, :, 0, -1]
+        overall.append(float(np.mean(v[v > -1])) if (v > -1).any() else -1.0)
+    vals = {**stats_from(e), "bbox_PR_curve": curve(rec_thrs, overall, "recall", "precision")}
+    for k, cat in enumerate(e.params.catIds):
+        p = prec[:, :, k, 0, -1]
+        r = e.eval["recall"][:, k, 0, -1]
+        ap = float(np.mean(p[p > -1])) if (p > -1).any() else None
+        vals[f"bbox_{cat}_precision"] = ap
+        vals[f"bbox_{cat}_recall"] = float(np.mean(r[r > -1])) if (r > -1).any() else None
+        if ap is None:
+            continue
+        vals[f"bbox_{cat}_PR_curve"] = curve(rec_thrs, prec[t, :, k, 0, -1], "recall",
+                                             "precision")
+        xs, ys = [], []
+        for ri in reversed(range(len(rec_thrs))):
+            pv, rc = prec[t, ri, k, 0, -1], rec_thrs[ri]
+            xs.append(sc[t, ri, k, 0, -1])
+            ys.append(2 * pv * rc / (pv + rc) if pv + rc > 0 else 0.0)
+        vals[f"bbox_{cat}_F1_curve"] = curve(xs, ys, "score", "F1")
+    add("bbox_curves", "COCOeval bbox with the default parameters; curves at IoU 0.75 (area all, "
+        "maxDets 100): eval['precision'][t, :, k, 0, -1] against params.recThrs, their mean over "
+        "the categories (entries > -1), and per category F1 = 2 p r / (p + r) against "
+        "eval['scores'][t, :, k, 0, -1], recall thresholds from the last", vals,
+        {"metric": ["bbox"], "classwise": True, "curves": True, "curve_iou": 0.75,
+         "cat_ids": [0, 1, 3, 7, 12, 40, 99]}, ["gt", "bbox"])
 
     out = {"generated_by": "tests/reference/coco_params.py",
            "versions": {"pycocotools": importlib.metadata.version("pycocotools"),

@@ -634,6 +634,9 @@ inline void expect_matches(const Value& actual, const Json& expected, const std:
     ASSERT_EQ(got_keys, want_keys) << where << ": result keys (in order)";
     for (const auto& [k, v] : expected.items())
       expect_matches(actual.at(k), v, where + "." + k, metric, rel);
+  } else if (expected.is_string()) {  // a label (a curve's x_label, say)
+    ASSERT_TRUE(actual.is_string()) << where << ": expected a string, got " << actual.to_json();
+    EXPECT_EQ(actual.as_string(), expected.get<std::string>()) << where;
   } else {
     FAIL() << where << ": unexpected expected value " << expected.dump();
   }
