@@ -135,6 +135,12 @@ class COCODetection : public TypedMetric<CocoState> {
     curve_iou_ = p.get_double("curve_iou");
     if (curves_ && std::find(thrs.begin(), thrs.end(), curve_iou_) == thrs.end())
       p.fail("curve_iou", fmt::format("must be one of iou_thrs, got {}", curve_iou_));
+    calibration_bins_ =
+        static_cast<std::size_t>(p.get_size("calibration_bins", 0, std::int64_t{1} << 20));
+    calibration_iou_ = p.get_double("calibration_iou");
+    if (calibration_bins_ > 0 &&
+        std::find(thrs.begin(), thrs.end(), calibration_iou_) == thrs.end())
+      p.fail("calibration_iou", fmt::format("must be one of iou_thrs, got {}", calibration_iou_));
     use_cats_ = lvis_ || p.get_bool("use_cats");
     if (classwise_ && !use_cats_)
       p.fail("classwise",
@@ -170,6 +176,8 @@ class COCODetection : public TypedMetric<CocoState> {
       c.areas = areas ? *areas : coco::default_area_ranges(c.kind);
       if (c.kind == coco::Kind::Keypoints) c.kpt_sigmas = kpt_sigmas_ = sigmas;
       c.keep_scores = curves_ && classwise_;
+      c.calibration_bins = calibration_bins_;
+      c.calibration_iou = calibration_iou_;
       if (2 * c.areas.size() * thrs.size() > 1024)
         p.fail("area_ranges", "times iou_thrs is above 512 (area range, threshold) pairs");
       c.use_cats = use_cats_ && c.kind != coco::Kind::Proposal;
@@ -270,6 +278,18 @@ class COCODetection : public TypedMetric<CocoState> {
         set_stats(out, metrics_[j], cfg, sum);
       const std::string pre = cfg.kind == coco::Kind::Proposal ? "" : metrics_[j] + "_";
       if (curves_) out.set(pre + "PR_curve", pr_curve(cfg, sum, -1));
+      if (calibration_bins_ > 0) {
+        out.set(pre + "ECE", sum.ece);
+        out.set(pre + "MCE", sum.mce);
+        Value::Array x, y;
+        for (std::size_t i = 0; i < sum.bin_count.size(); ++i)
+          if (sum.bin_count[i] > 0) {
+            x.emplace_back(sum.bin_confidence[i]);
+            y.emplace_back(sum.bin_accuracy[i]);
+          }
+        out.set(pre + "reliability_curve",
+                curve(std::move(x), std::move(y), "mean score", "fraction correct"));
+      }
       if (!classwise_ || cfg.kind == coco::Kind::Proposal) continue;
       const std::size_t a_all = all_area(cfg);
       const std::int64_t last = cfg.max_dets.back();
@@ -284,6 +304,8 @@ class COCODetection : public TypedMetric<CocoState> {
         const double ar = sum.stat(false, -1, a_all, last, kk);
         out.set(metrics_[j] + "_" + name + "_precision", ap > -1 ? ap : nan);
         out.set(metrics_[j] + "_" + name + "_recall", ar > -1 ? ar : nan);
+        if (calibration_bins_ > 0 && !std::isnan(sum.ece_per_cat[k]))
+          out.set(metrics_[j] + "_" + name + "_ECE", sum.ece_per_cat[k]);
         if (curves_ && ap > -1) {
           out.set(metrics_[j] + "_" + name + "_PR_curve", pr_curve(cfg, sum, kk));
           out.set(metrics_[j] + "_" + name + "_F1_curve", f1_curve(cfg, sum, k));
@@ -635,6 +657,8 @@ class COCODetection : public TypedMetric<CocoState> {
   std::vector<std::string> classes_;
   bool classwise_ = false;
   bool curves_ = false;
+  std::size_t calibration_bins_ = 0;
+  double calibration_iou_ = 0.5;
   double curve_iou_ = 0.5;
   bool need_boxes_ = false, need_masks_ = false, need_kpts_ = false;
   std::vector<double> kpt_sigmas_;
@@ -664,6 +688,16 @@ std::vector<ParamSpec> subset_params() {
                 "and its F1 against score (\"{kind}_{class}_F1_curve\", from eval['scores']).")
               .def(false),
           param("curve_iou", ParamType::Float, "The IoU threshold of the curves (one of iou_thrs).")
+              .def(0.5),
+          param("calibration_bins", ParamType::Int,
+                "Score calibration as hotcoco's calibration(n_bins): with n > 0 bins, "
+                "\"{kind}_ECE\", \"{kind}_MCE\", a reliability curve, and with classwise each "
+                "category's ECE (the non-ignored detections at area 'all' and calibration_iou; "
+                "hotcoco counts every category of the ground truth file: give cat_ids for the "
+                "same). 0: off.")
+              .def(0),
+          param("calibration_iou", ParamType::Float,
+                "The IoU threshold that makes a detection correct for the calibration.")
               .def(0.5),
           param("cat_ids", ParamType::IntList,
                 "Categories to evaluate (pycocotools' params.catIds); default: every category "
@@ -708,6 +742,10 @@ std::vector<InputSpec> detection_inputs() {
 
 std::vector<ResultSpec> detection_results(const std::string& what) {
   return {{"*_PR_curve", Better::Neither, Plot::Curve, "precision against recall (curves)"},
+          {"*_reliability_curve", Better::Neither, Plot::Curve,
+           "fraction of true positives against mean score per score bin (calibration)"},
+          {"*_ECE", Better::Lower, Plot::None, "expected calibration error (calibration)"},
+          {"*_MCE", Better::Lower, Plot::None, "largest calibration error of a bin (calibration)"},
           {"*_F1_curve", Better::Neither, Plot::Curve, "F1 against score (curves, classwise)"},
           {"*_precision", Better::Higher, Plot::None, "AP of one category (classwise)"},
           {"*_recall", Better::Higher, Plot::None, "AR of one category (classwise)"},

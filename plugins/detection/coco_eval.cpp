@@ -10,6 +10,7 @@
 #include <limits>
 #include <numeric>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -373,6 +374,77 @@ void evaluate_image(const EvalConfig& cfg, const ImageData& img, Records& out) {
   out.img_groups.push_back(groups);
 }
 
+namespace {
+
+/// hotcoco 1.3's COCOeval.calibration(n_bins, iou_threshold): every detection of the evaluated
+/// categories at area "all" that is not ignored at the threshold, in pycocotools' order
+/// (categories ascending, images ascending, each image's detections by score), goes to bin
+/// min(floor(score * n), n - 1) (a negative score to bin 0); per bin the mean score and the
+/// fraction of true positives, summed in that order; ECE = sum over the bins of count / total *
+/// |accuracy - confidence|, MCE = the largest gap; per category the same over its detections.
+void calibrate(const EvalConfig& cfg, const std::vector<std::size_t>& cat_begin,
+               const std::vector<double>& score, const std::vector<std::uint32_t>& masks,
+               Summary& out) {
+  const std::size_t nb = cfg.calibration_bins, A = cfg.num_areas(), K = cat_begin.size() - 1;
+  std::size_t a_all = 0;
+  for (std::size_t a = 0; a < A; ++a)
+    if (cfg.areas[a].label == "all") a_all = a;
+  const auto t = static_cast<std::size_t>(
+      std::find(cfg.iou_thrs.begin(), cfg.iou_thrs.end(), cfg.calibration_iou) -
+      cfg.iou_thrs.begin());
+  struct Bins {
+    std::vector<double> conf, acc;
+    std::vector<std::size_t> count;
+    std::size_t total = 0;
+    explicit Bins(std::size_t n) : conf(n, 0.0), acc(n, 0.0), count(n, 0) {}
+    void add(double c, bool correct) {
+      const double x = c * static_cast<double>(conf.size());
+      // Rust's `as usize`: toward zero, a negative value 0.
+      const std::size_t i = x <= 0 ? 0
+                            : x >= static_cast<double>(conf.size() - 1)
+                                ? conf.size() - 1
+                                : static_cast<std::size_t>(x);
+      conf[i] += c;
+      acc[i] += correct ? 1.0 : 0.0;
+      ++count[i];
+      ++total;
+    }
+    /// Means per bin, then ECE and MCE.
+    std::pair<double, double> finish() {
+      double ece = 0, mce = 0;
+      for (std::size_t i = 0; i < conf.size(); ++i) {
+        if (count[i] == 0) continue;
+        const auto n = static_cast<double>(count[i]);
+        conf[i] /= n;
+        acc[i] /= n;
+        const double gap = std::abs(acc[i] - conf[i]);
+        ece += (n / static_cast<double>(total)) * gap;
+        mce = std::max(mce, gap);
+      }
+      return {ece, mce};
+    }
+  };
+  Bins all(nb);
+  out.ece_per_cat.assign(K, std::numeric_limits<double>::quiet_NaN());
+  for (std::size_t k = 0; k < K; ++k) {
+    Bins cat(nb);
+    for (std::size_t j = cat_begin[k]; j < cat_begin[k + 1]; ++j) {
+      const std::uint32_t tp = masks[j * 2 * A + 2 * a_all], ig = masks[j * 2 * A + 2 * a_all + 1];
+      if ((ig >> t) & 1U) continue;
+      const bool correct = ((tp >> t) & 1U) != 0;
+      all.add(score[j], correct);
+      cat.add(score[j], correct);
+    }
+    if (cat.total > 0) out.ece_per_cat[k] = cat.finish().first;
+  }
+  std::tie(out.ece, out.mce) = all.finish();
+  out.bin_confidence = all.conf;
+  out.bin_accuracy = all.acc;
+  out.bin_count = all.count;
+}
+
+}  // namespace
+
 Summary summarize(const EvalConfig& cfg, const std::vector<std::int64_t>& ids, const Records& rec,
                   const std::vector<std::int64_t>& cat_ids_param, int threads) {
   const std::size_t T = cfg.iou_thrs.size(), W = cfg.words(), M = cfg.max_dets.size();
@@ -523,6 +595,8 @@ Summary summarize(const EvalConfig& cfg, const std::vector<std::int64_t>& ids, c
   if (cfg.keep_scores) out.scores.assign(T * R * K * A * M, -1.0);
   out.recall.assign(T * K * A * M, -1.0);
   const double eps = std::nextafter(1.0, 2.0) - 1.0;  // np.spacing(1)
+
+  if (cfg.calibration_bins > 0) calibrate(cfg, cat_begin, flat_score, flat_masks, out);
 
   parallel_for_dynamic(K, threads, [&](std::size_t k) {  // categories cost unevenly
     // The category's detections in image order (reading the records front to back): score,

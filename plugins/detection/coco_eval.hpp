@@ -58,6 +58,9 @@ struct EvalConfig {
   bool federated = false;
   /// Also keep pycocotools' eval['scores'] (Summary::scores): for the curves.
   bool keep_scores = false;
+  /// hotcoco's calibration(n_bins, iou_threshold) when > 0 (Summary::ece and the rest).
+  std::size_t calibration_bins = 0;
+  double calibration_iou = 0.5;
   std::size_t num_areas() const { return areas.size(); }
   /// Words of match/ignore bits per detection: 2 bits per (area range, IoU threshold).
   std::size_t words() const { return (2 * areas.size() * iou_thrs.size() + 63) / 64; }
@@ -167,6 +170,12 @@ struct Summary {
   std::vector<double> rec_thrs;  // R: np.linspace(.0, 1.00, 101)
   std::vector<std::int64_t> max_dets;
   std::vector<int> cat_freq;  // federated: per category 0 r, 1 c, 2 f, -1 unknown
+  // Calibration (EvalConfig::calibration_bins): the non-ignored detections at area "all" and
+  // calibration_iou, binned by score; per bin the mean score and the fraction of true positives.
+  double ece = 0, mce = 0;
+  std::vector<double> bin_confidence, bin_accuracy;
+  std::vector<std::size_t> bin_count;
+  std::vector<double> ece_per_cat;  // K; NaN for a category without detections
 
   double& prec(std::size_t t, std::size_t r, std::size_t k, std::size_t a, std::size_t m) {
     return precision[(((t * R + r) * K + k) * A + a) * M + m];

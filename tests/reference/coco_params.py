@@ -182,6 +182,7 @@ def main():
         with open(paths[name], "w") as f:
             json.dump(obj, f, separators=(",", ":"))
     cases = []
+    versions_extra = {}
 
     def add(name, call, values, params, data):
         cases.append({"name": name, "call": call, "params": params, "data": data,
@@ -304,9 +305,47 @@ def main():
         {"metric": ["bbox"], "classwise": True, "curves": True, "curve_iou": 0.75,
          "cat_ids": [0, 1, 3, 7, 12, 40, 99]}, ["gt", "bbox"])
 
+    # Calibration: hotcoco 1.3.0's COCOeval.calibration(n_bins=10, iou_threshold=0.5), on real
+    # COCO data (configs/examples/data/detection: annotation ids from 1; hotcoco counts a match to
+    # an annotation of id 0 as correct where pycocotools, and tally, read it as no match, so
+    # coco_gt.json, which has one, would not do). hotcoco's params.cat_ids are every category of
+    # the file, as pycocotools': cat_ids gives tally the same.
+    import hotcoco
+    ex_gt = os.path.join(EXAMPLE, "instances_val2014_40.json")
+    ex_res = os.path.join(EXAMPLE, "results_val2014_40.json")
+    paths["example_gt"], paths["example_res"] = ex_gt, ex_res
+    e = evaluate(ex_gt, ex_res, "bbox")
+    with contextlib.redirect_stdout(io.StringIO()):
+        e.summarize()
+        hgt = hotcoco.COCO(ex_gt)
+        hev = hotcoco.COCOeval(hgt, hgt.loadRes(ex_res), "bbox")
+        hev.evaluate()
+        cal = hev.calibration(n_bins=10, iou_threshold=0.5)
+    vals = {**stats_from(e), "bbox_ECE": float(cal["ece"]), "bbox_MCE": float(cal["mce"]),
+            "bbox_reliability_curve": curve(
+                [b["avg_confidence"] for b in cal["bins"] if b["count"] > 0],
+                [b["avg_accuracy"] for b in cal["bins"] if b["count"] > 0],
+                "mean score", "fraction correct")}
+    names = {c["id"]: c["name"] for c in json.load(open(ex_gt))["categories"]}
+    for k, cat in enumerate(e.params.catIds):
+        p = e.eval["precision"][:, :, k, 0, -1]
+        r = e.eval["recall"][:, k, 0, -1]
+        vals[f"bbox_{cat}_precision"] = float(np.mean(p[p > -1])) if (p > -1).any() else None
+        vals[f"bbox_{cat}_recall"] = float(np.mean(r[r > -1])) if (r > -1).any() else None
+        if names[cat] in cal["per_category"]:
+            vals[f"bbox_{cat}_ECE"] = float(cal["per_category"][names[cat]])
+    versions_extra["hotcoco"] = importlib.metadata.version("hotcoco")
+    add("bbox_calibration", "hotcoco 1.3.0: COCOeval(gt, gt.loadRes(results_val2014_40.json), "
+        "'bbox'); evaluate(); calibration(n_bins=10, iou_threshold=0.5): ece, mce, the bins with "
+        "a detection (avg_confidence, avg_accuracy), per_category (by name); the 12 stats and "
+        "classwise AP and AR from pycocotools 2.0.11 on the same files", vals,
+        {"metric": ["bbox"], "classwise": True, "calibration_bins": 10, "calibration_iou": 0.5,
+         "cat_ids": sorted(names)}, ["example_gt", "example_res"])
+
     out = {"generated_by": "tests/reference/coco_params.py",
            "versions": {"pycocotools": importlib.metadata.version("pycocotools"),
-                        "numpy": np.__version__, "python": sys.version.split()[0]},
+                        "numpy": np.__version__, "python": sys.version.split()[0],
+                        **versions_extra},
            "data": {k: os.path.relpath(v, ROOT) for k, v in paths.items()},
            "cases": cases,
            # What tests/integration/test_examples.cpp compares `tally run` with.
