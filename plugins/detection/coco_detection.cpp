@@ -141,6 +141,11 @@ class COCODetection : public TypedMetric<CocoState> {
     if (calibration_bins_ > 0 &&
         std::find(thrs.begin(), thrs.end(), calibration_iou_) == thrs.end())
       p.fail("calibration_iou", fmt::format("must be one of iou_thrs, got {}", calibration_iou_));
+    if (p.get_bool("confusion")) {
+      confusion_iou_ = p.get_double("confusion_iou");
+      if (!(confusion_iou_ >= 0 && confusion_iou_ <= 1))
+        p.fail("confusion_iou", fmt::format("must lie in [0, 1], got {}", confusion_iou_));
+    }
     use_cats_ = lvis_ || p.get_bool("use_cats");
     if (classwise_ && !use_cats_)
       p.fail("classwise",
@@ -177,6 +182,12 @@ class COCODetection : public TypedMetric<CocoState> {
       if (c.kind == coco::Kind::Keypoints) c.kpt_sigmas = kpt_sigmas_ = sigmas;
       c.keep_scores = curves_ && classwise_;
       c.calibration_bins = calibration_bins_;
+      if (confusion_iou_ >= 0 && c.kind != coco::Kind::Keypoints) {
+        c.confusion_iou = confusion_iou_;
+        c.confusion_max_det = c.max_dets.back();
+        c.conf_filter = cat_ids_;
+        std::sort(c.conf_filter.begin(), c.conf_filter.end());
+      }
       c.calibration_iou = calibration_iou_;
       if (2 * c.areas.size() * thrs.size() > 1024)
         p.fail("area_ranges", "times iou_thrs is above 512 (area range, threshold) pairs");
@@ -254,6 +265,8 @@ class COCODetection : public TypedMetric<CocoState> {
                          groups * static_cast<std::int64_t>(configs_[j].num_areas() + 1)) &&
           std::cmp_equal(r.score.size(), dets) &&
           std::cmp_equal(r.group_freq.size(), configs_[j].federated ? groups : 0) &&
+          r.img_conf.size() == (configs_[j].confusion_iou >= 0 ? s.img_ids.size() : 0) &&
+          std::cmp_equal(r.conf_pairs.size(), 2 * total(r.img_conf)) &&
           std::cmp_equal(r.bits.size(), dets * static_cast<std::int64_t>(configs_[j].words()));
       if (!sizes_fit)
         throw RuntimeError(fmt::format(
@@ -278,6 +291,18 @@ class COCODetection : public TypedMetric<CocoState> {
         set_stats(out, metrics_[j], cfg, sum);
       const std::string pre = cfg.kind == coco::Kind::Proposal ? "" : metrics_[j] + "_";
       if (curves_) out.set(pre + "PR_curve", pr_curve(cfg, sum, -1));
+      if (cfg.confusion_iou >= 0) {
+        const std::size_t C = sum.confusion_cats.size() + 1;
+        Value::Array rows, names;
+        for (std::size_t r = 0; r < C; ++r) {
+          Value::Array row;
+          for (std::size_t c = 0; c < C; ++c) row.emplace_back(sum.confusion[r * C + c]);
+          rows.emplace_back(std::move(row));
+          names.emplace_back(r + 1 < C ? class_name(sum.confusion_cats[r]) : "background");
+        }
+        out.set(pre + "confusion_matrix", Value(std::move(rows)));
+        out.set(pre + "confusion_classes", Value(std::move(names)));
+      }
       if (calibration_bins_ > 0) {
         out.set(pre + "ECE", sum.ece);
         out.set(pre + "MCE", sum.mce);
@@ -295,9 +320,7 @@ class COCODetection : public TypedMetric<CocoState> {
       const std::int64_t last = cfg.max_dets.back();
       const double nan = std::numeric_limits<double>::quiet_NaN();
       for (std::size_t k = 0; k < sum.cat_ids.size(); ++k) {
-        std::string name = std::to_string(sum.cat_ids[k]);
-        for (std::size_t c = 0; c < cat_ids_.size() && c < classes_.size(); ++c)
-          if (cat_ids_[c] == sum.cat_ids[k]) name = classes_[c];
+        const std::string name = class_name(sum.cat_ids[k]);
         const auto kk = static_cast<std::ptrdiff_t>(k);
         // mmeval's classwise AP: precision[:, :, k, 0, -1] > -1, np.mean; NaN when none.
         const double ap = sum.stat(true, -1, a_all, last, kk);
@@ -316,6 +339,13 @@ class COCODetection : public TypedMetric<CocoState> {
   }
 
  private:
+  /// A category's name in the keys: its `classes` entry, else its id.
+  std::string class_name(std::int64_t cat) const {
+    for (std::size_t c = 0; c < cat_ids_.size() && c < classes_.size(); ++c)
+      if (cat_ids_[c] == cat) return classes_[c];
+    return std::to_string(cat);
+  }
+
   static std::size_t all_area(const coco::EvalConfig& cfg) {
     for (std::size_t a = 0; a < cfg.areas.size(); ++a)
       if (cfg.areas[a].label == "all") return a;
@@ -658,6 +688,7 @@ class COCODetection : public TypedMetric<CocoState> {
   bool classwise_ = false;
   bool curves_ = false;
   std::size_t calibration_bins_ = 0;
+  double confusion_iou_ = -1;
   double calibration_iou_ = 0.5;
   double curve_iou_ = 0.5;
   bool need_boxes_ = false, need_masks_ = false, need_kpts_ = false;
@@ -689,6 +720,16 @@ std::vector<ParamSpec> subset_params() {
               .def(false),
           param("curve_iou", ParamType::Float, "The IoU threshold of the curves (one of iou_thrs).")
               .def(0.5),
+          param("confusion", ParamType::Bool,
+                "A cross-category confusion matrix as hotcoco's confusion_matrix(iou_thr, "
+                "max_det): \"{kind}_confusion_matrix\" (rows the ground truth's category, "
+                "columns the detection's, the last of each 'background': misses and false "
+                "alarms) and \"{kind}_confusion_classes\"; every detection against every "
+                "non-crowd ground truth of its image, the best first by score, max_det the last "
+                "maxDet. Categories: cat_ids, else those seen (hotcoco: every category of the "
+                "file). bbox and segm.")
+              .def(false),
+          param("confusion_iou", ParamType::Float, "The IoU a confusion match needs.").def(0.5),
           param("calibration_bins", ParamType::Int,
                 "Score calibration as hotcoco's calibration(n_bins): with n > 0 bins, "
                 "\"{kind}_ECE\", \"{kind}_MCE\", a reliability curve, and with classwise each "
@@ -745,6 +786,9 @@ std::vector<ResultSpec> detection_results(const std::string& what) {
           {"*_reliability_curve", Better::Neither, Plot::Curve,
            "fraction of true positives against mean score per score bin (calibration)"},
           {"*_ECE", Better::Lower, Plot::None, "expected calibration error (calibration)"},
+          {"*_confusion_matrix", Better::Neither, Plot::Heatmap,
+           "detections by category against ground truth by category (confusion)"},
+          {"*_confusion_classes", Better::Neither, Plot::None, "the confusion matrix's rows"},
           {"*_MCE", Better::Lower, Plot::None, "largest calibration error of a bin (calibration)"},
           {"*_F1_curve", Better::Neither, Plot::Curve, "F1 against score (curves, classwise)"},
           {"*_precision", Better::Higher, Plot::None, "AP of one category (classwise)"},

@@ -74,6 +74,8 @@ void Records::append(const Records& o) {
   score.insert(score.end(), o.score.begin(), o.score.end());
   bits.insert(bits.end(), o.bits.begin(), o.bits.end());
   group_freq.insert(group_freq.end(), o.group_freq.begin(), o.group_freq.end());
+  img_conf.insert(img_conf.end(), o.img_conf.begin(), o.img_conf.end());
+  conf_pairs.insert(conf_pairs.end(), o.conf_pairs.begin(), o.conf_pairs.end());
 }
 
 void KindRecords::merge(const KindRecords& later) {
@@ -146,6 +148,72 @@ void compute_oks(const EvalConfig& cfg, const ImageData& img, const std::vector<
 }
 
 }  // namespace
+
+/// hotcoco 1.3's COCOeval.confusion_matrix, one image: every detection against every non-crowd
+/// ground truth whatever their categories (of cat_filter, when given). Detections by category
+/// (ascending), then input order, stably sorted by score (descending) and cut to max_det over
+/// the image; ground truth likewise by category. Each detection in turn takes the unmatched
+/// ground truth with the largest IoU >= iou_thr (the last of equals); box or mask IoU without
+/// crowds. Events: (its category, the detection's), (-1, detection's) for a false alarm, and
+/// (category, -1) for each ground truth left.
+void confuse(const EvalConfig& cfg, const ImageData& img, Records& out) {
+  const bool segm = cfg.kind == Kind::Segm;
+  const auto known = [&](std::int64_t c) {
+    return cfg.conf_filter.empty() ||
+           std::binary_search(cfg.conf_filter.begin(), cfg.conf_filter.end(), c);
+  };
+  std::vector<std::size_t> dts, gts;
+  for (std::size_t d = 0; d < img.dt_score.size(); ++d)
+    if (known(img.dt_label[d])) dts.push_back(d);
+  for (std::size_t g = 0; g < img.gt_label.size(); ++g)
+    if (known(img.gt_label[g]) && img.gt_crowd[g] == 0) gts.push_back(g);
+  std::stable_sort(dts.begin(), dts.end(),
+                   [&](std::size_t a, std::size_t b) { return img.dt_label[a] < img.dt_label[b]; });
+  std::stable_sort(gts.begin(), gts.end(),
+                   [&](std::size_t a, std::size_t b) { return img.gt_label[a] < img.gt_label[b]; });
+  std::stable_sort(dts.begin(), dts.end(),
+                   [&](std::size_t a, std::size_t b) { return img.dt_score[a] > img.dt_score[b]; });
+  if (dts.size() > static_cast<std::size_t>(cfg.confusion_max_det))
+    dts.resize(static_cast<std::size_t>(cfg.confusion_max_det));
+  std::int32_t events = 0;
+  std::vector<std::uint8_t> matched(gts.size(), 0);
+  const auto event = [&](std::int64_t g, std::int64_t d) {
+    out.conf_pairs.push_back(static_cast<std::int32_t>(g));
+    out.conf_pairs.push_back(static_cast<std::int32_t>(d));
+    ++events;
+  };
+  double dbox[4], gbox[4];
+  for (const std::size_t d : dts) {
+    double best = cfg.confusion_iou;
+    std::ptrdiff_t m = -1;
+    for (std::size_t j = 0; j < gts.size(); ++j) {
+      if (matched[j]) continue;
+      const std::size_t g = gts[j];
+      double iou;
+      if (segm) {
+        mask::rle_to_bbox(img.dt_rle[d], dbox);
+        mask::rle_to_bbox(img.gt_rle[g], gbox);
+        iou = mask::rle_iou_one(img.dt_rle[d], img.gt_rle[g], false,
+                                mask::bb_iou_one(dbox, gbox, false));
+      } else {
+        iou = mask::bb_iou_one(&img.dt_box[d * 4], &img.gt_box[g * 4], false);
+      }
+      if (iou >= best) {
+        best = iou;
+        m = static_cast<std::ptrdiff_t>(j);
+      }
+    }
+    if (m >= 0) {
+      matched[static_cast<std::size_t>(m)] = 1;
+      event(img.gt_label[gts[static_cast<std::size_t>(m)]], img.dt_label[d]);
+    } else {
+      event(-1, img.dt_label[d]);
+    }
+  }
+  for (std::size_t j = 0; j < gts.size(); ++j)
+    if (!matched[j]) event(img.gt_label[gts[j]], -1);
+  out.img_conf.push_back(events);
+}
 
 void evaluate_image(const EvalConfig& cfg, const ImageData& img, Records& out) {
   // ImageData is filled by read_image (common.hpp): every vector has its instance count.
@@ -372,6 +440,7 @@ void evaluate_image(const EvalConfig& cfg, const ImageData& img, Records& out) {
     if (!cfg.use_cats) break;
   }
   out.img_groups.push_back(groups);
+  if (cfg.confusion_iou >= 0) confuse(cfg, img, out);
 }
 
 namespace {
@@ -456,6 +525,7 @@ Summary summarize(const EvalConfig& cfg, const std::vector<std::int64_t>& ids, c
   struct ImageRef {
     std::int64_t id;
     std::size_t group_begin, group_end;
+    std::size_t conf_begin = 0, conf_end = 0;  // its confusion events
   };
   // The records arrive from other ranks: every count and size is checked before it is used.
   if (rec.img_groups.size() != ids.size())
@@ -472,9 +542,12 @@ Summary summarize(const EvalConfig& cfg, const std::vector<std::int64_t>& ids, c
   }
   if (det_offsets.back() != rec.score.size() || rec.bits.size() != rec.score.size() * W)
     throw RuntimeError("COCO records are inconsistent");
+  const bool confusion = cfg.confusion_iou >= 0;
+  if (rec.img_conf.size() != (confusion ? ids.size() : 0) || rec.conf_pairs.size() % 2 != 0)
+    throw RuntimeError("COCO records are inconsistent");
   std::vector<ImageRef> images;
   images.reserve(ids.size());
-  std::size_t groups = 0;
+  std::size_t groups = 0, events = 0;
   for (std::size_t i = 0; i < ids.size(); ++i) {
     if (rec.img_groups[i] < 0 ||
         static_cast<std::size_t>(rec.img_groups[i]) > rec.group_ndets.size() - groups)
@@ -482,8 +555,17 @@ Summary summarize(const EvalConfig& cfg, const std::vector<std::int64_t>& ids, c
     const auto n = static_cast<std::size_t>(rec.img_groups[i]);
     images.push_back({ids[i], groups, groups + n});
     groups += n;
+    if (confusion) {
+      if (rec.img_conf[i] < 0 ||
+          static_cast<std::size_t>(rec.img_conf[i]) > rec.conf_pairs.size() / 2 - events)
+        throw RuntimeError("COCO records are inconsistent");
+      images.back().conf_begin = events;
+      events += static_cast<std::size_t>(rec.img_conf[i]);
+      images.back().conf_end = events;
+    }
   }
-  if (groups != rec.group_ndets.size()) throw RuntimeError("COCO records are inconsistent");
+  if (groups != rec.group_ndets.size() || events != rec.conf_pairs.size() / 2)
+    throw RuntimeError("COCO records are inconsistent");
   std::stable_sort(images.begin(), images.end(),
                    [](const ImageRef& a, const ImageRef& b) { return a.id < b.id; });
   images.erase(std::unique(images.begin(), images.end(),
@@ -597,6 +679,30 @@ Summary summarize(const EvalConfig& cfg, const std::vector<std::int64_t>& ids, c
   const double eps = std::nextafter(1.0, 2.0) - 1.0;  // np.spacing(1)
 
   if (cfg.calibration_bins > 0) calibrate(cfg, cat_begin, flat_score, flat_masks, out);
+  if (confusion) {  // summed over the images (each id once, as above)
+    out.confusion_cats = cfg.conf_filter;
+    if (out.confusion_cats.empty()) {
+      std::unordered_set<std::int64_t> seen;
+      for (const auto& im : images)
+        for (std::size_t e = im.conf_begin; e < im.conf_end; ++e)
+          for (const std::int32_t c : {rec.conf_pairs[2 * e], rec.conf_pairs[2 * e + 1]})
+            if (c >= 0 && seen.insert(c).second) out.confusion_cats.push_back(c);
+      std::sort(out.confusion_cats.begin(), out.confusion_cats.end());
+    }
+    const std::size_t C = out.confusion_cats.size() + 1;
+    out.confusion.assign(C * C, 0);
+    const auto index = [&](std::int32_t c) {
+      if (c < 0) return C - 1;
+      const auto it =
+          std::lower_bound(out.confusion_cats.begin(), out.confusion_cats.end(), std::int64_t{c});
+      if (it == out.confusion_cats.end() || *it != c)
+        throw RuntimeError("COCO records: a confusion event of a category left out");
+      return static_cast<std::size_t>(it - out.confusion_cats.begin());
+    };
+    for (const auto& im : images)
+      for (std::size_t e = im.conf_begin; e < im.conf_end; ++e)
+        ++out.confusion[index(rec.conf_pairs[2 * e]) * C + index(rec.conf_pairs[2 * e + 1])];
+  }
 
   parallel_for_dynamic(K, threads, [&](std::size_t k) {  // categories cost unevenly
     // The category's detections in image order (reading the records front to back): score,

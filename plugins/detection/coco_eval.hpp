@@ -58,6 +58,10 @@ struct EvalConfig {
   bool federated = false;
   /// Also keep pycocotools' eval['scores'] (Summary::scores): for the curves.
   bool keep_scores = false;
+  /// hotcoco's confusion_matrix(iou_thr, max_det) when >= 0 (Summary::confusion).
+  double confusion_iou = -1;
+  std::int64_t confusion_max_det = 100;
+  std::vector<std::int64_t> conf_filter;  // the categories that take part (sorted; empty: all)
   /// hotcoco's calibration(n_bins, iou_threshold) when > 0 (Summary::ece and the rest).
   std::size_t calibration_bins = 0;
   double calibration_iou = 0.5;
@@ -108,22 +112,32 @@ struct Records {
                                            // positive; bit A*T + a*T+t: ignored
   PackedVector<std::int8_t> group_freq;    // federated only: per group its category's frequency
                                            // (0 r, 1 c, 2 f, -1 unknown)
+  PackedVector<std::int32_t> img_conf;     // confusion only: per image its events
+  PackedVector<std::int32_t> conf_pairs;   // confusion only: per event (ground truth's category,
+                                           // detection's), -1 for none (a miss, a false alarm)
 
-  // Packed as the array of the fields above, group_freq only when it holds something (LVIS):
-  // COCODetection's states and checkpoints keep the layout of the six fields they always had.
+  // Packed as the array of the fields above, the optional ones (LVIS's group_freq, the confusion
+  // matrix's) only when one holds something: COCODetection's states and checkpoints keep the
+  // layout of the six fields they always had.
   template <class Packer>
   void msgpack_pack(Packer& o) const {
-    o.pack_array(group_freq.empty() ? 6 : 7);
+    const bool extra = !group_freq.empty() || !img_conf.empty();
+    o.pack_array(extra ? 9 : 6);
     o.pack(img_groups);
     o.pack(group_cat);
     o.pack(group_ndets);
     o.pack(group_gts);
     o.pack(score);
     o.pack(bits);
-    if (!group_freq.empty()) o.pack(group_freq);
+    if (extra) {
+      o.pack(group_freq);
+      o.pack(img_conf);
+      o.pack(conf_pairs);
+    }
   }
   void msgpack_unpack(const msgpack::object& o) {
-    if (o.type != msgpack::type::ARRAY || (o.via.array.size != 6 && o.via.array.size != 7))
+    if (o.type != msgpack::type::ARRAY ||
+        (o.via.array.size != 6 && o.via.array.size != 7 && o.via.array.size != 9))
       throw msgpack::type_error();
     const msgpack::object* f = o.via.array.ptr;
     f[0].convert(img_groups);
@@ -133,7 +147,13 @@ struct Records {
     f[4].convert(score);
     f[5].convert(bits);
     group_freq.clear();
-    if (o.via.array.size == 7) f[6].convert(group_freq);
+    img_conf.clear();
+    conf_pairs.clear();
+    if (o.via.array.size >= 7) f[6].convert(group_freq);
+    if (o.via.array.size == 9) {
+      f[7].convert(img_conf);
+      f[8].convert(conf_pairs);
+    }
   }
 
   void append(const Records& o);
@@ -176,6 +196,11 @@ struct Summary {
   std::vector<double> bin_confidence, bin_accuracy;
   std::vector<std::size_t> bin_count;
   std::vector<double> ece_per_cat;  // K; NaN for a category without detections
+  // Confusion (EvalConfig::confusion_iou): rows the ground truth's category, columns the
+  // detection's, over confusion_cats and then none (misses in the last column, false alarms in
+  // the last row), row-major.
+  std::vector<std::int64_t> confusion_cats;
+  std::vector<std::int64_t> confusion;
 
   double& prec(std::size_t t, std::size_t r, std::size_t k, std::size_t a, std::size_t m) {
     return precision[(((t * R + r) * K + k) * A + a) * M + m];

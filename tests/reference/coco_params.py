@@ -342,6 +342,20 @@ def main():
         {"metric": ["bbox"], "classwise": True, "calibration_bins": 10, "calibration_iou": 0.5,
          "cat_ids": sorted(names)}, ["example_gt", "example_res"])
 
+    # Confusion matrix: hotcoco 1.3.0's COCOeval.confusion_matrix(iou_thr=0.5, max_det=100) on
+    # the same real data (its categories: every category of the file).
+    with contextlib.redirect_stdout(io.StringIO()):
+        cm = hev.confusion_matrix(iou_thr=0.5, max_det=100)
+    assert list(cm["cat_ids"]) == sorted(names)
+    add("bbox_confusion", "hotcoco 1.3.0: COCOeval(gt, gt.loadRes(results_val2014_40.json), "
+        "'bbox').confusion_matrix(iou_thr=0.5, max_det=100)['matrix'] (rows ground truth, "
+        "columns detections, the last 'background'); the 12 stats from pycocotools 2.0.11",
+        {**stats_from(e),
+         "bbox_confusion_matrix": [[int(v) for v in row] for row in cm["matrix"]],
+         "bbox_confusion_classes": [str(c) for c in cm["cat_ids"]] + ["background"]},
+        {"metric": ["bbox"], "confusion": True, "confusion_iou": 0.5,
+         "cat_ids": sorted(names)}, ["example_gt", "example_res"])
+
     out = {"generated_by": "tests/reference/coco_params.py",
            "versions": {"pycocotools": importlib.metadata.version("pycocotools"),
                         "numpy": np.__version__, "python": sys.version.split()[0],

@@ -486,7 +486,7 @@ TEST_P(ParamsCase, MatchesPycocotools) {
 INSTANTIATE_TEST_SUITE_P(Coco, ParamsCase,
                          ::testing::Values("keypoints", "keypoints_sigmas", "keypoints_no_cats",
                                            "keypoints_params", "bbox_area_ranges", "bbox_curves",
-                                           "bbox_calibration"));
+                                           "bbox_calibration", "bbox_confusion"));
 
 // ---- LVIS
 // ----------------------------------------------------------------------------------------
