@@ -4,8 +4,14 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <exception>
+#include <mutex>
+#include <optional>
+#include <thread>
 #include <tuple>
+#include <utility>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -328,6 +334,77 @@ void Evaluator::Impl::agree_at_start(const Reader* reader) {
   }
 }
 
+namespace {
+
+/// Reads a reader's batches on a thread of its own, one ahead: request() starts reading the next
+/// batch, take() waits for it (rethrowing what next() threw). Only for a reader whose batches stay
+/// valid while later ones are read (StableBatchReader). The first batch is requested at once.
+class ReadAhead {
+ public:
+  explicit ReadAhead(Reader& reader) : reader_(reader), thread_([this] { run(); }) { request(); }
+  ReadAhead(const ReadAhead&) = delete;
+  ReadAhead& operator=(const ReadAhead&) = delete;
+  ~ReadAhead() {
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();  // after the read in flight, if any
+  }
+
+  void request() {
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      if (wanted_ || ready_) return;
+      wanted_ = true;
+    }
+    cv_.notify_all();
+  }
+
+  std::optional<Batch> take() {
+    request();
+    std::unique_lock<std::mutex> lock(mutex_);
+    cv_.wait(lock, [&] { return ready_; });
+    ready_ = false;
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
+    return std::exchange(batch_, std::nullopt);
+  }
+
+ private:
+  void run() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (true) {
+      cv_.wait(lock, [&] { return wanted_ || stop_; });
+      if (stop_) return;
+      lock.unlock();
+      std::optional<Batch> b;
+      std::exception_ptr e;
+      try {
+        b = reader_.next();
+      } catch (...) {
+        e = std::current_exception();
+      }
+      lock.lock();
+      batch_ = std::move(b);
+      error_ = e;
+      wanted_ = false;
+      ready_ = true;
+      cv_.notify_all();
+    }
+  }
+
+  Reader& reader_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool wanted_ = false, ready_ = false, stop_ = false;
+  std::optional<Batch> batch_;
+  std::exception_ptr error_;
+  std::thread thread_;  // last: started once everything it uses is
+};
+
+}  // namespace
+
 void Evaluator::read_all(Reader* reader, const ReadOptions& options) {
   auto& s = *impl_;
   // A rank without a reader must fail the run, not count as an empty shard.
@@ -350,8 +427,20 @@ void Evaluator::read_all(Reader* reader, const ReadOptions& options) {
         if (reader == nullptr || s.error) return;
         bool failed = false;
         const bool stable = is_stable(reader);
-        while (auto batch = s.next_batch(*reader, failed)) {
+        // A reader whose batches stay valid (StableBatchReader) reads the next batch on a thread
+        // of its own while this one adds the current one: the same batches, in the same order.
+        std::optional<ReadAhead> ahead;
+        if (stable) ahead.emplace(*reader);
+        const auto next = [&] {
+          if (!ahead) return s.next_batch(*reader, failed);
+          std::optional<Batch> b;
+          failed = !s.recording("", [&] { b = ahead->take(); });
+          return b;
+        };
+        std::optional<Batch> batch = next();
+        while (batch) {
           const auto n = batch->size();
+          if (ahead) ahead->request();
           try {
             s.add(*batch, stable);
           } catch (const std::exception&) {  // add() recorded it
@@ -359,6 +448,7 @@ void Evaluator::read_all(Reader* reader, const ReadOptions& options) {
           }
           batches.fetch_add(1, std::memory_order_relaxed);
           if (options.on_batch) options.on_batch(n);
+          batch = next();
         }
       },
       batches, {"reading the shards"});

@@ -141,6 +141,11 @@ class COCODetection : public TypedMetric<CocoState> {
     if (calibration_bins_ > 0 &&
         std::find(thrs.begin(), thrs.end(), calibration_iou_) == thrs.end())
       p.fail("calibration_iou", fmt::format("must be one of iou_thrs, got {}", calibration_iou_));
+    if (p.has("f_beta")) {
+      f_beta_ = p.get_double("f_beta");
+      if (!(f_beta_ > 0 && std::isfinite(f_beta_)))
+        p.fail("f_beta", fmt::format("must be > 0, got {}", f_beta_));
+    }
     if (p.get_bool("confusion")) {
       confusion_iou_ = p.get_double("confusion_iou");
       if (!(confusion_iou_ >= 0 && confusion_iou_ <= 1))
@@ -291,6 +296,7 @@ class COCODetection : public TypedMetric<CocoState> {
         set_stats(out, metrics_[j], cfg, sum);
       const std::string pre = cfg.kind == coco::Kind::Proposal ? "" : metrics_[j] + "_";
       if (curves_) out.set(pre + "PR_curve", pr_curve(cfg, sum, -1));
+      if (f_beta_ > 0 && cfg.kind != coco::Kind::Proposal) set_f_scores(out, pre, cfg, sum);
       if (cfg.confusion_iou >= 0) {
         const std::size_t C = sum.confusion_cats.size() + 1;
         Value::Array rows, names;
@@ -399,6 +405,45 @@ class COCODetection : public TypedMetric<CocoState> {
     c.set("x_label", Value(x_label));
     c.set("y_label", Value(y_label));
     return c;
+  }
+
+  /// hotcoco 1.3.0's COCOeval.f_scores(beta): per IoU threshold and category, the largest
+  /// (1 + b^2) p r / (b^2 p + r) over the recall thresholds r whose precision p (area "all", the
+  /// last maxDet) is defined (0 where the denominator is 0); "F{b}" the mean over every threshold
+  /// and category with one, "_50" and "_75" over those of IoU 0.5 and 0.75 (-1 with none).
+  void set_f_scores(Value& out, const std::string& pre, const coco::EvalConfig& cfg,
+                    const coco::Summary& sum) const {
+    const std::size_t a = all_area(cfg), m = sum.M - 1;
+    const double b2 = f_beta_ * f_beta_;
+    double total[3] = {0, 0, 0};
+    std::size_t count[3] = {0, 0, 0};
+    for (std::size_t t = 0; t < sum.T; ++t)
+      for (std::size_t k = 0; k < sum.K; ++k) {
+        bool any = false;
+        double best = 0;
+        for (std::size_t r = 0; r < sum.R; ++r) {
+          const double p = sum.precision[(((t * sum.R + r) * sum.K + k) * sum.A + a) * sum.M + m];
+          if (p < 0) continue;
+          const double rc = sum.rec_thrs[r], den = b2 * p + rc;
+          const double v = den > 0 ? (1 + b2) * p * rc / den : 0.0;
+          if (!any || v > best) best = v;
+          any = true;
+        }
+        if (!any) continue;
+        const bool hit[3] = {true, std::abs(sum.iou_thrs[t] - 0.5) < 1e-9,
+                             std::abs(sum.iou_thrs[t] - 0.75) < 1e-9};
+        for (int i = 0; i < 3; ++i)
+          if (hit[i]) {
+            total[i] += best;
+            ++count[i];
+          }
+      }
+    const std::string name =
+        std::abs(f_beta_ - 1.0) < 1e-9 ? "F1" : fmt::format("F{:.1f}", f_beta_);
+    const char* suffix[3] = {"", "_50", "_75"};
+    for (int i = 0; i < 3; ++i)
+      out.set(pre + name + suffix[i],
+              count[i] > 0 ? total[i] / static_cast<double>(count[i]) : -1.0);
   }
 
   /// LVISEval.summarize()'s 13 results as mmdet's LVISMetric names them ("{m}_AP", "{m}_AP50",
@@ -689,6 +734,7 @@ class COCODetection : public TypedMetric<CocoState> {
   bool curves_ = false;
   std::size_t calibration_bins_ = 0;
   double confusion_iou_ = -1;
+  double f_beta_ = 0;  // 0: no F-scores
   double calibration_iou_ = 0.5;
   double curve_iou_ = 0.5;
   bool need_boxes_ = false, need_masks_ = false, need_kpts_ = false;
@@ -720,6 +766,11 @@ std::vector<ParamSpec> subset_params() {
               .def(false),
           param("curve_iou", ParamType::Float, "The IoU threshold of the curves (one of iou_thrs).")
               .def(0.5),
+          param("f_beta", ParamType::Float,
+                "F-scores as hotcoco's f_scores(beta): \"{kind}_F1\", \"{kind}_F1_50\", "
+                "\"{kind}_F1_75\" for beta 1 (\"F0.5\"... for others), the best F-beta over "
+                "the recall thresholds averaged over categories and IoU thresholds.")
+              .optional(),
           param("confusion", ParamType::Bool,
                 "A cross-category confusion matrix as hotcoco's confusion_matrix(iou_thr, "
                 "max_det): \"{kind}_confusion_matrix\" (rows the ground truth's category, "

@@ -347,6 +347,17 @@ def main():
     with contextlib.redirect_stdout(io.StringIO()):
         cm = hev.confusion_matrix(iou_thr=0.5, max_det=100)
     assert list(cm["cat_ids"]) == sorted(names)
+    with contextlib.redirect_stdout(io.StringIO()):
+        hev.accumulate()
+        hev.summarize()
+    f1, f05 = hev.f_scores(beta=1.0), hev.f_scores(beta=0.5)
+    add("bbox_f_scores", "hotcoco 1.3.0: the same COCOeval after accumulate(): f_scores(beta=1.0) "
+        "and, second run, f_scores(beta=0.5); the 12 stats from pycocotools 2.0.11",
+        {**stats_from(e), **{f"bbox_{k}": float(v) for k, v in f1.items()}},
+        {"metric": ["bbox"], "f_beta": 1.0}, ["example_gt", "example_res"])
+    add("bbox_f_scores_05", "hotcoco 1.3.0 f_scores(beta=0.5) as above",
+        {**stats_from(e), **{f"bbox_{k}": float(v) for k, v in f05.items()}},
+        {"metric": ["bbox"], "f_beta": 0.5}, ["example_gt", "example_res"])
     add("bbox_confusion", "hotcoco 1.3.0: COCOeval(gt, gt.loadRes(results_val2014_40.json), "
         "'bbox').confusion_matrix(iou_thr=0.5, max_det=100)['matrix'] (rows ground truth, "
         "columns detections, the last 'background'); the 12 stats from pycocotools 2.0.11",

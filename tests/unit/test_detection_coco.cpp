@@ -486,7 +486,8 @@ TEST_P(ParamsCase, MatchesPycocotools) {
 INSTANTIATE_TEST_SUITE_P(Coco, ParamsCase,
                          ::testing::Values("keypoints", "keypoints_sigmas", "keypoints_no_cats",
                                            "keypoints_params", "bbox_area_ranges", "bbox_curves",
-                                           "bbox_calibration", "bbox_confusion"));
+                                           "bbox_calibration", "bbox_confusion", "bbox_f_scores",
+                                           "bbox_f_scores_05"));
 
 // ---- LVIS
 // ----------------------------------------------------------------------------------------

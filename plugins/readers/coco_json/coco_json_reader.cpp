@@ -737,7 +737,9 @@ class AnnotationChunks {
   bool in_array_ = false, seen_annotations_ = false, done_ = false, bad_ = false;
 };
 
-class CocoJsonReader final : public tally::support::ShardedReader {
+// Its batches are views of the arrays read at construction, which nothing writes afterwards
+// (StableBatchReader: the engine may read the next batch while the current one is added).
+class CocoJsonReader final : public tally::support::ShardedReader, public tally::StableBatchReader {
  public:
   CocoJsonReader(const tally::Params& params, const tally::ShardInfo& shard) {
     read_batch_size(params);
