@@ -22,10 +22,12 @@ if [[ ! -x "${venv}/bin/python" ]]; then
   "${python}" -m venv "${venv}"
 fi
 # mmengine: python/tests/test_adapters.py runs tally's mmengine metric inside mmengine's Evaluator.
-if [[ -x "${venv}/bin/torchrun" ]] && "${venv}/bin/python" -c "import torch.distributed.run, mmengine" 2>/dev/null; then
+# torchmetrics and pillow: tests/reference/panoptic.py (PanopticQuality's reference values).
+if [[ -x "${venv}/bin/torchrun" ]] &&
+  "${venv}/bin/python" -c "import torch.distributed.run, mmengine, torchmetrics, PIL" 2>/dev/null; then
   echo "setup-torch-venv: ${venv} has torch $("${venv}/bin/python" -c 'import torch; print(torch.__version__)' 2>/dev/null)"
   exit 0
 fi
 "${venv}/bin/python" -m pip install --quiet --upgrade pip
-"${venv}/bin/python" -m pip install --quiet "${torch}" mmengine
+"${venv}/bin/python" -m pip install --quiet "${torch}" mmengine torchmetrics==1.9.0 pillow
 echo "setup-torch-venv: installed torch $("${venv}/bin/python" -c 'import torch; print(torch.__version__)' 2>/dev/null) in ${venv}"

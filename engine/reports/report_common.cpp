@@ -1,5 +1,7 @@
 #include "report_common.hpp"
 
+#include <algorithm>
+
 #include <chrono>
 #include <cmath>
 #include <ctime>
@@ -160,6 +162,19 @@ std::string utc_timestamp() {
   ::gmtime_r(&now, &tm);
   return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}", tm.tm_year + 1900, tm.tm_mon + 1,
                      tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+}
+
+bool numbers_only(const Value& v) {
+  return v.is_array() && v.size() > 0 &&
+         std::all_of(v.as_array().begin(), v.as_array().end(),
+                     [](const Value& e) { return e.is_number() || e.is_null(); });
+}
+
+bool is_curve(const Value& v) {
+  if (!v.is_map()) return false;
+  const Value* x = v.find("x");
+  const Value* y = v.find("y");
+  return x && y && numbers_only(*x) && numbers_only(*y) && x->size() == y->size();
 }
 
 }  // namespace tally::report

@@ -34,4 +34,10 @@ inline nlohmann::ordered_json to_json(const Value& v) { return detail::value_to_
 /// "2024-05-01T12:34:56" (UTC, now).
 std::string utc_timestamp();
 
+/// A non-empty array of numbers (null for NaN).
+bool numbers_only(const Value& v);
+
+/// A curve result: {"x": [...], "y": [...]} of numbers, of equal lengths (Plot::Curve).
+bool is_curve(const Value& v);
+
 }  // namespace tally::report

@@ -31,6 +31,8 @@ using json = nlohmann::ordered_json;
 namespace {
 
 using report::html_escape;
+using report::is_curve;
+using report::numbers_only;
 
 constexpr std::size_t kMaxHeatmapSide = 64;
 constexpr std::size_t kMaxTableRows = 1000;
@@ -172,25 +174,11 @@ constexpr const char* kPageScript = R"js(
 })();
 )js";
 
-bool numbers_only(const Value& v) {
-  return v.is_array() && v.size() > 0 &&
-         std::all_of(v.as_array().begin(), v.as_array().end(),
-                     [](const Value& e) { return e.is_number() || e.is_null(); });
-}
-
 bool is_matrix(const Value& v) {
   if (!v.is_array() || v.size() == 0) return false;
   const auto& rows = v.as_array();
   return std::all_of(rows.begin(), rows.end(),
                      [&](const Value& r) { return numbers_only(r) && r.size() == rows[0].size(); });
-}
-
-// A curve: {"x": [...], "y": [...]} with equal lengths.
-bool is_curve(const Value& v) {
-  if (!v.is_map()) return false;
-  const Value* x = v.find("x");
-  const Value* y = v.find("y");
-  return x && y && numbers_only(*x) && numbers_only(*y) && x->size() == y->size();
 }
 
 bool is_curves(const Value& v) {

@@ -1,5 +1,7 @@
 #include "results_io.hpp"
 
+#include "report_common.hpp"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -251,20 +253,13 @@ Results read_results_json(const fs::path& path) {
 /// A curve ({"x": [...], "y": [...], "x_label", "y_label"}) in one line of the table: its size
 /// and axes (the points are in the JSON and drawn in the HTML report); empty for anything else.
 static std::string curve_summary(const Value& v) {
-  if (!v.is_map()) return {};
-  const Value* x = nullptr;
-  const Value* y = nullptr;
-  std::string xl = "x", yl = "y";
-  for (const auto& [k, e] : v.as_map()) {
-    if (k == "x") x = &e;
-    if (k == "y") y = &e;
-    if (k == "x_label" && e.is_string()) xl = e.as_string();
-    if (k == "y_label" && e.is_string()) yl = e.as_string();
-  }
-  if (x == nullptr || y == nullptr || !x->is_array() || !y->is_array() || x->size() != y->size())
-    return {};
-  return fmt::format("curve of {} points, {} against {} (in the JSON; drawn by --html)", x->size(),
-                     yl, xl);
+  if (!report::is_curve(v)) return {};
+  const auto label = [&](const char* key, const char* fallback) {
+    const Value* l = v.find(key);
+    return l && l->is_string() ? l->as_string() : std::string(fallback);
+  };
+  return fmt::format("curve of {} points, {} against {} (in the JSON; drawn by --html)",
+                     v.find("x")->size(), label("y_label", "y"), label("x_label", "x"));
 }
 
 std::string format_table(const Results& r) {

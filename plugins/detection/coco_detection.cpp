@@ -178,11 +178,9 @@ class COCODetection : public TypedMetric<CocoState> {
                                   : coco::Kind::Proposal;
       c.iou_thrs = thrs;
       // pycocotools' Params(iouType) defaults, unless given.
+      // LVISDetection's max_dets (one number, default 300) reads as a list of one above.
       c.max_dets = max_dets ? *max_dets : coco::default_max_dets(c.kind);
-      if (lvis_) {
-        c.federated = true;
-        c.max_dets = {p.get_size("max_dets", 1, std::int64_t{1} << 30)};
-      }
+      c.federated = lvis_;
       c.areas = areas ? *areas : coco::default_area_ranges(c.kind);
       if (c.kind == coco::Kind::Keypoints) c.kpt_sigmas = kpt_sigmas_ = sigmas;
       c.keep_scores = curves_ && classwise_;
@@ -322,7 +320,7 @@ class COCODetection : public TypedMetric<CocoState> {
                 curve(std::move(x), std::move(y), "mean score", "fraction correct"));
       }
       if (!classwise_ || cfg.kind == coco::Kind::Proposal) continue;
-      const std::size_t a_all = all_area(cfg);
+      const std::size_t a_all = cfg.all_area();
       const std::int64_t last = cfg.max_dets.back();
       const double nan = std::numeric_limits<double>::quiet_NaN();
       for (std::size_t k = 0; k < sum.cat_ids.size(); ++k) {
@@ -352,19 +350,12 @@ class COCODetection : public TypedMetric<CocoState> {
     return std::to_string(cat);
   }
 
-  static std::size_t all_area(const coco::EvalConfig& cfg) {
-    for (std::size_t a = 0; a < cfg.areas.size(); ++a)
-      if (cfg.areas[a].label == "all") return a;
-    return 0;  // read_area_ranges makes sure there is one
-  }
-
   /// The precision-recall curve at curve_iou (area "all", the last maxDet) as pycocotools'
   /// eval['precision'] holds it: x the 101 recall thresholds, y the precision of category k, or
   /// with k < 0 the mean over the categories of the entries > -1 (-1 where none has data).
   Value pr_curve(const coco::EvalConfig& cfg, const coco::Summary& sum, std::ptrdiff_t k) const {
-    const std::size_t a = all_area(cfg), m = sum.M - 1;
-    const auto t = static_cast<std::size_t>(
-        std::find(sum.iou_thrs.begin(), sum.iou_thrs.end(), curve_iou_) - sum.iou_thrs.begin());
+    const std::size_t a = cfg.all_area(), m = sum.M - 1;
+    const std::size_t t = sum.thr_index(curve_iou_);
     Value::Array x, y;
     std::vector<double> sel;
     for (std::size_t r = 0; r < sum.R; ++r) {
@@ -372,7 +363,7 @@ class COCODetection : public TypedMetric<CocoState> {
       sel.clear();
       for (std::size_t kk = 0; kk < sum.K; ++kk) {
         if (k >= 0 && kk != static_cast<std::size_t>(k)) continue;
-        const double v = sum.precision[(((t * sum.R + r) * sum.K + kk) * sum.A + a) * sum.M + m];
+        const double v = sum.precision[sum.pidx(t, r, kk, a, m)];
         if (v > -1) sel.push_back(v);
       }
       y.emplace_back(sel.empty() ? -1.0 : numpy::mean(sel));
@@ -385,12 +376,11 @@ class COCODetection : public TypedMetric<CocoState> {
   /// against eval['scores'] there (the score of the detection it is read at; 0 past the last true
   /// positive), in ascending score.
   Value f1_curve(const coco::EvalConfig& cfg, const coco::Summary& sum, std::size_t k) const {
-    const std::size_t a = all_area(cfg), m = sum.M - 1;
-    const auto t = static_cast<std::size_t>(
-        std::find(sum.iou_thrs.begin(), sum.iou_thrs.end(), curve_iou_) - sum.iou_thrs.begin());
+    const std::size_t a = cfg.all_area(), m = sum.M - 1;
+    const std::size_t t = sum.thr_index(curve_iou_);
     Value::Array x, y;
     for (std::size_t r = sum.R; r-- > 0;) {
-      const std::size_t at = (((t * sum.R + r) * sum.K + k) * sum.A + a) * sum.M + m;
+      const std::size_t at = sum.pidx(t, r, k, a, m);
       const double p = sum.precision[at], rc = sum.rec_thrs[r];
       x.emplace_back(sum.scores[at]);
       y.emplace_back(p + rc > 0 ? 2 * p * rc / (p + rc) : 0.0);
@@ -413,7 +403,7 @@ class COCODetection : public TypedMetric<CocoState> {
   /// and category with one, "_50" and "_75" over those of IoU 0.5 and 0.75 (-1 with none).
   void set_f_scores(Value& out, const std::string& pre, const coco::EvalConfig& cfg,
                     const coco::Summary& sum) const {
-    const std::size_t a = all_area(cfg), m = sum.M - 1;
+    const std::size_t a = cfg.all_area(), m = sum.M - 1;
     const double b2 = f_beta_ * f_beta_;
     double total[3] = {0, 0, 0};
     std::size_t count[3] = {0, 0, 0};
@@ -422,7 +412,7 @@ class COCODetection : public TypedMetric<CocoState> {
         bool any = false;
         double best = 0;
         for (std::size_t r = 0; r < sum.R; ++r) {
-          const double p = sum.precision[(((t * sum.R + r) * sum.K + k) * sum.A + a) * sum.M + m];
+          const double p = sum.precision[sum.pidx(t, r, k, a, m)];
           if (p < 0) continue;
           const double rc = sum.rec_thrs[r], den = b2 * p + rc;
           const double v = den > 0 ? (1 + b2) * p * rc / den : 0.0;
@@ -451,7 +441,7 @@ class COCODetection : public TypedMetric<CocoState> {
   /// "{m}_AR@{n}", "{m}_ARs@{n}", ...), with any area ranges ("{m}_AP{label}").
   void set_lvis_stats(Value& out, const std::string& m, const coco::EvalConfig& cfg,
                       const coco::Summary& sum) const {
-    const std::size_t a_all = all_area(cfg);
+    const std::size_t a_all = cfg.all_area();
     const std::int64_t n = cfg.max_dets.back();
     const std::string pre = m + "_", at = "@" + std::to_string(n);
     out.set(pre + "AP", sum.stat(true, -1, a_all, n));
@@ -480,7 +470,7 @@ class COCODetection : public TypedMetric<CocoState> {
   /// mAP, mAP_50, mAP_75, mAP_{area}, AR@{last}, AR_50@{last}, AR_75@{last}, AR_{area}@{last}.
   void set_stats(Value& out, const std::string& m, const coco::EvalConfig& cfg,
                  const coco::Summary& sum) const {
-    const std::size_t a_all = all_area(cfg);
+    const std::size_t a_all = cfg.all_area();
     const std::int64_t last = cfg.max_dets.back();
     const std::string at = "@" + std::to_string(last);
     const bool kpts = cfg.kind == coco::Kind::Keypoints;

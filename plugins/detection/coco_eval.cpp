@@ -184,19 +184,22 @@ void confuse(const EvalConfig& cfg, const ImageData& img, Records& out) {
     out.conf_pairs.push_back(static_cast<std::int32_t>(d));
     ++events;
   };
-  double dbox[4], gbox[4];
+  // Masks: their boxes once each (rle_iou_one takes the boxes' IoU as a first test).
+  std::vector<double> gbox(segm ? gts.size() * 4 : 0);
+  for (std::size_t j = 0; segm && j < gts.size(); ++j)
+    mask::rle_to_bbox(img.gt_rle[gts[j]], &gbox[j * 4]);
+  double dbox[4];
   for (const std::size_t d : dts) {
     double best = cfg.confusion_iou;
     std::ptrdiff_t m = -1;
+    if (segm) mask::rle_to_bbox(img.dt_rle[d], dbox);
     for (std::size_t j = 0; j < gts.size(); ++j) {
       if (matched[j]) continue;
       const std::size_t g = gts[j];
       double iou;
       if (segm) {
-        mask::rle_to_bbox(img.dt_rle[d], dbox);
-        mask::rle_to_bbox(img.gt_rle[g], gbox);
         iou = mask::rle_iou_one(img.dt_rle[d], img.gt_rle[g], false,
-                                mask::bb_iou_one(dbox, gbox, false));
+                                mask::bb_iou_one(dbox, &gbox[j * 4], false));
       } else {
         iou = mask::bb_iou_one(&img.dt_box[d * 4], &img.gt_box[g * 4], false);
       }
@@ -457,9 +460,7 @@ void calibrate(const EvalConfig& cfg, const std::vector<std::size_t>& cat_begin,
                const std::vector<double>& score, const std::vector<std::uint32_t>& masks,
                Summary& out) {
   const std::size_t nb = cfg.calibration_bins, A = cfg.num_areas(), K = cat_begin.size() - 1;
-  std::size_t a_all = 0;
-  for (std::size_t a = 0; a < A; ++a)
-    if (cfg.areas[a].label == "all") a_all = a;
+  const std::size_t a_all = cfg.all_area();
   const auto t = static_cast<std::size_t>(
       std::find(cfg.iou_thrs.begin(), cfg.iou_thrs.end(), cfg.calibration_iou) -
       cfg.iou_thrs.begin());
@@ -838,8 +839,7 @@ bool Summary::select(double iou_thr, std::size_t area, std::int64_t max_det, std
   t0 = 0;
   t1 = T;
   if (iou_thr >= 0) {
-    t0 = static_cast<std::size_t>(std::find(iou_thrs.begin(), iou_thrs.end(), iou_thr) -
-                                  iou_thrs.begin());
+    t0 = thr_index(iou_thr);
     if (t0 == T) return false;
     t1 = t0 + 1;
   }
@@ -869,7 +869,7 @@ double Summary::stat(bool ap, double iou_thr, std::size_t area, std::int64_t max
     if (ap) {
       for (std::size_t r = 0; r < R; ++r)
         for (const std::size_t k : ks) {
-          const double v = precision[(((t * R + r) * K + k) * A + area) * M + m];
+          const double v = precision[pidx(t, r, k, area, m)];
           if (v > -1) sel.push_back(v);
         }
     } else {

@@ -3,6 +3,7 @@
 // accumulate() + summarize() on rank 0. See coco_detection.cpp for the formulas and references.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <string>
@@ -66,6 +67,12 @@ struct EvalConfig {
   std::size_t calibration_bins = 0;
   double calibration_iou = 0.5;
   std::size_t num_areas() const { return areas.size(); }
+  /// The area range labelled "all" (the first when none is: the plugin requires one).
+  std::size_t all_area() const {
+    for (std::size_t a = 0; a < areas.size(); ++a)
+      if (areas[a].label == "all") return a;
+    return 0;
+  }
   /// Words of match/ignore bits per detection: 2 bits per (area range, IoU threshold).
   std::size_t words() const { return (2 * areas.size() * iou_thrs.size() + 63) / 64; }
 };
@@ -202,11 +209,21 @@ struct Summary {
   std::vector<std::int64_t> confusion_cats;
   std::vector<std::int64_t> confusion;
 
+  /// The index of (t, r, k, a, m) in precision and scores.
+  std::size_t pidx(std::size_t t, std::size_t r, std::size_t k, std::size_t a,
+                   std::size_t m) const {
+    return (((t * R + r) * K + k) * A + a) * M + m;
+  }
+  /// The index of an IoU threshold (exact, as np.where(iouThr == p.iouThrs)); T when absent.
+  std::size_t thr_index(double thr) const {
+    return static_cast<std::size_t>(std::find(iou_thrs.begin(), iou_thrs.end(), thr) -
+                                    iou_thrs.begin());
+  }
   double& prec(std::size_t t, std::size_t r, std::size_t k, std::size_t a, std::size_t m) {
-    return precision[(((t * R + r) * K + k) * A + a) * M + m];
+    return precision[pidx(t, r, k, a, m)];
   }
   double& score_at(std::size_t t, std::size_t r, std::size_t k, std::size_t a, std::size_t m) {
-    return scores[(((t * R + r) * K + k) * A + a) * M + m];
+    return scores[pidx(t, r, k, a, m)];
   }
   double& rec(std::size_t t, std::size_t k, std::size_t a, std::size_t m) {
     return recall[((t * K + k) * A + a) * M + m];

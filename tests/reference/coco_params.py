@@ -34,6 +34,8 @@ import numpy as np
 from pycocotools.coco import COCO
 from pycocotools.cocoeval import COCOeval
 
+from coco import stats_map  # tests/reference/coco.py: the 12 stats with mmeval's keys
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DATA = os.path.join(ROOT, "tests", "data", "detection")
 EXAMPLE = os.path.join(ROOT, "configs", "examples", "data", "detection")
@@ -152,13 +154,6 @@ def keypoint_stats(e, prefix="keypoints", labels=("m", "l"), names=("medium", "l
     for lab, name in zip(labels, names):
         out[f"{prefix}_AR_{lab}@{md}"] = summarize_one(e, 0, area=name, max_dets=md)
     return out
-
-
-def stats_from(e, prefix="bbox"):
-    """summarize()'s 12 stats with mmeval's keys (maxDets [1, 10, 100])."""
-    names = ["mAP", "mAP_50", "mAP_75", "mAP_s", "mAP_m", "mAP_l", "AR@1", "AR@10", "AR@100",
-             "AR_s@100", "AR_m@100", "AR_l@100"]
-    return {f"{prefix}_{n}": float(v) for n, v in zip(names, e.stats)}
 
 
 def classwise(e, prefix, area="all"):
@@ -281,7 +276,8 @@ def main():
     for r in range(len(rec_thrs)):
         v = prec[t, r, :, 0, -1]
         overall.append(float(np.mean(v[v > -1])) if (v > -1).any() else -1.0)
-    vals = {**stats_from(e), "bbox_PR_curve": curve(rec_thrs, overall, "recall", "precision")}
+    vals = {**stats_map(e, "bbox"),
+            "bbox_PR_curve": curve(rec_thrs, overall, "recall", "precision")}
     for k, cat in enumerate(e.params.catIds):
         p = prec[:, :, k, 0, -1]
         r = e.eval["recall"][:, k, 0, -1]
@@ -321,7 +317,7 @@ def main():
         hev = hotcoco.COCOeval(hgt, hgt.loadRes(ex_res), "bbox")
         hev.evaluate()
         cal = hev.calibration(n_bins=10, iou_threshold=0.5)
-    vals = {**stats_from(e), "bbox_ECE": float(cal["ece"]), "bbox_MCE": float(cal["mce"]),
+    vals = {**stats_map(e, "bbox"), "bbox_ECE": float(cal["ece"]), "bbox_MCE": float(cal["mce"]),
             "bbox_reliability_curve": curve(
                 [b["avg_confidence"] for b in cal["bins"] if b["count"] > 0],
                 [b["avg_accuracy"] for b in cal["bins"] if b["count"] > 0],
@@ -353,15 +349,15 @@ def main():
     f1, f05 = hev.f_scores(beta=1.0), hev.f_scores(beta=0.5)
     add("bbox_f_scores", "hotcoco 1.3.0: the same COCOeval after accumulate(): f_scores(beta=1.0) "
         "and, second run, f_scores(beta=0.5); the 12 stats from pycocotools 2.0.11",
-        {**stats_from(e), **{f"bbox_{k}": float(v) for k, v in f1.items()}},
+        {**stats_map(e, "bbox"), **{f"bbox_{k}": float(v) for k, v in f1.items()}},
         {"metric": ["bbox"], "f_beta": 1.0}, ["example_gt", "example_res"])
     add("bbox_f_scores_05", "hotcoco 1.3.0 f_scores(beta=0.5) as above",
-        {**stats_from(e), **{f"bbox_{k}": float(v) for k, v in f05.items()}},
+        {**stats_map(e, "bbox"), **{f"bbox_{k}": float(v) for k, v in f05.items()}},
         {"metric": ["bbox"], "f_beta": 0.5}, ["example_gt", "example_res"])
     add("bbox_confusion", "hotcoco 1.3.0: COCOeval(gt, gt.loadRes(results_val2014_40.json), "
         "'bbox').confusion_matrix(iou_thr=0.5, max_det=100)['matrix'] (rows ground truth, "
         "columns detections, the last 'background'); the 12 stats from pycocotools 2.0.11",
-        {**stats_from(e),
+        {**stats_map(e, "bbox"),
          "bbox_confusion_matrix": [[int(v) for v in row] for row in cm["matrix"]],
          "bbox_confusion_classes": [str(c) for c in cm["cat_ids"]] + ["background"]},
         {"metric": ["bbox"], "confusion": True, "confusion_iou": 0.5,
