@@ -5,7 +5,9 @@ sizes: small, medium and large objects), 1% crowd, a 4-point polygon per box; de
 detections per image (jittered ground truth, wrong categories, random boxes), scores with 3
 decimals (many ties), boxes with 2 decimals, listed image by image.
 
-    python bench/coco/gen.py OUT_DIR [--dets 100 1000]
+    python bench/coco/gen.py OUT_DIR [--dets 100 1000] [--segm]
+
+--segm: also segm_{n}.json, the same detections as RLE masks (16-point ellipses in their boxes).
 
 --objects365: Objects365-val-sized instead (80,000 images, 365 categories, about 15 boxes per
 image, 1.2 M in all; dets_15.json: 15 detections per image, 1.2 M); `meta.json` records the
@@ -92,10 +94,36 @@ def write_dets(path, per_image, n_dets, seed):
         f.write("]")
 
 
+def write_segm(path, dets_path, per_image):
+    """The detections of dets_path with a mask each ("segmentation": compressed RLE, as models
+    write them): a 16-point ellipse inscribed in the detection's box, rasterised by pycocotools at
+    the image's size. The ground truth's masks are its 4-point polygons (the boxes)."""
+    from pycocotools import mask as mask_utils
+    size = {img_id: (h, w) for img_id, w, h, _ in per_image}
+    with open(dets_path) as f:
+        dets = json.load(f)
+    t = np.linspace(0, 2 * np.pi, 16, endpoint=False)
+    with open(path, "w") as f:
+        f.write("[")
+        for i, d in enumerate(dets):
+            h, w = size[d["image_id"]]
+            x, y, bw, bh = d["bbox"]
+            cx, cy = x + bw / 2, y + bh / 2
+            poly = np.stack([cx + bw / 2 * np.cos(t), cy + bh / 2 * np.sin(t)], 1).ravel()
+            rle = mask_utils.merge(mask_utils.frPyObjects([poly.tolist()], h, w))
+            f.write(("," if i else "") + '{"image_id":%d,"category_id":%d,"segmentation":'
+                    '{"size":[%d,%d],"counts":%s},"score":%.3f}'
+                    % (d["image_id"], d["category_id"], h, w, json.dumps(rle["counts"].decode()),
+                       d["score"]))
+        f.write("]")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("out")
     ap.add_argument("--dets", type=int, nargs="+", default=None)
+    ap.add_argument("--segm", action="store_true",
+                    help="also segm_{n}.json: the detections as masks (RLE), for --iou-type segm")
     ap.add_argument("--objects365", action="store_true",
                     help="80,000 images, 365 categories, ~15 boxes and 15 detections per image")
     a = ap.parse_args()
@@ -116,6 +144,10 @@ def main():
         path = os.path.join(a.out, f"dets_{n}.json")
         write_dets(path, per_image, n, seed=n)
         print(f"dets_{n}.json: {n * N_IMAGES} detections, {os.path.getsize(path) / 1e6:.0f} MB")
+        if a.segm:
+            spath = os.path.join(a.out, f"segm_{n}.json")
+            write_segm(spath, path, per_image)
+            print(f"segm_{n}.json: their masks, {os.path.getsize(spath) / 1e6:.0f} MB")
 
 
 if __name__ == "__main__":

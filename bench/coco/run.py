@@ -46,7 +46,7 @@ def timed(cmd, cores):
     return p.stdout, secs, cpu, rss_mb
 
 
-def run_tool(tool, gt, dets, tally, threads, out_json, cfg):
+def run_tool(tool, gt, dets, tally, threads, out_json, cfg, iou_type="bbox"):
     if tool.startswith("tally"):
         cores = "0" if threads == 1 else ",".join(str(i) for i in range(threads))
         cmd = [tally, "run", cfg, "--set", f"metrics.0.threads={threads}", "--set",
@@ -56,7 +56,7 @@ def run_tool(tool, gt, dets, tally, threads, out_json, cfg):
         stats = list(res.values())
     else:
         out, secs, cpu, rss = timed([sys.executable, os.path.join(HERE, "tools.py"), tool, gt,
-                                     dets], "0")
+                                     dets, iou_type], "0")
         stats = json.loads(out.strip().splitlines()[-1])
     return stats, secs, cpu, rss
 
@@ -80,6 +80,8 @@ def main():
     ap.add_argument("--skip", nargs="*", default=[], choices=TOOLS,
                     help="tools not to run (faster-coco-eval needs more than 24 GB at "
                     "Objects365 size)")
+    ap.add_argument("--iou-type", default="bbox", choices=["bbox", "segm"],
+                    help="segm reads segm_{size}.json (bench/coco/gen.py --segm)")
     ap.add_argument("--out", default=None, help="markdown table file (default DATA/results.md)")
     a = ap.parse_args()
     gt = os.path.join(a.data, "gt.json")
@@ -93,12 +95,13 @@ def main():
              f"{load0[0]:.2f}, {load0[1]:.2f}, {load0[2]:.2f}. Python {platform.python_version()}; "
              + ", ".join(f"{t} {version(t)}" for t in TOOLS) + ".", ""]
     for size in a.sizes:
-        dets = os.path.join(a.data, f"dets_{size}.json")
+        stem = "dets" if a.iou_type == "bbox" else "segm"
+        dets = os.path.join(a.data, f"{stem}_{size}.json")
         n_det = int(size) * n_images
-        cfg = os.path.join(a.data, f"tally_{size}.yaml")
+        cfg = os.path.join(a.data, f"tally_{stem}_{size}.yaml")
         with open(cfg, "w") as f:
             f.write(f"data: {{type: coco_json, annotations: {gt}, results: {dets}}}\n"
-                    "metrics: [{type: COCODetection, metric: [bbox]}]\n")
+                    f"metrics: [{{type: COCODetection, metric: [{a.iou_type}]}}]\n")
         runs = []
         plan = [(t, 1) for t in TOOLS if t not in a.skip] + [("tally", 1), ("tally", 2)]
         for tool, threads in plan:
@@ -110,7 +113,7 @@ def main():
             best = None
             for _ in range(reps):
                 r = run_tool(tool, gt, dets, a.tally, threads,
-                             os.path.join(a.data, f"out_{size}_{threads}.json"), cfg)
+                             os.path.join(a.data, f"out_{size}_{threads}.json"), cfg, a.iou_type)
                 best = r if best is None or r[1] < best[1] else (best[0], best[1], best[2],
                                                                  max(best[3], r[3]))
             name = tool if not tool.startswith("tally") else f"tally (threads={threads})"
@@ -120,7 +123,7 @@ def main():
         ref_name, ref = next(((r[0], r[2]) for r in runs if r[0] == "pycocotools"),
                              (runs[-2][0], runs[-2][2]))
         py = next((r for r in runs if r[0] == "pycocotools"), None)
-        lines += [f"#### {n_det:,} detections ({size} per image), {n_images:,} images"
+        lines += [f"#### {a.iou_type}: {n_det:,} detections ({size} per image), {n_images:,} images"
                   + (f", {meta['categories']} categories, {meta['gt_boxes']:,} ground-truth boxes"
                      if "categories" in meta else "") + f"; stats compared with {ref_name}", "",
                   "| tool | cores | wall s | CPU s | peak RSS MB | vs pycocotools (wall) | "

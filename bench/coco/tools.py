@@ -1,8 +1,9 @@
-"""One COCO bbox evaluation, from JSON loading to the 12 stats, with one tool; prints the stats
+"""One COCO bbox (or segm) evaluation, from JSON loading to the 12 stats, with one tool; prints the stats
 as JSON on the last line. Used by bench/coco/run.py, one cold process per run.
 
-    python bench/coco/tools.py TOOL GT.json DETS.json      TOOL: pycocotools | faster-coco-eval |
-                                                                hotcoco | ultrafast-pycocotools
+    python bench/coco/tools.py TOOL GT.json DETS.json [IOU_TYPE]
+        TOOL: pycocotools | faster-coco-eval | hotcoco | ultrafast-pycocotools;
+        IOU_TYPE: bbox (default) | segm
 """
 import contextlib
 import io
@@ -12,6 +13,7 @@ import sys
 
 def main():
     tool, gt_path, dt_path = sys.argv[1:4]
+    iou_type = sys.argv[4] if len(sys.argv) > 4 else "bbox"
     quiet = io.StringIO()
     with contextlib.redirect_stdout(quiet):
         if tool == "pycocotools":
@@ -19,7 +21,7 @@ def main():
             from pycocotools.cocoeval import COCOeval
             gt = COCO(gt_path)
             dt = gt.loadRes(dt_path)
-            e = COCOeval(gt, dt, "bbox")
+            e = COCOeval(gt, dt, iou_type)
             e.evaluate()
             e.accumulate()
             e.summarize()
@@ -27,7 +29,7 @@ def main():
             from faster_coco_eval import COCO, COCOeval_faster
             gt = COCO(gt_path)
             dt = gt.loadRes(dt_path)
-            e = COCOeval_faster(gt, dt, "bbox")
+            e = COCOeval_faster(gt, dt, iou_type)
             e.evaluate()
             e.accumulate()
             e.summarize()
@@ -35,7 +37,7 @@ def main():
             from hotcoco import COCO, COCOeval
             gt = COCO(gt_path)
             dt = gt.loadRes(dt_path)
-            e = COCOeval(gt, dt, "bbox")
+            e = COCOeval(gt, dt, iou_type)
             e.evaluate()
             e.accumulate()
             e.summarize()
@@ -43,7 +45,7 @@ def main():
             from ultrafast_pycocotools import COCO, COCOeval
             gt = COCO(gt_path)
             dt = gt.loadRes(dt_path)
-            e = COCOeval(gt, dt, "bbox")
+            e = COCOeval(gt, dt, iou_type)
             e.evaluate()
             e.accumulate()
             e.summarize()

@@ -293,6 +293,10 @@ std::string format_table(const Results& r) {
           block += "\n";
         }
         blocks.push_back(std::move(block));
+      } else if (is_matrix(v)) {  // too large to print: one line, as a curve
+        rows.push_back({label, key,
+                        fmt::format("{}x{} matrix (in the JSON; drawn by --html)", v.size(),
+                                    v.as_array()[0].size())});
       } else if (const std::string c = curve_summary(v); !c.empty()) {
         rows.push_back({label, key, escape_for_terminal(c)});
       } else if (v.is_array()) {

@@ -152,6 +152,21 @@ class COCODetection : public TypedMetric<CocoState> {
         p.fail("confusion_iou", fmt::format("must lie in [0, 1], got {}", confusion_iou_));
     }
     use_cats_ = lvis_ || p.get_bool("use_cats");
+    if (!lvis_ && p.get_bool("tide")) {
+      tide_ = true;
+      tide_pos_ = p.get_double("tide_pos_thresh");
+      tide_bg_ = p.get_double("tide_bg_thresh");
+      tide_max_dets_ = p.get_size("tide_max_dets", 1, std::int64_t{1} << 30);
+      if (!(tide_pos_ > 0 && tide_pos_ <= 1))
+        p.fail("tide_pos_thresh", fmt::format("must lie in (0, 1], got {}", tide_pos_));
+      if (!(tide_bg_ >= 0 && tide_bg_ <= tide_pos_))
+        p.fail("tide_bg_thresh",
+               fmt::format("must lie in [0, tide_pos_thresh {}], got {}", tide_pos_, tide_bg_));
+      if (!use_cats_) p.fail("tide", "needs use_cats: true (TIDE's errors are about categories)");
+      if (std::none_of(metrics_.begin(), metrics_.end(),
+                       [](const std::string& m) { return m == "bbox" || m == "segm"; }))
+        p.fail("tide", "needs bbox or segm in metric (tidecv's modes box and mask)");
+    }
     if (classwise_ && !use_cats_)
       p.fail("classwise",
              "needs use_cats: true (without categories there is one AP, no AP per "
@@ -184,6 +199,7 @@ class COCODetection : public TypedMetric<CocoState> {
       c.areas = areas ? *areas : coco::default_area_ranges(c.kind);
       if (c.kind == coco::Kind::Keypoints) c.kpt_sigmas = kpt_sigmas_ = sigmas;
       c.keep_scores = curves_ && classwise_;
+      if (curves_ && c.kind != coco::Kind::Proposal) c.f1_curve_iou = curve_iou_;
       c.calibration_bins = calibration_bins_;
       if (confusion_iou_ >= 0 && c.kind != coco::Kind::Keypoints) {
         c.confusion_iou = confusion_iou_;
@@ -192,6 +208,14 @@ class COCODetection : public TypedMetric<CocoState> {
         std::sort(c.conf_filter.begin(), c.conf_filter.end());
       }
       c.calibration_iou = calibration_iou_;
+      if (tide_ && (c.kind == coco::Kind::Bbox || c.kind == coco::Kind::Segm)) {
+        c.tide = true;
+        c.tide_pos = tide_pos_;
+        c.tide_bg = tide_bg_;
+        c.tide_max_dets = tide_max_dets_;
+        c.tide_filter = cat_ids_;
+        std::sort(c.tide_filter.begin(), c.tide_filter.end());
+      }
       if (2 * c.areas.size() * thrs.size() > 1024)
         p.fail("area_ranges", "times iou_thrs is above 512 (area range, threshold) pairs");
       c.use_cats = use_cats_ && c.kind != coco::Kind::Proposal;
@@ -270,6 +294,10 @@ class COCODetection : public TypedMetric<CocoState> {
           std::cmp_equal(r.group_freq.size(), configs_[j].federated ? groups : 0) &&
           r.img_conf.size() == (configs_[j].confusion_iou >= 0 ? s.img_ids.size() : 0) &&
           std::cmp_equal(r.conf_pairs.size(), 2 * total(r.img_conf)) &&
+          r.img_tide.size() == (configs_[j].tide ? s.img_ids.size() : 0) &&
+          std::cmp_equal(r.tide_cls.size(), total(r.img_tide)) &&
+          r.tide_code.size() == r.tide_cls.size() && r.tide_fix.size() == r.tide_cls.size() &&
+          r.tide_score.size() == r.tide_cls.size() &&
           std::cmp_equal(r.bits.size(), dets * static_cast<std::int64_t>(configs_[j].words()));
       if (!sizes_fit)
         throw RuntimeError(fmt::format(
@@ -294,6 +322,15 @@ class COCODetection : public TypedMetric<CocoState> {
         set_stats(out, metrics_[j], cfg, sum);
       const std::string pre = cfg.kind == coco::Kind::Proposal ? "" : metrics_[j] + "_";
       if (curves_) out.set(pre + "PR_curve", pr_curve(cfg, sum, -1));
+      if (!sum.f1.empty()) {  // the first best threshold
+        const auto best = static_cast<std::size_t>(std::max_element(sum.f1.begin(), sum.f1.end()) -
+                                                   sum.f1.begin());
+        out.set(pre + "F1_curve",
+                curve(Value::Array(sum.f1_thr.begin(), sum.f1_thr.end()),
+                      Value::Array(sum.f1.begin(), sum.f1.end()), "score threshold", "F1"));
+        out.set(pre + "best_F1", sum.f1[best]);
+        out.set(pre + "best_F1_score", sum.f1_thr[best]);
+      }
       if (f_beta_ > 0 && cfg.kind != coco::Kind::Proposal) set_f_scores(out, pre, cfg, sum);
       if (cfg.confusion_iou >= 0) {
         const std::size_t C = sum.confusion_cats.size() + 1;
@@ -318,6 +355,16 @@ class COCODetection : public TypedMetric<CocoState> {
           }
         out.set(pre + "reliability_curve",
                 curve(std::move(x), std::move(y), "mean score", "fraction correct"));
+      }
+      if (cfg.tide) {
+        const std::string t = pre + "tide_";
+        out.set(t + fmt::format("AP{}", std::lround(cfg.tide_pos * 100)), sum.tide.ap);
+        for (std::size_t e = 0; e < 6; ++e)
+          out.set(t + coco::tide::kErrorNames[e], sum.tide.main[e]);
+        out.set(t + "FalsePos", sum.tide.false_pos);
+        out.set(t + "FalseNeg", sum.tide.false_neg);
+        for (std::size_t e = 0; e < 6; ++e)
+          out.set(t + coco::tide::kErrorNames[e] + "_count", sum.tide.counts[e]);
       }
       if (!classwise_ || cfg.kind == coco::Kind::Proposal) continue;
       const std::size_t a_all = cfg.all_area();
@@ -727,6 +774,9 @@ class COCODetection : public TypedMetric<CocoState> {
   double f_beta_ = 0;  // 0: no F-scores
   double calibration_iou_ = 0.5;
   double curve_iou_ = 0.5;
+  bool tide_ = false;
+  double tide_pos_ = 0.5, tide_bg_ = 0.1;
+  std::int64_t tide_max_dets_ = 100;
   bool need_boxes_ = false, need_masks_ = false, need_kpts_ = false;
   std::vector<double> kpt_sigmas_;
   int threads_ = 1;
@@ -751,8 +801,12 @@ std::vector<ParamSpec> subset_params() {
           param("curves", ParamType::Bool,
                 "Also return the precision-recall curve at curve_iou (\"{kind}_PR_curve\": "
                 "pycocotools' precision at its 101 recall thresholds, averaged over the "
-                "categories), and with classwise each category's (\"{kind}_{class}_PR_curve\") "
-                "and its F1 against score (\"{kind}_{class}_F1_curve\", from eval['scores']).")
+                "categories); F1 against a score threshold (\"{kind}_F1_curve\": 2 TP / "
+                "(detections + ground truth) of every category's detections scoring at least "
+                "0, 0.01, ..., 1, area all, the last maxDet) with its best (\"{kind}_best_F1\", "
+                "at \"{kind}_best_F1_score\"); and with classwise each category's PR curve "
+                "(\"{kind}_{class}_PR_curve\") and its F1 against score "
+                "(\"{kind}_{class}_F1_curve\", from eval['scores']).")
               .def(false),
           param("curve_iou", ParamType::Float, "The IoU threshold of the curves (one of iou_thrs).")
               .def(0.5),
@@ -831,7 +885,13 @@ std::vector<ResultSpec> detection_results(const std::string& what) {
            "detections by category against ground truth by category (confusion)"},
           {"*_confusion_classes", Better::Neither, Plot::None, "the confusion matrix's rows"},
           {"*_MCE", Better::Lower, Plot::None, "largest calibration error of a bin (calibration)"},
-          {"*_F1_curve", Better::Neither, Plot::Curve, "F1 against score (curves, classwise)"},
+          {"*_F1_curve", Better::Neither, Plot::Curve, "F1 against score (curves)"},
+          {"*_best_F1_score", Better::Neither, Plot::None,
+           "the score threshold of the best F1 (curves)"},
+          {"*_tide_*_count", Better::Lower, Plot::None, "TIDE: errors of one type"},
+          {"*_tide_AP*", Better::Higher, Plot::None, "TIDE's AP at its foreground IoU"},
+          {"*_tide_*", Better::Lower, Plot::None,
+           "TIDE: AP gained by fixing one error type (fraction)"},
           {"*_precision", Better::Higher, Plot::None, "AP of one category (classwise)"},
           {"*_recall", Better::Higher, Plot::None, "AR of one category (classwise)"},
           {"*", Better::Higher, Plot::None, what + " AP / AR (fraction; -1 when undefined)"}};
@@ -929,7 +989,25 @@ ComponentInfo coco_detection_info() {
                  "them; for keypoints pycocotools' own useCats = 0 matches nothing, tally "
                  "matches as for boxes). The categories of cat_ids (default: all) still "
                  "choose the ground truth and detections that take part.")
-               .def(true)},
+               .def(true),
+           param("tide", ParamType::Bool,
+                 "TIDE's error breakdown as tidecv 1.0.1 computes it (bbox and segm): "
+                 "\"{kind}_tide_AP{50}\" (TIDE's AP at tide_pos_thresh), the AP gained by "
+                 "fixing each error type \"{kind}_tide_Cls\", _Loc, _Both, _Dupe, _Bkg, _Miss, "
+                 "and by perfect precision or recall (_FalsePos, _FalseNeg), as fractions "
+                 "(tidecv's points / 100), and each type's count (\"{kind}_tide_Cls_count\", "
+                 "...). Categories: cat_ids, else all.")
+               .def(false),
+           param("tide_pos_thresh", ParamType::Float,
+                 "TIDE's foreground IoU (pos_threshold): a match needs IoU >= it.")
+               .def(0.5),
+           param("tide_bg_thresh", ParamType::Float,
+                 "TIDE's background IoU (background_threshold): below it a false positive is "
+                 "background, between it and tide_pos_thresh a localisation error.")
+               .def(0.1),
+           param("tide_max_dets", ParamType::Int,
+                 "TIDE's detections kept per image over all categories (tidecv's max_dets).")
+               .def(100)},
           subset_params()),
       joined(detection_inputs(),
              {InputSpec{"gt_iscrowd", "Per image [g] int/bool crowd flags (ignored ground truth).",

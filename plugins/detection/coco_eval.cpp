@@ -76,6 +76,11 @@ void Records::append(const Records& o) {
   group_freq.insert(group_freq.end(), o.group_freq.begin(), o.group_freq.end());
   img_conf.insert(img_conf.end(), o.img_conf.begin(), o.img_conf.end());
   conf_pairs.insert(conf_pairs.end(), o.conf_pairs.begin(), o.conf_pairs.end());
+  img_tide.insert(img_tide.end(), o.img_tide.begin(), o.img_tide.end());
+  tide_cls.insert(tide_cls.end(), o.tide_cls.begin(), o.tide_cls.end());
+  tide_code.insert(tide_code.end(), o.tide_code.begin(), o.tide_code.end());
+  tide_fix.insert(tide_fix.end(), o.tide_fix.begin(), o.tide_fix.end());
+  tide_score.insert(tide_score.end(), o.tide_score.begin(), o.tide_score.end());
 }
 
 void KindRecords::merge(const KindRecords& later) {
@@ -446,6 +451,7 @@ void evaluate_image(const EvalConfig& cfg, const ImageData& img, Records& out) {
   }
   out.img_groups.push_back(groups);
   if (cfg.confusion_iou >= 0) confuse(cfg, img, out);
+  if (cfg.tide) tide::image(cfg, img, out);
 }
 
 namespace {
@@ -529,6 +535,7 @@ Summary summarize(const EvalConfig& cfg, const std::vector<std::int64_t>& ids, c
     std::int64_t id;
     std::size_t group_begin, group_end;
     std::size_t conf_begin = 0, conf_end = 0;  // its confusion events
+    std::size_t tide_begin = 0, tide_end = 0;  // its TIDE events
   };
   // The records arrive from other ranks: every count and size is checked before it is used.
   if (rec.img_groups.size() != ids.size())
@@ -548,9 +555,13 @@ Summary summarize(const EvalConfig& cfg, const std::vector<std::int64_t>& ids, c
   const bool confusion = cfg.confusion_iou >= 0;
   if (rec.img_conf.size() != (confusion ? ids.size() : 0) || rec.conf_pairs.size() % 2 != 0)
     throw RuntimeError("COCO records are inconsistent");
+  const std::size_t n_tide = rec.tide_cls.size();
+  if (rec.img_tide.size() != (cfg.tide ? ids.size() : 0) || rec.tide_code.size() != n_tide ||
+      rec.tide_fix.size() != n_tide || rec.tide_score.size() != n_tide)
+    throw RuntimeError("COCO records are inconsistent");
   std::vector<ImageRef> images;
   images.reserve(ids.size());
-  std::size_t groups = 0, events = 0;
+  std::size_t groups = 0, events = 0, tide_events = 0;
   for (std::size_t i = 0; i < ids.size(); ++i) {
     if (rec.img_groups[i] < 0 ||
         static_cast<std::size_t>(rec.img_groups[i]) > rec.group_ndets.size() - groups)
@@ -566,8 +577,16 @@ Summary summarize(const EvalConfig& cfg, const std::vector<std::int64_t>& ids, c
       events += static_cast<std::size_t>(rec.img_conf[i]);
       images.back().conf_end = events;
     }
+    if (cfg.tide) {
+      if (rec.img_tide[i] < 0 || static_cast<std::size_t>(rec.img_tide[i]) > n_tide - tide_events)
+        throw RuntimeError("COCO records are inconsistent");
+      images.back().tide_begin = tide_events;
+      tide_events += static_cast<std::size_t>(rec.img_tide[i]);
+      images.back().tide_end = tide_events;
+    }
   }
-  if (groups != rec.group_ndets.size() || events != rec.conf_pairs.size() / 2)
+  if (groups != rec.group_ndets.size() || events != rec.conf_pairs.size() / 2 ||
+      tide_events != n_tide)
     throw RuntimeError("COCO records are inconsistent");
   std::stable_sort(images.begin(), images.end(),
                    [](const ImageRef& a, const ImageRef& b) { return a.id < b.id; });
@@ -705,6 +724,39 @@ Summary summarize(const EvalConfig& cfg, const std::vector<std::int64_t>& ids, c
     for (const auto& im : images)
       for (std::size_t e = im.conf_begin; e < im.conf_end; ++e)
         ++out.confusion[index(rec.conf_pairs[2 * e]) * C + index(rec.conf_pairs[2 * e + 1])];
+  }
+
+  if (cfg.f1_curve_iou >= 0) {  // every category's detections pooled, against the score
+    const std::size_t t = out.thr_index(cfg.f1_curve_iou), a = cfg.all_area();
+    if (t >= T) throw RuntimeError("f1_curve_iou is not one of the IoU thresholds");
+    const auto max_det = static_cast<std::uint64_t>(cfg.max_dets.back());
+    std::vector<double> all, tps;
+    std::int64_t npig = 0;
+    for (std::size_t k = 0; k < K; ++k) {
+      npig += npig_all[k * A + a];
+      for (std::size_t j = cat_begin[k]; j < cat_begin[k + 1]; ++j) {
+        if (flat_rank[j] >= max_det || ((flat_masks[j * 2 * A + 2 * a + 1] >> t) & 1)) continue;
+        all.push_back(flat_score[j]);
+        if ((flat_masks[j * 2 * A + 2 * a] >> t) & 1) tps.push_back(flat_score[j]);
+      }
+    }
+    std::sort(all.begin(), all.end());
+    std::sort(tps.begin(), tps.end());
+    const auto at_least = [](const std::vector<double>& v, double s) {
+      return static_cast<std::int64_t>(v.end() - std::lower_bound(v.begin(), v.end(), s));
+    };
+    out.f1_thr = recs;
+    for (const double s : recs) {
+      const std::int64_t n = at_least(all, s), tp = at_least(tps, s);
+      out.f1.push_back(n + npig > 0 ? static_cast<double>(2 * tp) / static_cast<double>(n + npig)
+                                    : 0.0);
+    }
+  }
+  if (cfg.tide) {
+    std::vector<std::pair<std::size_t, std::size_t>> ranges;
+    ranges.reserve(images.size());
+    for (const auto& im : images) ranges.emplace_back(im.tide_begin, im.tide_end);
+    tide::summarize(rec, ranges, threads, out.tide);
   }
 
   parallel_for_dynamic(K, threads, [&](std::size_t k) {  // categories cost unevenly

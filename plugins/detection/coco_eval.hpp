@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <msgpack.hpp>
@@ -66,6 +67,14 @@ struct EvalConfig {
   /// hotcoco's calibration(n_bins, iou_threshold) when > 0 (Summary::ece and the rest).
   std::size_t calibration_bins = 0;
   double calibration_iou = 0.5;
+  /// The F1 of every category's detections pooled, against a score threshold (Summary::f1_*),
+  /// at this IoU threshold when >= 0.
+  double f1_curve_iou = -1;
+  /// tidecv 1.0.1's TIDE error breakdown (tide.cpp) at these thresholds, when `tide`.
+  bool tide = false;
+  double tide_pos = 0.5, tide_bg = 0.1;
+  std::int64_t tide_max_dets = 100;       // tidecv's Data.max_dets: per image, all categories
+  std::vector<std::int64_t> tide_filter;  // the categories that take part (sorted; empty: all)
   std::size_t num_areas() const { return areas.size(); }
   /// The area range labelled "all" (the first when none is: the plugin requires one).
   std::size_t all_area() const {
@@ -122,14 +131,22 @@ struct Records {
   PackedVector<std::int32_t> img_conf;     // confusion only: per image its events
   PackedVector<std::int32_t> conf_pairs;   // confusion only: per event (ground truth's category,
                                            // detection's), -1 for none (a miss, a false alarm)
+  PackedVector<std::int32_t> img_tide;     // TIDE only: per image its events (tide.cpp): its
+                                           // kept results, then its non-crowd ground truth
+  PackedVector<std::int32_t> tide_cls;     // TIDE only, per event: category
+  PackedVector<std::int8_t> tide_code;     // state, error and whether fixing it gives a match
+  PackedVector<std::int32_t> tide_fix;     // the category a Cls / Loc error is fixed into
+  PackedVector<double> tide_score;         // the result's score (0 for ground truth)
 
-  // Packed as the array of the fields above, the optional ones (LVIS's group_freq, the confusion
-  // matrix's) only when one holds something: COCODetection's states and checkpoints keep the
-  // layout of the six fields they always had.
+  // Packed as the array of the fields above, the optional ones only as far as the last group of
+  // them that holds something (LVIS's group_freq and the confusion matrix's: 9 fields; TIDE's:
+  // 14): COCODetection's states and checkpoints keep the layout of the six fields they always
+  // had, and those written with 9 still read.
   template <class Packer>
   void msgpack_pack(Packer& o) const {
-    const bool extra = !group_freq.empty() || !img_conf.empty();
-    o.pack_array(extra ? 9 : 6);
+    const bool tide = !img_tide.empty();
+    const bool extra = tide || !group_freq.empty() || !img_conf.empty();
+    o.pack_array(tide ? 14 : extra ? 9 : 6);
     o.pack(img_groups);
     o.pack(group_cat);
     o.pack(group_ndets);
@@ -141,11 +158,17 @@ struct Records {
       o.pack(img_conf);
       o.pack(conf_pairs);
     }
+    if (tide) {
+      o.pack(img_tide);
+      o.pack(tide_cls);
+      o.pack(tide_code);
+      o.pack(tide_fix);
+      o.pack(tide_score);
+    }
   }
   void msgpack_unpack(const msgpack::object& o) {
-    if (o.type != msgpack::type::ARRAY ||
-        (o.via.array.size != 6 && o.via.array.size != 7 && o.via.array.size != 9))
-      throw msgpack::type_error();
+    const std::uint32_t n = o.type == msgpack::type::ARRAY ? o.via.array.size : 0;
+    if (n != 6 && n != 7 && n != 9 && n != 14) throw msgpack::type_error();
     const msgpack::object* f = o.via.array.ptr;
     f[0].convert(img_groups);
     f[1].convert(group_cat);
@@ -156,10 +179,22 @@ struct Records {
     group_freq.clear();
     img_conf.clear();
     conf_pairs.clear();
-    if (o.via.array.size >= 7) f[6].convert(group_freq);
-    if (o.via.array.size == 9) {
+    img_tide.clear();
+    tide_cls.clear();
+    tide_code.clear();
+    tide_fix.clear();
+    tide_score.clear();
+    if (n >= 7) f[6].convert(group_freq);
+    if (n >= 9) {
       f[7].convert(img_conf);
       f[8].convert(conf_pairs);
+    }
+    if (n == 14) {
+      f[9].convert(img_tide);
+      f[10].convert(tide_cls);
+      f[11].convert(tide_code);
+      f[12].convert(tide_fix);
+      f[13].convert(tide_score);
     }
   }
 
@@ -208,6 +243,17 @@ struct Summary {
   // the last row), row-major.
   std::vector<std::int64_t> confusion_cats;
   std::vector<std::int64_t> confusion;
+  /// EvalConfig::f1_curve_iou: at score thresholds f1_thr (np.linspace(0, 1, 101)), F1 =
+  /// 2 tp / (detections + npig) of the non-ignored detections scoring >= the threshold (area
+  /// "all", the last maxDet, every evaluated category pooled).
+  std::vector<double> f1_thr, f1;
+  /// TIDE (EvalConfig::tide): tidecv's run AP and dAP, on COCODetection's scale (tidecv's / 100).
+  struct Tide {
+    double ap = 0;
+    std::array<double, 6> main{};  // dAP of Cls, Loc, Both, Dupe, Bkg, Miss
+    double false_pos = 0, false_neg = 0;
+    std::array<std::int64_t, 6> counts{};  // errors of each type
+  } tide;
 
   /// The index of (t, r, k, a, m) in precision and scores.
   std::size_t pidx(std::size_t t, std::size_t r, std::size_t k, std::size_t a,
@@ -242,6 +288,17 @@ struct Summary {
   bool select(double iou_thr, std::size_t area, std::int64_t max_det, std::size_t& t0,
               std::size_t& t1, std::size_t& m) const;
 };
+
+namespace tide {
+/// One image's TIDE events (tide.cpp), appended to `out`.
+void image(const EvalConfig& cfg, const ImageData& img, Records& out);
+/// The TIDE breakdown over the images whose events are `ranges` of the records (id order).
+void summarize(const Records& rec, const std::vector<std::pair<std::size_t, std::size_t>>& ranges,
+               int threads, Summary::Tide& out);
+/// tidecv's error types in its order (TIDE._error_types' short names).
+inline constexpr std::array<const char*, 6> kErrorNames = {"Cls",  "Loc", "Both",
+                                                           "Dupe", "Bkg", "Miss"};
+}  // namespace tide
 
 /// accumulate() + summarize() over the records of every rank, merged in rank order (`ids`: their
 /// image ids, in the same order); images are taken in ascending id order and an id seen twice

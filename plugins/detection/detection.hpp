@@ -8,6 +8,8 @@ namespace tally::detection {
 ComponentInfo coco_detection_info();
 ComponentInfo lvis_detection_info();
 ComponentInfo voc_mean_ap_info();
+ComponentInfo oid_mean_ap_info();
+ComponentInfo dota_mean_ap_info();
 ComponentInfo proposal_recall_info();
 
 }  // namespace tally::detection

@@ -5,8 +5,9 @@
 // ground truth of class c (normal, then ignored boxes) in float32 (mmeval's calculate_overlaps).
 // A prediction whose best IoU >= t (compared in float32) takes that ground truth: ignored box, or
 // box outside the area range -> neither TP nor FP; first taker -> TP; later -> FP. A prediction
-// below t is an FP if its own area is in the range. Areas are w*h (+1 with
-// use_legacy_coordinate) in the boxes' dtype; a range [s0, s1) holds areas s0^2 <= a < s1^2.
+// below t is an FP if its own area is in the range. Areas are w*h in the boxes' dtype (with
+// use_legacy_coordinate (w + 1)(h + 1) where the ground truth is counted, as mmeval passes the
+// flag there only); a range [s0, s1) holds areas s0^2 <= a < s1^2.
 // Then per class, all images' predictions sorted by score: precision = tp / max(tp + fp, eps32),
 // recall = tp / max(#gt, eps32), AP = sum over recall steps of the precision envelope ('area', a
 // NumPy pairwise sum) or the mean of max precision at recall >= 0, .1, ..., 1 ('11points'), kept
@@ -25,7 +26,8 @@
 // State: per prediction its class, score and 2 bits (TP, FP) per (threshold, scale range),
 // concatenated across ranks in rank order (dataset order); int64 ground-truth counts per (class,
 // range) and the image count, summed across ranks (checked). Rank 0 sorts each class's
-// predictions (stable, in dataset order): the same result on any number of ranks.
+// predictions (stable, in dataset order): the same result on any number of ranks. Scale ranges,
+// AP and results: voc_common.hpp (shared with OIDMeanAP).
 //
 // Example: one image, GT [0, 0, 10, 10] class 0, prediction [0, 0, 10, 10] class 0 score .9,
 // num_classes 1 -> {AP50: 1.0, mAP: 1.0}.
@@ -48,6 +50,7 @@
 #include "tally/numpy_math.hpp"
 #include "tally/plugin.hpp"
 #include "tally/state.hpp"
+#include "voc_common.hpp"
 
 namespace tally::detection {
 namespace {
@@ -61,63 +64,28 @@ struct VocState {
   TALLY_STATE(concat(cls), concat(score), concat(bits), sum(num_gts), sum(images))
 };
 
-/// One end of a scale range: null (no bound) or a number; `is_int` keeps Python's repr.
-struct Bound {
-  std::optional<double> v;
-  bool is_int = false;
-  std::string repr() const {
-    if (!v) return "None";
-    if (is_int) return std::to_string(static_cast<std::int64_t>(*v));
-    std::string s = fmt::format("{}", *v);
-    if (s.find_first_of(".en") == std::string::npos) s += ".0";
-    return s;
-  }
-  /// min_scale ** 2 (Python int or float), or nothing.
-  std::optional<double> area() const {
-    if (!v) return std::nullopt;
-    return *v * *v;
-  }
-};
-
 class VOCMeanAP final : public TypedMetric<VocState> {
  public:
   explicit VOCMeanAP(const Params& p) : check_(p.owner()) {
     thrs_ = p.get_double_list("iou_thrs");
     if (thrs_.empty()) p.fail("iou_thrs", "must hold at least one threshold");
     num_classes_ = p.get_size("num_classes");
-    mode_11_ = p.get_string("eval_mode") == "11points";
     extra_ = p.get_bool("use_legacy_coordinate") ? 1.0 : 0.0;
-    drop_class_ap_ = p.get_bool("drop_class_ap");
-    classwise_ = p.get_bool("classwise");
-    if (p.has("scale_ranges")) {
-      const Value& v = p.get("scale_ranges");
-      if (!v.is_array()) p.fail("scale_ranges", "must be a list of [min, max] pairs");
-      for (const auto& r : v.as_array()) {
-        if (!r.is_array() || r.size() != 2)
-          p.fail("scale_ranges", "must be a list of [min, max] pairs (null: no bound)");
-        std::array<Bound, 2> b;
-        for (std::size_t i = 0; i < 2; ++i) {
-          const Value& e = r.as_array()[i];
-          if (e.is_null()) continue;
-          if (!e.is_number()) p.fail("scale_ranges", "bounds must be numbers or null");
-          b[i] = Bound{e.as_double(), e.is_int()};
-        }
-        scales_.push_back(b);
-      }
-    }
-    // mmeval appends (None, None) when it is missing.
-    const auto is_full = [](const std::array<Bound, 2>& b) { return !b[0].v && !b[1].v; };
-    if (std::none_of(scales_.begin(), scales_.end(), is_full)) scales_.push_back({});
-    full_ = static_cast<std::size_t>(std::find_if(scales_.begin(), scales_.end(), is_full) -
-                                     scales_.begin());
-    if (2 * thrs_.size() * scales_.size() > 64 * 64)
+    cfg_.scales = voc::read_scale_ranges(p);
+    cfg_.thrs = thrs_;
+    cfg_.num_classes = static_cast<std::size_t>(num_classes_);
+    cfg_.mode_11 = p.get_string("eval_mode") == "11points";
+    cfg_.drop_class_ap = p.get_bool("drop_class_ap");
+    cfg_.classwise = p.get_bool("classwise");
+    cfg_.owner = check_.owner();
+    if (2 * thrs_.size() * cfg_.scales.ranges.size() > 64 * 64)
       p.fail("iou_thrs", "too many thresholds x scale ranges");
   }
 
  protected:
   VocState initial_state() const override {
     VocState s;
-    s.num_gts.assign(static_cast<std::size_t>(num_classes_) * scales_.size(), 0);
+    s.num_gts.assign(static_cast<std::size_t>(num_classes_) * cfg_.scales.ranges.size(), 0);
     return s;
   }
 
@@ -133,7 +101,7 @@ class VOCMeanAP final : public TypedMetric<VocState> {
     if (ib.has_value() != il.has_value())
       check_.fail(ib ? "gt_labels_ignore" : "gt_bboxes_ignore",
                   "is missing: ignored boxes need gt_bboxes_ignore and gt_labels_ignore");
-    const std::size_t I = thrs_.size(), S = scales_.size(), W = words();
+    const std::size_t I = thrs_.size(), S = cfg_.scales.ranges.size(), W = words();
     Img img;
     for (std::size_t i = 0; i < static_cast<std::size_t>(b.size()); ++i) {
       const std::int64_t sample = s.images + static_cast<std::int64_t>(i);
@@ -160,7 +128,7 @@ class VOCMeanAP final : public TypedMetric<VocState> {
       // Ground-truth counts per class and range.
       for (std::size_t j = 0; j < static_cast<std::size_t>(g); ++j)
         for (std::size_t sc = 0; sc < S; ++sc)
-          if (in_range(&img.gf[j * 4], &img.gd[j * 4], img.g_wide, sc))
+          if (in_range(&img.gf[j * 4], &img.gd[j * 4], img.g_wide, sc, true))
             ++s.num_gts[static_cast<std::size_t>(img.glabel[j]) * S + sc];
       // Predictions: input order, flags from the per-class matching.
       const std::size_t at = s.bits.size();
@@ -185,78 +153,7 @@ class VOCMeanAP final : public TypedMetric<VocState> {
   }
 
   Value compute(const VocState& all) const override {
-    const std::size_t I = thrs_.size(), S = scales_.size(), W = words();
-    const auto C = static_cast<std::size_t>(num_classes_);
-    const auto& num_gts = all.num_gts;
-    if (num_gts.size() != C * S || all.cls.size() != all.score.size() ||
-        all.bits.size() != all.score.size() * W)
-      throw RuntimeError(check_.owner() + ": the state is inconsistent");
-    for (const auto c : all.cls)
-      if (c < 0 || static_cast<std::size_t>(c) >= C)
-        throw RuntimeError(check_.owner() + ": the state is corrupt: class " + std::to_string(c) +
-                           " outside [0, " + std::to_string(C) + ")");
-    struct Det {
-      double score;
-      const std::uint64_t* bits;
-    };
-    std::vector<std::vector<Det>> by_class(C);
-    for (std::size_t d = 0; d < all.cls.size(); ++d)
-      by_class[static_cast<std::size_t>(all.cls[d])].push_back({all.score[d], &all.bits[d * W]});
-    // ap[c][i][s] as float32, as mmeval stores it.
-    std::vector<float> ap(C * I * S, 0.0f);
-    const double eps = std::numeric_limits<float>::epsilon();
-    std::vector<double> prec, rec;
-    for (std::size_t c = 0; c < C; ++c) {
-      auto& dets = by_class[c];
-      std::stable_sort(dets.begin(), dets.end(),
-                       [](const Det& a, const Det& b) { return a.score > b.score; });
-      const std::size_t nd = dets.size();
-      for (std::size_t i = 0; i < I; ++i)
-        for (std::size_t sc = 0; sc < S; ++sc) {
-          const std::size_t k = i * S + sc, fk = I * S + k;
-          prec.resize(nd);
-          rec.resize(nd);
-          double tp = 0, fp = 0;
-          const double ngt = std::max(static_cast<double>(num_gts[c * S + sc]), eps);
-          for (std::size_t d = 0; d < nd; ++d) {
-            tp += static_cast<double>((dets[d].bits[k / 64] >> (k % 64)) & 1);
-            fp += static_cast<double>((dets[d].bits[fk / 64] >> (fk % 64)) & 1);
-            prec[d] = tp / std::max(tp + fp, eps);
-            rec[d] = tp / ngt;
-          }
-          ap[(c * I + i) * S + sc] = static_cast<float>(average_precision(rec, prec));
-        }
-    }
-    Value out = Value::map();
-    const auto class_mean = [&](std::size_t i, std::size_t sc) {
-      std::vector<float> aps;
-      for (std::size_t c = 0; c < C; ++c)
-        if (num_gts[c * S + sc] > 0 || !drop_class_ap_) aps.push_back(ap[(c * I + i) * S + sc]);
-      if (aps.empty()) return std::numeric_limits<double>::quiet_NaN();
-      return static_cast<double>(numpy::mean(aps));
-    };
-    for (std::size_t i = 0; i < I; ++i) {
-      const auto pct = static_cast<std::int64_t>(std::nearbyint(thrs_[i] * 100));
-      out.set("AP" + std::to_string(pct), class_mean(i, full_));
-    }
-    for (std::size_t sc = 0; sc < S; ++sc) {
-      std::vector<double> per_iou(I);
-      for (std::size_t i = 0; i < I; ++i) per_iou[i] = class_mean(i, sc);
-      const double m = numpy::mean(per_iou);
-      out.set(sc == full_ ? std::string("mAP")
-                          : "mAP@(" + scales_[sc][0].repr() + ", " + scales_[sc][1].repr() + ")",
-              m);
-    }
-    if (classwise_) {
-      for (std::size_t i = 0; i < I; ++i) {
-        Value::Array per_class;
-        for (std::size_t c = 0; c < C; ++c)
-          per_class.emplace_back(static_cast<double>(ap[(c * I + i) * S + full_]));
-        const auto pct = static_cast<std::int64_t>(std::nearbyint(thrs_[i] * 100));
-        out.set("AP" + std::to_string(pct) + "_classwise", Value(std::move(per_class)));
-      }
-    }
-    return out;
+    return voc::compute_map(cfg_, all.cls, all.score, all.bits, all.num_gts);
   }
 
  private:
@@ -267,7 +164,7 @@ class VOCMeanAP final : public TypedMetric<VocState> {
     bool p_wide = false, g_wide = false;
   };
 
-  std::size_t words() const { return (2 * thrs_.size() * scales_.size() + 63) / 64; }
+  std::size_t words() const { return cfg_.words(); }
 
   PerSample required(const Batch& b, std::string_view name) const {
     auto r = per_image(b, name, check_);
@@ -283,16 +180,12 @@ class VOCMeanAP final : public TypedMetric<VocState> {
                                " is outside [0, " + std::to_string(num_classes_) + ")");
   }
 
-  /// filter_by_bboxes_area: area >= min and area < max, in the boxes' dtype.
-  bool in_range(const float* f, const double* d, bool wide, std::size_t sc) const {
-    const auto lo = scales_[sc][0].area(), hi = scales_[sc][1].area();
-    if (wide) {
-      const double a = (d[2] - d[0] + extra_) * (d[3] - d[1] + extra_);
-      return (!lo || a >= *lo) && (!hi || a < *hi);
-    }
-    const auto e = static_cast<float>(extra_);
-    const float a = (f[2] - f[0] + e) * (f[3] - f[1] + e);
-    return (!lo || a >= static_cast<float>(*lo)) && (!hi || a < static_cast<float>(*hi));
+  /// filter_by_bboxes_area: area >= min and area < max, in the boxes' dtype. mmeval passes
+  /// use_legacy_coordinate (`legacy`: the + 1) only where it counts the ground truth
+  /// (_filter_by_bboxes_area); _calculate_image_tpfp's filters leave it out.
+  bool in_range(const float* f, const double* d, bool wide, std::size_t sc,
+                bool legacy = false) const {
+    return voc::area_in_range(f, d, wide, legacy ? extra_ : 0.0, cfg_.scales.ranges[sc]);
   }
 
   /// _calculate_image_tpfp for class c of one image; sets the TP / FP bits of its predictions.
@@ -365,43 +258,10 @@ class VOCMeanAP final : public TypedMetric<VocState> {
     }
   }
 
-  /// calculate_average_precision(recalls, precisions, mode).
-  double average_precision(const std::vector<double>& rec, const std::vector<double>& prec) const {
-    const std::size_t n = rec.size();
-    if (!mode_11_) {
-      std::vector<double> mrec(n + 2), mpre(n + 2);
-      mrec[0] = 0;
-      mpre[0] = 0;
-      for (std::size_t i = 0; i < n; ++i) mrec[i + 1] = rec[i], mpre[i + 1] = prec[i];
-      mrec[n + 1] = 1;
-      mpre[n + 1] = 0;
-      for (std::size_t i = n + 1; i > 0; --i) mpre[i - 1] = std::max(mpre[i - 1], mpre[i]);
-      std::vector<double> terms;
-      for (std::size_t i = 0; i + 1 < n + 2; ++i)
-        if (mrec[i + 1] != mrec[i]) terms.push_back((mrec[i + 1] - mrec[i]) * mpre[i + 1]);
-      return numpy::sum(terms);
-    }
-    double ap = 0.0;
-    for (int t = 0; t < 11; ++t) {
-      const double thr = static_cast<double>(t) * 0.1;  // np.arange(0, 1 + 1e-3, 0.1)
-      double best = 0;
-      bool any = false;
-      for (std::size_t i = 0; i < n; ++i)
-        if (rec[i] >= thr) {
-          best = any ? std::max(best, prec[i]) : prec[i];
-          any = true;
-        }
-      ap += best;
-    }
-    return ap / 11.0;
-  }
-
   InputChecker check_;
   std::vector<double> thrs_;
-  std::vector<std::array<Bound, 2>> scales_;
-  std::size_t full_ = 0;
+  voc::ApConfig cfg_;
   std::int64_t num_classes_ = 0;
-  bool mode_11_ = false, drop_class_ap_ = true, classwise_ = false;
   double extra_ = 0.0;
 };
 

@@ -168,6 +168,36 @@ def classwise(e, prefix, area="all"):
     return out
 
 
+def pooled_f1(e, t, prefix):
+    """F1 against a score threshold s in params.recThrs (np.linspace(0, 1, 101)) of every
+    category's detections pooled, from COCOeval's own per-image matching (e.evalImgs at area
+    'all' and maxDets[-1], as accumulate() reads them): of the detections not ignored at IoU
+    threshold t, n score >= s and tp of them are matched; F1 = 2 tp / (n + npig), npig the
+    ground truth not ignored. Its best (the first of equals) and that threshold."""
+    p = e.params
+    scores, tps, npig = [], [], 0
+    for ev in e.evalImgs:
+        if ev is None or ev["aRng"] != p.areaRng[0] or ev["maxDet"] != p.maxDets[-1]:
+            continue
+        npig += int(np.count_nonzero(ev["gtIgnore"] == 0))
+        ig = np.asarray(ev["dtIgnore"])[t]
+        m = np.asarray(ev["dtMatches"])[t] > 0
+        for s, i, mm in zip(ev["dtScores"][:p.maxDets[-1]], ig, m):
+            if not i:
+                scores.append(s)
+                tps.append(bool(mm))
+    scores, tps = np.array(scores), np.array(tps, dtype=bool)
+    f1 = []
+    for s in p.recThrs:
+        n = int(np.count_nonzero(scores >= s))
+        tp = int(np.count_nonzero(tps & (scores >= s)))
+        f1.append(2 * tp / (n + npig) if n + npig > 0 else 0.0)
+    best = int(np.argmax(f1))
+    return {f"{prefix}_F1_curve": {"x": [float(v) for v in p.recThrs], "y": f1,
+                                   "x_label": "score threshold", "y_label": "F1"},
+            f"{prefix}_best_F1": f1[best], f"{prefix}_best_F1_score": float(p.recThrs[best])}
+
+
 def main():
     gt, res = make_keypoints()
     paths = {"kpt_gt": os.path.join(EXAMPLE, "person_keypoints_synthetic.json"),
@@ -277,7 +307,8 @@ def main():
         v = prec[t, r, :, 0, -1]
         overall.append(float(np.mean(v[v > -1])) if (v > -1).any() else -1.0)
     vals = {**stats_map(e, "bbox"),
-            "bbox_PR_curve": curve(rec_thrs, overall, "recall", "precision")}
+            "bbox_PR_curve": curve(rec_thrs, overall, "recall", "precision"),
+            **pooled_f1(e, t, "bbox")}
     for k, cat in enumerate(e.params.catIds):
         p = prec[:, :, k, 0, -1]
         r = e.eval["recall"][:, k, 0, -1]
@@ -297,7 +328,8 @@ def main():
     add("bbox_curves", "COCOeval bbox with the default parameters; curves at IoU 0.75 (area all, "
         "maxDets 100): eval['precision'][t, :, k, 0, -1] against params.recThrs, their mean over "
         "the categories (entries > -1), and per category F1 = 2 p r / (p + r) against "
-        "eval['scores'][t, :, k, 0, -1], recall thresholds from the last", vals,
+        "eval['scores'][t, :, k, 0, -1], recall thresholds from the last; F1 against score "
+        "from e.evalImgs (pooled_f1)", vals,
         {"metric": ["bbox"], "classwise": True, "curves": True, "curve_iou": 0.75,
          "cat_ids": [0, 1, 3, 7, 12, 40, 99]}, ["gt", "bbox"])
 

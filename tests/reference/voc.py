@@ -309,6 +309,13 @@ def main():
                             "drop_class_ap": False, "iou_thrs": [0.3, 0.55, 0.7]},
         num_classes=5, use_legacy_coordinate=True, drop_class_ap=False,
         iou_thrs=[0.3, 0.55, 0.7])
+    # use_legacy_coordinate with scale ranges: mmeval adds the + 1 to the areas where it counts
+    # the ground truth, not in _calculate_image_tpfp's filters (the ranges' edges sit on
+    # areas that the + 1 moves across: 8-pixel and 24-pixel boxes).
+    voc("voc_legacy_scales", {"num_classes": 5, "use_legacy_coordinate": True,
+                              "scale_ranges": [[0, 8.5], [8.5, 24.5], [24.5, None]]},
+        num_classes=5, use_legacy_coordinate=True,
+        scale_ranges=[(0, 8.5), (8.5, 24.5), (24.5, None)])
 
     def recall(name, params, **kw):
         m = ProposalRecall(nproc=1, print_results=False, dist_backend="non_dist", **kw)

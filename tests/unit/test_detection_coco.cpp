@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <limits>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -489,6 +490,54 @@ INSTANTIATE_TEST_SUITE_P(Coco, ParamsCase,
                                            "bbox_calibration", "bbox_confusion", "bbox_f_scores",
                                            "bbox_f_scores_05"));
 
+// ---- TIDE
+// ---------------------------------------------------------------------------------------
+
+class TideCase : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TideCase, MatchesTidecv) {
+  // tests/reference/tide.py: tidecv 1.0.1's TIDE().evaluate(...) run, then fix_main_errors(),
+  // fix_special_errors() and count_errors(), divided by 100 (COCODetection's scale); each case's
+  // call recorded there. The fixture cases need ../shared/fixtures beside the repository.
+  const Json& file = expected_json("tests/reference/expected_tide.json");
+  const Json& c = find_case(file, GetParam());
+  const Json& d = file.at("data");
+  const auto files = c.at("data");
+  const std::filesystem::path gt =
+      source_path(d.at(files[0].get<std::string>()).get<std::string>());
+  const std::filesystem::path res =
+      source_path(d.at(files[1].get<std::string>()).get<std::string>());
+  if (!std::filesystem::exists(gt))
+    GTEST_SKIP() << gt << " is absent (../shared/fixtures lives beside the repository)";
+  const Value r = run_everywhere(to_value(c.at("params")).as_map(), read_coco(gt, res));
+  Value tide = Value::map();  // the TIDE keys (the others are pycocotools', checked above)
+  for (const auto& [k, v] : r.as_map())
+    if (k.find("_tide_") != std::string::npos) tide.set(k, v);
+  expect_matches(tide, c.at("expected"), GetParam(), "COCODetection (tide)", 1e-12);
+  print_rel_diffs("tidecv 1.0.1");
+}
+
+INSTANTIATE_TEST_SUITE_P(Tide, TideCase,
+                         ::testing::Values("bbox", "bbox_thresholds", "bbox_max_dets",
+                                           "bbox_cat_ids", "example", "fixture_bbox",
+                                           "fixture_segm"));
+
+TEST(COCODetection, TideBadParametersAreConfigErrors) {
+  for (const auto& [params, what] : std::vector<std::pair<Value::Map, std::string>>{
+           {{{"tide", Value(true)}, {"tide_pos_thresh", Value(0.0)}}, "tide_pos_thresh"},
+           {{{"tide", Value(true)}, {"tide_bg_thresh", Value(0.7)}}, "tide_bg_thresh"},
+           {{{"tide", Value(true)}, {"tide_max_dets", Value(0)}}, "tide_max_dets"},
+           {{{"tide", Value(true)}, {"use_cats", Value(false)}}, "use_cats"},
+           {{{"tide", Value(true)}, {"metric", Value(Value::Array{Value("proposal")})}}, "bbox"}}) {
+    try {
+      coco(params);
+      ADD_FAILURE() << "no error for " << what;
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  }
+}
+
 // ---- LVIS
 // ----------------------------------------------------------------------------------------
 
@@ -676,6 +725,55 @@ TEST(MaskApi, PolygonsAreaBboxStringMatchPycocotools) {
     std::vector<std::uint8_t> pixels(static_cast<std::size_t>(r.h) * r.w);
     ASSERT_TRUE(mask::rle_decode(r, pixels.data()));
     EXPECT_EQ(mask::rle_encode(pixels.data(), r.h, r.w).cnts, r.cnts);
+  }
+}
+
+TEST(MaskApi, BboxEqualsMaskApiDivisionsOnAnySize) {
+  // rle_to_bbox divides by a multiplication with 1 / h, corrected: the same box as maskApi.c's
+  // `%` and `/` (written out here) on random masks, heights from 1 to 2^31 - 1 and counts up to
+  // h * w just below 2^32.
+  std::mt19937_64 rng(7);
+  for (int trial = 0; trial < 4000; ++trial) {
+    const std::uint32_t h =
+        trial % 4 == 0   ? 1 + static_cast<std::uint32_t>(rng() % 7)
+        : trial % 4 == 1 ? (std::uint32_t{1} << 31) - 1 - static_cast<std::uint32_t>(rng() % 1000)
+                         : 1 + static_cast<std::uint32_t>(rng() % 5000);
+    const std::uint64_t total_max = (std::uint64_t{1} << 32) - 1;
+    const auto w =
+        static_cast<std::uint32_t>(std::max<std::uint64_t>(1, (total_max / h) - rng() % 3));
+    const std::uint64_t total = std::uint64_t{h} * w;
+    mask::Rle r{h, w, {}};
+    std::uint64_t left = total;
+    while (left > 0) {
+      const std::uint64_t c = std::min<std::uint64_t>(left, 1 + rng() % (1 + total / 9));
+      r.cnts.push_back(static_cast<std::uint32_t>(c));
+      left -= c;
+    }
+    double bb[4];
+    mask::rle_to_bbox(r, bb);
+    std::uint32_t xs = w, ys = h, xe = 0, ye = 0, cc = 0;
+    const std::size_t m = (r.cnts.size() / 2) * 2;
+    for (std::size_t j = 0; j < m; ++j) {
+      const std::uint32_t start = cc;
+      cc += r.cnts[j];
+      if (j % 2 == 0 || r.cnts[j] == 0) continue;
+      const std::uint32_t y0 = start % h, x0 = (start - y0) / h;
+      const std::uint32_t y1 = (cc - 1) % h, x1 = (cc - 1 - y1) / h;
+      xs = std::min(xs, x0);
+      xe = std::max(xe, x1);
+      if (x0 < x1) {
+        ys = 0;
+        ye = h - 1;
+      } else {
+        ys = std::min(ys, y0);
+        ye = std::max(ye, y1);
+      }
+    }
+    const std::vector<double> want =
+        m == 0
+            ? std::vector<double>{0, 0, 0, 0}
+            : std::vector<double>{double(xs), double(ys), double(xe - xs + 1), double(ye - ys + 1)};
+    ASSERT_EQ(std::vector<double>(bb, bb + 4), want) << "h " << h << " w " << w;
   }
 }
 

@@ -73,7 +73,8 @@ TEST_P(VocCase, MatchesMmevalOnAnyNumberOfRanks) {
 
 INSTANTIATE_TEST_SUITE_P(Mmeval, VocCase,
                          ::testing::Values("voc_area", "voc_11points_scales", "voc_legacy_keep",
-                                           "recall_default", "recall_nums_thrs", "recall_legacy"));
+                                           "voc_legacy_scales", "recall_default",
+                                           "recall_nums_thrs", "recall_legacy"));
 
 Batch one_image(double score, std::int64_t label) {
   Batch b;

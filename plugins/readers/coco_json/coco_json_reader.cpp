@@ -167,22 +167,26 @@ std::vector<std::vector<double>> get_polygons(dom::element v, const W& where) {
   return polys;
 }
 
-/// A COCO RLE segmentation ({size, counts} with counts a list or a compressed string). Size and
-/// counts are checked here (sides below 2^31, h * w below 2^32, counts below 2^32); that they
-/// cover the image is checked once the image is known.
+/// A COCO RLE as found in the JSON: its size, and its counts as a compressed string (a view into
+/// the parsed document) or as a list.
+struct RleRef {
+  std::uint32_t h = 0, w = 0;
+  std::string_view str;
+  std::vector<std::uint32_t> list;
+  bool is_list = false;
+};
+
+/// Reads an RLE {size, counts} without decoding a compressed string (mask_from_ref decodes it).
 template <class W>
-mask::Rle get_segmentation(dom::element v, const W& where) {
+RleRef get_segmentation_ref(dom::element v, const W& where) {
   dom::object o;
   if (v.get_object().get(o))
     fail(where() +
          ": key 'segmentation': expected a list of polygons or an RLE {size, counts}, "
          "found " +
          found(v));
-  mask::Rle r;
+  RleRef r;
   bool have_size = false, have_counts = false;
-  std::string_view counts_str;
-  std::vector<std::uint32_t> counts_list;
-  bool counts_is_list = false;
   for (const auto f : o) {
     const std::string_view key = f.key;
     if (key == "size") {
@@ -204,16 +208,16 @@ mask::Rle get_segmentation(dom::element v, const W& where) {
       const dom::element c = f.value;
       dom::array a;
       if (!c.get_array().get(a)) {
-        counts_is_list = true;
-        counts_list.reserve(a.size());
+        r.is_list = true;
+        r.list.reserve(a.size());
         for (dom::element e : a) {
           std::uint64_t x = 0;
           if (e.get_uint64().get(x) || x > UINT32_MAX)
             fail(where() + ": key 'segmentation.counts': expected counts in [0, 2^32), found " +
                  found(e));
-          counts_list.push_back(static_cast<std::uint32_t>(x));
+          r.list.push_back(static_cast<std::uint32_t>(x));
         }
-      } else if (c.get_string().get(counts_str)) {
+      } else if (c.get_string().get(r.str)) {
         fail(where() +
              ": key 'segmentation.counts': expected a list of counts or a compressed RLE string, "
              "found " +
@@ -224,12 +228,32 @@ mask::Rle get_segmentation(dom::element v, const W& where) {
   }
   if (!have_size || !have_counts)
     fail(where() + ": key 'segmentation': an RLE needs 'size' and 'counts'");
-  if (counts_is_list) {
-    r.cnts = std::move(counts_list);
-  } else if (!mask::rle_from_string(counts_str, r.h, r.w, r)) {
+  return r;
+}
+
+/// A compressed RLE string of an h x w mask decoded into r (its buffer reused).
+template <class W>
+void decode_rle(std::string_view str, std::uint32_t h, std::uint32_t w, mask::Rle& r,
+                const W& where) {
+  if (!mask::rle_from_string(str, h, w, r))
     fail(where() +
          ": key 'segmentation.counts': malformed compressed RLE (a character outside "
          "the encoding, or a count outside [0, 2^32))");
+}
+
+/// A COCO RLE segmentation ({size, counts} with counts a list or a compressed string), decoded.
+/// Size and counts are checked here (sides below 2^31, h * w below 2^32, counts below 2^32); that
+/// they cover the image is checked once the image is known.
+template <class W>
+mask::Rle get_segmentation(dom::element v, const W& where) {
+  RleRef ref = get_segmentation_ref(v, where);
+  mask::Rle r;
+  if (ref.is_list) {
+    r.h = ref.h;
+    r.w = ref.w;
+    r.cnts = std::move(ref.list);
+  } else {
+    decode_rle(ref.str, ref.h, ref.w, r, where);
   }
   return r;
 }
@@ -273,6 +297,13 @@ struct Instances {
   std::vector<std::uint8_t> crowd;
   std::vector<std::uint32_t> counts;
   std::vector<std::int32_t> lengths;
+  // Results' masks as parsed, decoded batch by batch (CocoJsonReader::decode_masks): the
+  // compressed RLE strings, each result's source (mask_src: the string's length in bytes, -1 the
+  // box's polygon, -2 - slot its polygons in dt_polys_; in `lengths` until group()), and what to
+  // take from the mask once decoded (geom: 1 the area, 2 the box).
+  std::string rle_str;
+  std::vector<std::int32_t> mask_src;
+  std::vector<std::uint8_t> geom;
   std::vector<std::uint32_t> mask_hw;  // 2 per instance
   std::vector<double> kp;              // keypoints: 3K per instance (ground truth: see kp_at)
   std::vector<std::int64_t> num_kp;    // ground truth: num_keypoints
@@ -745,6 +776,7 @@ class CocoJsonReader final : public tally::support::ShardedReader, public tally:
     read_batch_size(params);
     const std::string ann_path = params.get_string("annotations");
     const std::string res_path = params.get_string("results");
+    res_path_ = res_path;
     const std::string masks = params.get_string("masks");
     const std::string keypoints = params.get_string("keypoints");
     const std::int64_t block = params.get_int("block_bytes");
@@ -798,6 +830,20 @@ class CocoJsonReader final : public tally::support::ShardedReader, public tally:
         plengths, gcounts, glengths, gkp, gnumkp, pkp, negs, nels, gfreq;
     const std::shared_ptr<const void> keep = data_;
     const Data& d = *data_;
+    // The batch's result masks, decoded into a buffer the batch's views keep alive.
+    std::shared_ptr<std::vector<std::uint32_t>> pbuf;
+    std::vector<std::size_t> pbuf_at;  // per image of the batch, + end
+    if (with_masks_) {
+      // A buffer no earlier batch holds any more, else a new one (a batch and the one read
+      // ahead hold two): its pages stay mapped from batch to batch.
+      for (const auto& b : mask_buffers_)
+        if (b.use_count() == 1) pbuf = b;
+      if (!pbuf) {
+        pbuf = std::make_shared<std::vector<std::uint32_t>>();
+        if (mask_buffers_.size() < 4) mask_buffers_.push_back(pbuf);
+      }
+      decode_masks(static_cast<std::size_t>(begin), static_cast<std::size_t>(end), *pbuf, pbuf_at);
+    }
     for (std::size_t k = 0; k < n; ++k) {
       const auto i = static_cast<std::size_t>(begin) + k;
       ids[k] = images_[i].id;
@@ -823,10 +869,11 @@ class CocoJsonReader final : public tally::support::ShardedReader, public tally:
         parea.push_back(view(d.dt.area.data() + p0, DType::F64, {np}));
         plengths.push_back(view(d.dt.lengths.data() + p0, DType::I32, {np}));
         glengths.push_back(view(d.gt.lengths.data() + g0, DType::I32, {ng}));
-        const std::size_t pc0 = d.dt_counts_begin[p0], pc1 = d.dt_counts_begin[p1];
+        const std::size_t pc0 = pbuf_at[k], pc1 = pbuf_at[k + 1];
         const std::size_t gc0 = d.gt_counts_begin[g0], gc1 = d.gt_counts_begin[g1];
-        pcounts.push_back(
-            view(d.dt.counts.data() + pc0, DType::U32, {static_cast<std::int64_t>(pc1 - pc0)}));
+        pcounts.push_back(Tensor::view(pbuf->data() + pc0, DType::U32,
+                                       {static_cast<std::int64_t>(pc1 - pc0)}, tally::Device::cpu(),
+                                       pbuf));
         gcounts.push_back(
             view(d.gt.counts.data() + gc0, DType::U32, {static_cast<std::int64_t>(gc1 - gc0)}));
       }
@@ -878,10 +925,11 @@ class CocoJsonReader final : public tally::support::ShardedReader, public tally:
  private:
   struct Data {
     Instances gt, dt;
-    std::vector<std::size_t> gt_begin;                          // per image, + end
-    std::vector<std::size_t> dt_first, dt_count;                // per image of the shard
-    std::vector<std::size_t> gt_counts_begin, dt_counts_begin;  // per instance, + end
-    std::vector<std::int32_t> neg, nel;  // LVIS: the images' category lists (ImageInfo)
+    std::vector<std::size_t> gt_begin;            // per image, + end
+    std::vector<std::size_t> dt_first, dt_count;  // per image of the shard
+    std::vector<std::size_t> gt_counts_begin;     // per instance, + end
+    std::vector<std::size_t> dt_str_begin;        // per result: its RLE string in rle_str, + end
+    std::vector<std::int32_t> neg, nel;           // LVIS: the images' category lists (ImageInfo)
   };
 
   void read_results(const std::string& path, const std::string& masks, const std::string& keypoints,
@@ -897,7 +945,7 @@ class CocoJsonReader final : public tally::support::ShardedReader, public tally:
       double score = std::nan(""), box[4] = {0, 0, 0, 0};
       bool has_image = false, has_cat = false, has_score = false, has_box = false, has_seg = false,
            seg_key = false, has_kp = false;
-      mask::Rle rle;
+      RleRef rle;
       std::vector<std::vector<double>> polys;
       // Built only for a message.
       const auto where = [&] {
@@ -931,7 +979,7 @@ class CocoJsonReader final : public tally::support::ShardedReader, public tally:
           if (f.value.is_array())
             polys = get_polygons(f.value, where);  // rasterised in group(): needs h, w
           else
-            rle = get_segmentation(f.value, where);
+            rle = get_segmentation_ref(f.value, where);  // decoded in group()
           has_seg = true;
         }
       }
@@ -992,11 +1040,11 @@ class CocoJsonReader final : public tally::support::ShardedReader, public tally:
       dt.label.push_back(check_cat(cat, where));
       dt.value.push_back(score);
       if (with_masks_) {
-        if (!has_seg) {
-          // loadRes: the box's polygon [x1, y1, x1, y2, x2, y2, x2, y1]; rasterised in group().
-          rle.h = rle.w = 0;
-          rle.cnts.clear();
-        }
+        // An RLE is kept as its compressed string (a list of counts is compressed) and decoded
+        // once, in group(), straight into the image-ordered counts: decoded here, the counts
+        // (4 bytes each against about 1 character) would be copied again as they grow. Its area
+        // (loadRes: maskUtils.area) and, without a bbox, its box (toBbox) are taken there.
+        std::uint8_t geom = 0;
         if (!polys.empty()) {
           // annToRLE: frPyObjects(polygons, h, w), merged; rasterised in group(). The length
           // -2 - slot names the polygons' slot.
@@ -1004,14 +1052,30 @@ class CocoJsonReader final : public tally::support::ShardedReader, public tally:
             fail(where() + ": too many polygon results");
           dt.lengths.push_back(-2 - static_cast<std::int32_t>(dt_polys_.size()));
           dt_polys_.push_back(std::move(polys));
+        } else if (has_seg) {
+          std::string listed;
+          std::string_view str = rle.str;
+          if (rle.is_list) {
+            mask::Rle r;
+            r.h = rle.h;
+            r.w = rle.w;
+            r.cnts = std::move(rle.list);
+            listed = mask::rle_to_string(r);
+            str = listed;
+          }
+          if (str.size() >= static_cast<std::size_t>(INT32_MAX))
+            fail(where() + ": key 'segmentation.counts': too long");
+          dt.lengths.push_back(static_cast<std::int32_t>(str.size()));
+          dt.rle_str.append(str);
+          geom = static_cast<std::uint8_t>((bbox_mode ? 0 : 1) | (has_box ? 0 : 2));
         } else {
-          dt.lengths.push_back(has_seg ? static_cast<std::int32_t>(rle.cnts.size()) : -1);
+          // loadRes: the box's polygon [x1, y1, x1, y2, x2, y2, x2, y1]; rasterised in group().
+          dt.lengths.push_back(-1);
         }
-        dt.counts.insert(dt.counts.end(), rle.cnts.begin(), rle.cnts.end());
         dt.mask_hw.push_back(rle.h);
         dt.mask_hw.push_back(rle.w);
-        dt.area.push_back(bbox_mode ? box[2] * box[3] : static_cast<double>(mask::rle_area(rle)));
-        if (!has_box) mask::rle_to_bbox(rle, box);
+        dt.area.push_back(bbox_mode ? box[2] * box[3] : 0.0);
+        dt.geom.push_back(geom);
       }
       dt.box.insert(dt.box.end(), box, box + 4);
     };
@@ -1440,18 +1504,19 @@ class CocoJsonReader final : public tally::support::ShardedReader, public tally:
     return s;
   }
 
+  template <class Where>
   static mask::Rle polys_to_rle(const std::vector<std::vector<double>>& polys, std::uint32_t h,
-                                std::uint32_t w, const std::string& where) {
+                                std::uint32_t w, const Where& where) {
     std::vector<mask::Rle> rles;
     if (polys[0].size() == 4) {
       for (const auto& b : polys) {
-        if (b.size() != 4) fail(where + ": segmentation mixes boxes and polygons");
+        if (b.size() != 4) fail(where() + ": segmentation mixes boxes and polygons");
         rles.push_back(mask::rle_from_bbox(b.data(), h, w));
       }
     } else if (polys[0].size() > 4) {
       for (const auto& p : polys) rles.push_back(mask::rle_from_poly(p.data(), p.size() / 2, h, w));
     } else {
-      fail(where + ": a polygon needs more than 4 coordinates");
+      fail(where() + ": a polygon needs more than 4 coordinates");
     }
     return mask::rle_merge(rles, false);
   }
@@ -1515,13 +1580,15 @@ class CocoJsonReader final : public tally::support::ShardedReader, public tally:
         }
         if (with_masks_) {
           const GtSeg& s = gt_segs_[j];
-          const std::string where = "annotations: annotation id " + std::to_string(gt.id[j]) +
-                                    " (image id " + std::to_string(images_[im].id) + ")";
+          const auto where = [&] {
+            return "annotations: annotation id " + std::to_string(gt.id[j]) + " (image id " +
+                   std::to_string(images_[im].id) + ")";
+          };
           check_image_size(images_[im], where);
           const auto h = static_cast<std::uint32_t>(images_[im].height),
                      w = static_cast<std::uint32_t>(images_[im].width);
           mask::Rle r = s.kind == GtSeg::Polygons ? polys_to_rle(s.polys, h, w, where) : s.rle;
-          check_mask_size(r, images_[im], where);
+          check_mask_size(r.h, r.w, r.cnts.data(), r.cnts.size(), images_[im], where);
           out.lengths.push_back(static_cast<std::int32_t>(r.cnts.size()));
           out.counts.insert(out.counts.end(), r.cnts.begin(), r.cnts.end());
           d.gt_counts_begin.push_back(out.counts.size());
@@ -1588,7 +1655,11 @@ class CocoJsonReader final : public tally::support::ShardedReader, public tally:
           d.dt_first[i] = at;
           at += d.dt_count[i];
         }
+        // Every result kept and already in image order (masks come here always): nothing to move.
+        bool identity = order.size() == n;
+        for (std::size_t k = 0; identity && k < order.size(); ++k) identity = order[k] == k;
         const auto permute = [&](auto& v, std::size_t width) {
+          if (identity) return;
           std::remove_reference_t<decltype(v)> out(order.size() * width);
           for (std::size_t k = 0; k < order.size(); ++k)
             std::copy_n(v.begin() + static_cast<std::ptrdiff_t>(order[k] * width), width,
@@ -1602,61 +1673,42 @@ class CocoJsonReader final : public tally::support::ShardedReader, public tally:
         if (with_masks_) {
           permute(dt.area, 1);
           permute(dt.mask_hw, 2);
-          std::vector<std::uint32_t> counts;
+          permute(dt.geom, 1);
+        }
+        if (with_masks_ && !identity) {
+          std::string str;
           std::vector<std::int32_t> lengths;
+          std::size_t kept = 0;
+          for (const std::size_t j : order) kept += counts_at[j + 1] - counts_at[j];
+          str.reserve(kept);
+          lengths.reserve(order.size());
           for (const std::size_t j : order) {
-            counts.insert(counts.end(),
-                          dt.counts.begin() + static_cast<std::ptrdiff_t>(counts_at[j]),
-                          dt.counts.begin() + static_cast<std::ptrdiff_t>(counts_at[j + 1]));
+            str.append(dt.rle_str, counts_at[j], counts_at[j + 1] - counts_at[j]);
             lengths.push_back(dt.lengths[j]);
           }
-          dt.counts.swap(counts);
+          dt.rle_str.swap(str);
           dt.lengths.swap(lengths);
         }
       }
       if (with_masks_) {
-        // Bbox-only results (length -1) get the box's polygon, as loadRes makes it; every mask's
-        // size is checked against its image.
-        std::vector<std::uint32_t> counts;
-        d.dt_counts_begin.assign(1, 0);
-        std::size_t at = 0;
+        // The masks stay compressed until their batch is read (decode_masks): a batch's counts
+        // are decoded, never every result's at once. Here: where each result's string starts
+        // (the results are in image order now), and that their images can hold masks.
+        d.dt_str_begin.assign(1, 0);
+        d.dt_str_begin.reserve(dt.lengths.size() + 1);
         for (std::size_t i = 0; i < shard_images; ++i) {
           const ImageInfo& im = images_[lo + i];
-          for (std::size_t k = d.dt_first[i]; k < d.dt_first[i] + d.dt_count[i]; ++k) {
-            const std::string where =
-                "results '" + res_path + "': a result of image " + std::to_string(im.id);
-            mask::Rle r;
-            check_image_size(im, where);
-            if (dt.lengths[k] <= -2) {
-              // Polygons (the result has a bbox): annToRLE rasterises them at the image's size.
-              const auto slot =
-                  static_cast<std::size_t>(-2 - static_cast<std::int64_t>(dt.lengths[k]));
-              r = polys_to_rle(dt_polys_[slot], static_cast<std::uint32_t>(im.height),
-                               static_cast<std::uint32_t>(im.width), where);
-            } else if (dt.lengths[k] < 0) {
-              const double* b = &dt.box[k * 4];
-              const double x1 = b[0], x2 = b[0] + b[2], y1 = b[1], y2 = b[1] + b[3];
-              const double xy[8] = {x1, y1, x1, y2, x2, y2, x2, y1};
-              r = mask::rle_from_poly(xy, 4, static_cast<std::uint32_t>(im.height),
-                                      static_cast<std::uint32_t>(im.width));
-            } else {
-              r.h = dt.mask_hw[k * 2];
-              r.w = dt.mask_hw[k * 2 + 1];
-              const auto len = static_cast<std::size_t>(dt.lengths[k]);
-              r.cnts.assign(dt.counts.begin() + static_cast<std::ptrdiff_t>(at),
-                            dt.counts.begin() + static_cast<std::ptrdiff_t>(at + len));
-              at += len;
-            }
-            check_mask_size(r, im, where);
-            dt.lengths[k] = static_cast<std::int32_t>(r.cnts.size());
-            counts.insert(counts.end(), r.cnts.begin(), r.cnts.end());
-            d.dt_counts_begin.push_back(counts.size());
-          }
+          if (d.dt_count[i] > 0)
+            check_image_size(im, [&] {
+              return "results '" + res_path + "': a result of image " + std::to_string(im.id);
+            });
+          for (std::size_t k = d.dt_first[i]; k < d.dt_first[i] + d.dt_count[i]; ++k)
+            d.dt_str_begin.push_back(d.dt_str_begin.back() +
+                                     static_cast<std::size_t>(std::max(dt.lengths[k], 0)));
         }
-        dt.counts.swap(counts);
-        dt.mask_hw.clear();
-        dt_polys_.clear();
-        dt_polys_.shrink_to_fit();
+        dt.mask_src.swap(dt.lengths);
+        dt.lengths.assign(dt.mask_src.size(), 0);
+        dt.counts.clear();
       }
     };
     // The two touch nothing in common (they only read the image index): side by side with two
@@ -1686,22 +1738,93 @@ class CocoJsonReader final : public tally::support::ShardedReader, public tally:
   }
 
   /// Masks need an image whose h * w is below 2^32 (RLE counts are uint32, as in maskApi.c).
-  static void check_image_size(const ImageInfo& im, const std::string& where) {
+  /// Decodes the result masks of images [begin, end) (indices into images_) into `out`, in order;
+  /// `at` gets each image's offset, + end. Polygons and boxes are rasterised at their image's
+  /// size; a mask's area (loadRes' maskUtils.area) and, for a result without a bbox, its box
+  /// (toBbox) are set here, and each result's count length. Runs on the read-ahead thread too: it
+  /// writes only the entries of these images' results.
+  void decode_masks(std::size_t begin, std::size_t end, std::vector<std::uint32_t>& out,
+                    std::vector<std::size_t>& at) {
+    Data& d = *data_;
+    Instances& dt = d.dt;
+    const auto shard_begin = static_cast<std::size_t>(shard_range().begin);
+    std::size_t room = 0;  // one count per character without the continuation bit
+    if (end > begin) {
+      const std::size_t k0 = d.dt_first[begin - shard_begin];
+      const std::size_t k1 = d.dt_first[end - 1 - shard_begin] + d.dt_count[end - 1 - shard_begin];
+      for (std::size_t c = d.dt_str_begin[k0]; c < d.dt_str_begin[k1]; ++c)
+        room += ((static_cast<unsigned char>(dt.rle_str[c]) - 48) & 0x20) == 0;
+    }
+    out.clear();
+    out.reserve(room);
+    at.assign(1, 0);
+    mask::Rle r;  // its buffer reused
+    for (std::size_t i = begin; i < end; ++i) {
+      const ImageInfo& im = images_[i];
+      const auto where = [&] {  // built only for an error message
+        return "results '" + res_path_ + "': a result of image " + std::to_string(im.id);
+      };
+      const auto h = static_cast<std::uint32_t>(im.height),
+                 w = static_cast<std::uint32_t>(im.width);
+      const std::size_t k0 = d.dt_first[i - shard_begin];
+      for (std::size_t k = k0; k < k0 + d.dt_count[i - shard_begin]; ++k) {
+        const std::int32_t src = dt.mask_src[k];
+        if (src <= -2) {
+          // Polygons (the result has a bbox): annToRLE rasterises them at the image's size.
+          r = polys_to_rle(dt_polys_[static_cast<std::size_t>(-2 - std::int64_t{src})], h, w,
+                           where);
+        } else if (src < 0) {
+          // loadRes: the box's polygon [x1, y1, x1, y2, x2, y2, x2, y1].
+          const double* b = &dt.box[k * 4];
+          const double x1 = b[0], x2 = b[0] + b[2], y1 = b[1], y2 = b[1] + b[3];
+          const double xy[8] = {x1, y1, x1, y2, x2, y2, x2, y1};
+          r = mask::rle_from_poly(xy, 4, h, w);
+        } else {
+          const std::string_view str(dt.rle_str.data() + d.dt_str_begin[k],
+                                     d.dt_str_begin[k + 1] - d.dt_str_begin[k]);
+          const std::size_t first = out.size();  // decoded in place, at the end of `out`
+          if (!mask::rle_from_string_append(str, out))
+            fail(where() +
+                 ": key 'segmentation.counts': malformed compressed RLE (a character outside "
+                 "the encoding, or a count outside [0, 2^32))");
+          const std::uint32_t* c = out.data() + first;
+          const std::size_t n = out.size() - first;
+          const std::uint32_t mh = dt.mask_hw[k * 2], mw = dt.mask_hw[k * 2 + 1];
+          check_mask_size(mh, mw, c, n, im, where);
+          if (dt.geom[k] & 1) dt.area[k] = static_cast<double>(mask::rle_area(c, n));
+          if (dt.geom[k] & 2) mask::rle_to_bbox(mh, mw, c, n, &dt.box[k * 4]);
+          dt.lengths[k] = static_cast<std::int32_t>(n);
+          continue;
+        }
+        check_mask_size(r.h, r.w, r.cnts.data(), r.cnts.size(), im, where);
+        dt.lengths[k] = static_cast<std::int32_t>(r.cnts.size());
+        out.insert(out.end(), r.cnts.begin(), r.cnts.end());
+      }
+      at.push_back(out.size());
+    }
+  }
+
+  /// `where()` gives the message's start (built only when there is an error).
+  template <class Where>
+  static void check_image_size(const ImageInfo& im, const Where& where) {
     if (!mask::size_ok(im.height, im.width))
-      fail(where + ": the image's size " + std::to_string(im.height) + "x" +
+      fail(where() + ": the image's size " + std::to_string(im.height) + "x" +
            std::to_string(im.width) + " is too large for a mask (h * w must be below 2^32)");
   }
 
-  static void check_mask_size(const mask::Rle& r, const ImageInfo& im, const std::string& where) {
-    if (static_cast<std::int64_t>(r.h) != im.height || static_cast<std::int64_t>(r.w) != im.width)
-      fail(where + ": mask size " + std::to_string(r.h) + "x" + std::to_string(r.w) +
+  /// A mask of size h x w with counts cnts[0..n) must cover exactly the image.
+  template <class Where>
+  static void check_mask_size(std::uint32_t h, std::uint32_t w, const std::uint32_t* cnts,
+                              std::size_t n, const ImageInfo& im, const Where& where) {
+    if (static_cast<std::int64_t>(h) != im.height || static_cast<std::int64_t>(w) != im.width)
+      fail(where() + ": mask size " + std::to_string(h) + "x" + std::to_string(w) +
            " differs from the image's " + std::to_string(im.height) + "x" +
            std::to_string(im.width));
     std::uint64_t sum = 0;
-    for (const auto c : r.cnts) sum += c;
-    if (sum != static_cast<std::uint64_t>(r.h) * r.w)
-      fail(where + ": the RLE covers " + std::to_string(sum) + " pixels, the image " +
-           std::to_string(static_cast<std::uint64_t>(r.h) * r.w));
+    for (std::size_t i = 0; i < n; ++i) sum += cnts[i];
+    if (sum != static_cast<std::uint64_t>(h) * w)
+      fail(where() + ": the RLE covers " + std::to_string(sum) + " pixels, the image " +
+           std::to_string(static_cast<std::uint64_t>(h) * w));
   }
 
   std::shared_ptr<Data> data_;
@@ -1712,6 +1835,8 @@ class CocoJsonReader final : public tally::support::ShardedReader, public tally:
   bool lvis_freq_ = false;   // a category has a frequency
   std::vector<GtSeg> gt_segs_;
   std::vector<std::vector<std::vector<double>>> dt_polys_;  // polygon results, by slot
+  std::string res_path_;                                    // for messages
+  std::vector<std::shared_ptr<std::vector<std::uint32_t>>> mask_buffers_;  // batches' counts
   bool with_masks_ = false;
   bool with_keypoints_ = false;
   std::size_t kp_len_ = 0;   // 3K: the values of each keypoints list (0: none read)

@@ -137,28 +137,49 @@ inline Rle rle_merge(const std::vector<Rle>& rs, bool intersect) {
   return Rle{h, w, std::move(cnts)};
 }
 
-inline std::uint32_t rle_area(const Rle& r) {
+/// rleArea of the counts cnts[0..n).
+inline std::uint32_t rle_area(const std::uint32_t* cnts, std::size_t n) {
   std::uint32_t a = 0;
-  for (std::size_t j = 1; j < r.cnts.size(); j += 2) a += r.cnts[j];
+  for (std::size_t j = 1; j < n; j += 2) a += cnts[j];
   return a;
 }
 
-/// rleToBbox (pycocotools 2.0.x): xywh as doubles.
-inline void rle_to_bbox(const Rle& r, double* bb) {
-  const std::uint32_t h = r.h, w = r.w;
-  const std::size_t m = (r.cnts.size() / 2) * 2;
+inline std::uint32_t rle_area(const Rle& r) { return rle_area(r.cnts.data(), r.cnts.size()); }
+
+/// rleToBbox (pycocotools 2.0.x) of an h x w mask with counts cnts[0..n): xywh as doubles.
+inline void rle_to_bbox(std::uint32_t h, std::uint32_t w, const std::uint32_t* cnts,
+                        std::size_t n, double* bb) {
+  const std::size_t m = (n / 2) * 2;
   std::uint32_t xs = w, ys = h, xe = 0, ye = 0, cc = 0;
   if (m == 0) {
     bb[0] = bb[1] = bb[2] = bb[3] = 0;
     return;
   }
+  // The column and row of a position: positions come in increasing order (run starts and ends),
+  // so the column is followed from one to the next (most steps stay in the column or go to the
+  // next), with a division only for a longer jump; maskApi.c divides at every run end.
+  std::uint64_t col = 0, base = 0;  // base = col * h
+  const auto locate = [&](std::uint32_t p, std::uint32_t& x, std::uint32_t& y) {
+    if (p - base >= h) {
+      if (p - base < 2 * std::uint64_t{h}) {
+        ++col;
+        base += h;
+      } else {
+        col = p / h;
+        base = col * h;
+      }
+    }
+    x = static_cast<std::uint32_t>(col);
+    y = static_cast<std::uint32_t>(p - base);
+  };
   for (std::size_t j = 0; j < m; ++j) {
     const std::uint32_t start = cc;
-    cc += r.cnts[j];
+    cc += cnts[j];
     if (j % 2 == 0) continue;
-    if (r.cnts[j] == 0) continue;
-    const std::uint32_t y_start = start % h, x_start = (start - y_start) / h;
-    const std::uint32_t y_end = (cc - 1) % h, x_end = (cc - 1 - y_end) / h;
+    if (cnts[j] == 0) continue;
+    std::uint32_t x_start, y_start, x_end, y_end;
+    locate(start, x_start, y_start);
+    locate(cc - 1, x_end, y_end);
     xs = std::min(xs, x_start);
     xe = std::max(xe, x_end);
     if (x_start < x_end) {
@@ -173,6 +194,10 @@ inline void rle_to_bbox(const Rle& r, double* bb) {
   bb[2] = static_cast<double>(xe - xs + 1);
   bb[1] = ys;
   bb[3] = static_cast<double>(ye - ys + 1);
+}
+
+inline void rle_to_bbox(const Rle& r, double* bb) {
+  rle_to_bbox(r.h, r.w, r.cnts.data(), r.cnts.size(), bb);
 }
 
 /// The bounds a mask's geometry must keep: an image side below 2^31 and h * w below 2^32 (RLE
@@ -308,12 +333,11 @@ inline Rle rle_from_bbox(const double* bb, std::uint32_t h, std::uint32_t w) {
   return rle_from_poly(xy, 4, h, w);
 }
 
-/// rleFrString. Returns false for a character outside the encoding's alphabet or a count outside
-/// [0, 2^32).
-inline bool rle_from_string(std::string_view s, std::uint32_t h, std::uint32_t w, Rle& r) {
-  r.h = h;
-  r.w = w;
-  r.cnts.clear();
+/// rleFrString, the counts appended to `out` (the differences refer to this mask's counts).
+/// Returns false for a character outside the encoding's alphabet or a count outside [0, 2^32);
+/// `out` then holds some of them.
+inline bool rle_from_string_append(std::string_view s, std::vector<std::uint32_t>& out) {
+  const std::size_t first = out.size();
   std::size_t p = 0;
   while (p < s.size()) {
     std::int64_t x = 0;
@@ -330,13 +354,21 @@ inline bool rle_from_string(std::string_view s, std::uint32_t h, std::uint32_t w
       ++k;
       if (!more && (c & 0x10)) x |= static_cast<std::int64_t>(-1) * (std::int64_t{1} << (5 * k));
     }
-    const std::size_t m = r.cnts.size();
-    if (m > 2) x += static_cast<std::int64_t>(r.cnts[m - 2]);
+    const std::size_t m = out.size() - first;
+    if (m > 2) x += static_cast<std::int64_t>(out[out.size() - 2]);
     // maskApi.c casts to uint, silently cutting a count outside [0, 2^32): refused here.
     if (x < 0 || x > static_cast<std::int64_t>(UINT32_MAX)) return false;
-    r.cnts.push_back(static_cast<std::uint32_t>(x));
+    out.push_back(static_cast<std::uint32_t>(x));
   }
   return true;
+}
+
+/// rleFrString into r (false as rle_from_string_append).
+inline bool rle_from_string(std::string_view s, std::uint32_t h, std::uint32_t w, Rle& r) {
+  r.h = h;
+  r.w = w;
+  r.cnts.clear();
+  return rle_from_string_append(s, r.cnts);
 }
 
 inline std::string rle_to_string(const Rle& r) {

@@ -1,0 +1,377 @@
+// TIDE (Bolya et al., ECCV 2020): COCODetection's `tide` error breakdown, as tidecv 1.0.1's
+// TIDE().evaluate(gt, results, pos_threshold, background_threshold, mode) followed by
+// fix_main_errors(), fix_special_errors() and count_errors() computes it.
+//
+// Per image (tide_image, at add time): the image's results sorted by score (stable), the first
+// tide_max_dets (tidecv: Data.max_dets, 100) kept, whatever their category. Each in turn takes the
+// unmatched ground truth of its category with the largest IoU (the first of equals) when that IoU
+// >= pos; then an unmatched result whose crowd-IoU (intersection / its area) with a crowd of its
+// category is > pos is ignored. Every result not matched (ignored ones too) gets one error, tested
+// in this order: Loc (best IoU with its own category in [bg, pos]), Cls (best IoU with another
+// category >= pos), Dupe (best IoU with a matched ground truth of its category >= pos), Bkg
+// (best IoU with any ground truth <= bg; every result of an image without ground truth), else
+// Both. A Loc or Cls error on an unmatched ground truth can be fixed, for the best-scored error
+// on it only (BestGTMatch; the first of equal scores); ground truth that is not matched and that
+// no fixable error points at is a Miss.
+//
+// Then, over the images (id order; each id once): AP per category is tidecv's (precision made
+// monotone, read at 101 recall points by searchsorted, their mean * 100), mAP the mean over the
+// categories with results or ground truth, summed in tidecv's order of categories. dAP of an
+// error type = max(mAP with those errors fixed - mAP, 0): a fixed Cls or Loc error becomes a true
+// positive (Cls in the ground truth's category) or drops out when it cannot be fixed, Dupe, Bkg
+// and Both errors drop out, a fixed Miss drops its ground truth; FalsePos = mAP with every true
+// positive scored 1 and every false positive 0, less mAP; FalseNeg = mAP with the missed ground
+// truth not counted, less mAP. The points of a fixed run are in tidecv's order (the errors' points
+// first, then the true positives), which decides the order of equal scores.
+//
+// Reference: tidecv 1.0.1 (tests/reference/tide.py, the values divided by 100). Differences:
+// images are taken in id order (tidecv: the annotation file's), which only matters where scores
+// tie across images of a category; an evaluation with nothing to evaluate gives NaN where tidecv
+// divides by zero. hotcoco 1.3.0's tide_errors counts the same errors on COCO's data (the
+// fixture) but not always on data with crowds and more than 100 results per image, and its dAP
+// integrate COCOeval's precision instead.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <unordered_map>
+#include <vector>
+
+#include "coco_eval.hpp"
+#include "tally/error.hpp"
+#include "tally/parallel.hpp"
+
+namespace tally::detection::coco {
+namespace tide {
+
+namespace {
+
+// A result's code: bits 0-1 its state, bits 2-4 its error, bit 5 set when fixing that error
+// makes it a true positive. A ground truth's code: bit 7 set, bits 0-1 its state.
+constexpr std::uint8_t kFalse = 0, kTrue = 1, kIgnored = 2;     // results
+constexpr std::uint8_t kMatched = 0, kUsable = 1, kMissed = 2;  // ground truth
+constexpr std::uint8_t kFixable = 1 << 5, kGt = 1 << 7;
+constexpr int kCls = 1, kLoc = 2, kBoth = 3, kDupe = 4, kBkg = 5, kMiss = 6;  // 1 + ERRORS index
+
+double box_or_mask_iou(const EvalConfig& cfg, const ImageData& img, std::size_t d, std::size_t g,
+                       bool crowd, const double* dbox, const double* gbox) {
+  if (cfg.kind == Kind::Segm)
+    return mask::rle_iou_one(img.dt_rle[d], img.gt_rle[g], crowd,
+                             mask::bb_iou_one(dbox, gbox, crowd));
+  return mask::bb_iou_one(&img.dt_box[d * 4], &img.gt_box[g * 4], crowd);
+}
+
+/// np.argmax of f(0..n-1): the first index of the largest value.
+template <class F>
+std::size_t argmax(std::size_t n, F&& f) {
+  std::size_t best = 0;
+  double v = f(0);
+  for (std::size_t j = 1; j < n; ++j) {
+    const double x = f(j);
+    if (x > v) {
+      v = x;
+      best = j;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
+void image(const EvalConfig& cfg, const ImageData& img, Records& out) {
+  const bool segm = cfg.kind == Kind::Segm;
+  const auto known = [&](std::int64_t c) {
+    return cfg.tide_filter.empty() ||
+           std::binary_search(cfg.tide_filter.begin(), cfg.tide_filter.end(), c);
+  };
+  std::vector<std::size_t> dts, gts, crowds;
+  for (std::size_t d = 0; d < img.dt_score.size(); ++d)
+    if (known(img.dt_label[d])) dts.push_back(d);
+  for (std::size_t g = 0; g < img.gt_label.size(); ++g)
+    if (known(img.gt_label[g])) (img.gt_crowd[g] ? crowds : gts).push_back(g);
+  std::stable_sort(dts.begin(), dts.end(),
+                   [&](std::size_t a, std::size_t b) { return img.dt_score[a] > img.dt_score[b]; });
+  if (dts.size() > static_cast<std::size_t>(cfg.tide_max_dets))
+    dts.resize(static_cast<std::size_t>(cfg.tide_max_dets));
+  const std::size_t D = dts.size(), G = gts.size();
+  const auto emit = [&](std::int64_t cls, std::uint8_t code, std::int64_t fix, double score) {
+    out.tide_cls.push_back(static_cast<std::int32_t>(cls));
+    out.tide_code.push_back(static_cast<std::int8_t>(code));
+    out.tide_fix.push_back(static_cast<std::int32_t>(fix));
+    out.tide_score.push_back(score);
+  };
+  out.img_tide.push_back(static_cast<std::int32_t>(D + G));
+  if (D == 0) {  // every object missed
+    for (const std::size_t g : gts) emit(img.gt_label[g], kGt | kMissed, 0, 0.0);
+    return;
+  }
+
+  // Mask boxes once each (rleIou's first test).
+  std::vector<double> dbox(segm ? D * 4 : 0), gbox(segm ? (G + crowds.size()) * 4 : 0);
+  for (std::size_t i = 0; segm && i < D; ++i) mask::rle_to_bbox(img.dt_rle[dts[i]], &dbox[i * 4]);
+  for (std::size_t j = 0; segm && j < G + crowds.size(); ++j)
+    mask::rle_to_bbox(img.gt_rle[j < G ? gts[j] : crowds[j - G]], &gbox[j * 4]);
+  const auto dptr = [&](std::size_t i) { return segm ? &dbox[i * 4] : nullptr; };
+  const auto gptr = [&](std::size_t j) { return segm ? &gbox[j * 4] : nullptr; };
+
+  // gt_iou [D x G]; the matching works on a copy zeroed by column as ground truth is taken.
+  std::vector<double> iou(D * G);
+  for (std::size_t i = 0; i < D; ++i)
+    for (std::size_t j = 0; j < G; ++j)
+      iou[i * G + j] = box_or_mask_iou(cfg, img, dts[i], gts[j], false, dptr(i), gptr(j));
+  const auto same = [&](std::size_t i, std::size_t j) {
+    return img.dt_label[dts[i]] == img.gt_label[gts[j]] ? 1.0 : 0.0;
+  };
+  std::vector<std::uint8_t> state(D, kFalse), gt_used(G, 0);
+  if (G > 0) {
+    std::vector<double> buf(D * G);
+    for (std::size_t i = 0; i < D; ++i)
+      for (std::size_t j = 0; j < G; ++j) buf[i * G + j] = iou[i * G + j] * same(i, j);
+    for (std::size_t i = 0; i < D; ++i) {
+      const double* row = &buf[i * G];
+      const std::size_t j = argmax(G, [&](std::size_t k) { return row[k]; });
+      if (row[j] >= cfg.tide_pos) {
+        state[i] = kTrue;
+        gt_used[j] = 1;
+        for (std::size_t r = 0; r < D; ++r) buf[r * G + j] = 0;
+      }
+    }
+  }
+  // Crowds: an unmatched result inside a crowd of its category is ignored.
+  for (std::size_t c = 0; c < crowds.size(); ++c)
+    for (std::size_t i = 0; i < D; ++i)
+      if (state[i] == kFalse && img.gt_label[crowds[c]] == img.dt_label[dts[i]] &&
+          box_or_mask_iou(cfg, img, dts[i], crowds[c], true, dptr(i), gptr(G + c)) > cfg.tide_pos)
+        state[i] = kIgnored;
+
+  // Errors, in result order; BestGTMatch's best score and result per ground truth.
+  std::vector<int> err(D, 0);
+  std::vector<std::ptrdiff_t> target(D, -1), best_pred(G, -1);
+  std::vector<double> best_score(G, -1.0);
+  std::vector<std::uint8_t> usable(G, 0);
+  for (std::size_t i = 0; i < D; ++i) {
+    if (state[i] == kTrue) continue;
+    if (G == 0) {
+      err[i] = kBkg;
+      continue;
+    }
+    const double* row = &iou[i * G];
+    const auto cls_iou = [&](std::size_t j) { return row[j] * same(i, j); };
+    const auto noncls_iou = [&](std::size_t j) { return row[j] * (1.0 - same(i, j)); };
+    const auto used_cls_iou = [&](std::size_t j) {
+      return (gt_used[j] ? 1.0 : 0.0) * row[j] * same(i, j);
+    };
+    std::size_t j = argmax(G, cls_iou);
+    if (cfg.tide_bg <= cls_iou(j) && cls_iou(j) <= cfg.tide_pos) {
+      err[i] = kLoc;
+    } else if (j = argmax(G, noncls_iou); noncls_iou(j) >= cfg.tide_pos) {
+      err[i] = kCls;
+    } else if (j = argmax(G, used_cls_iou); used_cls_iou(j) >= cfg.tide_pos) {
+      err[i] = kDupe;
+      continue;
+    } else {
+      j = argmax(G, [&](std::size_t k) { return row[k]; });
+      err[i] = row[j] <= cfg.tide_bg ? kBkg : kBoth;
+      continue;
+    }
+    target[i] = static_cast<std::ptrdiff_t>(j);
+    if (gt_used[j]) continue;  // suppressed: fixing it would take a ground truth already used
+    usable[j] = 1;
+    const double s = img.dt_score[dts[i]];
+    if (best_score[j] < s) {
+      best_score[j] = s;
+      best_pred[j] = static_cast<std::ptrdiff_t>(i);
+    }
+  }
+  for (std::size_t i = 0; i < D; ++i) {
+    std::uint8_t code = static_cast<std::uint8_t>(state[i] | (err[i] << 2));
+    std::int64_t fix = 0;
+    if (target[i] >= 0) {
+      const auto j = static_cast<std::size_t>(target[i]);
+      if (!gt_used[j] && best_pred[j] == static_cast<std::ptrdiff_t>(i)) code |= kFixable;
+      fix = err[i] == kCls ? img.gt_label[gts[j]] : img.dt_label[dts[i]];
+    }
+    emit(img.dt_label[dts[i]], code, fix, img.dt_score[dts[i]]);
+  }
+  for (std::size_t j = 0; j < G; ++j)
+    emit(img.gt_label[gts[j]],
+         kGt | (gt_used[j]  ? kMatched
+                : usable[j] ? kUsable
+                            : kMissed),
+         0, 0.0);
+}
+
+namespace {
+
+/// A point of tidecv's APDataObject: a result's score and whether it is a true positive.
+struct Point {
+  double score;
+  bool tp;
+};
+
+/// APDataObject.get_ap(): 0 without ground truth; else the points stably sorted by score
+/// (descending), precision made monotone from the right, read at recall x / 100 for x in 0..100
+/// (np.searchsorted, side left; 0 past the last point), summed in order, / 101 * 100.
+double class_ap(std::vector<Point>& pts, std::int64_t num_gt) {
+  if (num_gt == 0) return 0;
+  std::stable_sort(pts.begin(), pts.end(),
+                   [](const Point& a, const Point& b) { return a.score > b.score; });
+  std::vector<double> precision(pts.size()), recall(pts.size());
+  std::int64_t tp = 0, fp = 0;
+  for (std::size_t i = 0; i < pts.size(); ++i) {
+    (pts[i].tp ? tp : fp) += 1;
+    precision[i] = static_cast<double>(tp) / static_cast<double>(tp + fp);
+    recall[i] = static_cast<double>(tp) / static_cast<double>(num_gt);
+  }
+  for (std::size_t i = pts.size(); i-- > 1;)
+    if (precision[i] > precision[i - 1]) precision[i - 1] = precision[i];
+  double sum = 0;
+  for (int x = 0; x <= 100; ++x) {
+    const double at = static_cast<double>(x) / 100;
+    const auto idx = static_cast<std::size_t>(std::lower_bound(recall.begin(), recall.end(), at) -
+                                              recall.begin());
+    sum += idx < precision.size() ? precision[idx] : 0.0;
+  }
+  return sum / 101 * 100;
+}
+
+/// One evaluation's points and ground-truth counts per category (dense index), and the order
+/// in which tidecv's ClassedAPDataObject met the categories (the order of its mean).
+struct ApData {
+  std::vector<std::vector<Point>> pts;
+  std::vector<std::int64_t> num_gt;
+  std::vector<std::size_t> order;
+  std::vector<std::uint8_t> seen;
+  explicit ApData(std::size_t n) : pts(n), num_gt(n, 0), seen(n, 0) {}
+  void touch(std::size_t k) {
+    if (!seen[k]) {
+      seen[k] = 1;
+      order.push_back(k);
+    }
+  }
+  void push(std::size_t k, double score, bool tp) {
+    touch(k);
+    pts[k].push_back({score, tp});
+  }
+  /// ClassedAPDataObject.get_mAP(): the mean of the categories that are not empty (NaN with
+  /// none, where tidecv divides by zero).
+  double map() {
+    double sum = 0;
+    std::size_t n = 0;
+    for (const std::size_t k : order) {
+      if (pts[k].empty() && num_gt[k] == 0) continue;
+      sum += class_ap(pts[k], num_gt[k]);
+      ++n;
+    }
+    return n > 0 ? sum / static_cast<double>(n) : std::numeric_limits<double>::quiet_NaN();
+  }
+};
+
+}  // namespace
+
+void summarize(const Records& rec, const std::vector<std::pair<std::size_t, std::size_t>>& ranges,
+               int threads, Summary::Tide& out) {
+  // Dense category indices; each image's events in order.
+  std::unordered_map<std::int32_t, std::size_t> index;
+  const auto dense = [&](std::int32_t c) { return index.emplace(c, index.size()).first->second; };
+  struct Ev {
+    std::size_t k, fix;
+    std::uint8_t code;
+    double score;
+  };
+  std::vector<Ev> evs;  // results and ground truth of the images, in order
+  std::vector<std::pair<std::size_t, std::size_t>> spans;
+  for (const auto& [b, e] : ranges) {
+    spans.emplace_back(evs.size(), evs.size() + (e - b));
+    for (std::size_t i = b; i < e; ++i) {
+      const auto code = static_cast<std::uint8_t>(rec.tide_code[i]);
+      const bool gt = (code & kGt) != 0;
+      const int err = (code >> 2) & 7;
+      if ((gt && (code & 0x7f) > kMissed) || (!gt && ((code & 3) > kIgnored || err > kBkg)))
+        throw RuntimeError("COCO records: a TIDE event with code " + std::to_string(code));
+      const bool fixable_err = !gt && (err == kCls || err == kLoc);
+      evs.push_back({dense(rec.tide_cls[i]), fixable_err ? dense(rec.tide_fix[i]) : 0, code,
+                     rec.tide_score[i]});
+    }
+  }
+  const std::size_t C = index.size();
+
+  // The run's data (TIDERun._eval_image): per image its ground truth counted first, then its
+  // results pushed (ignored ones are not); misses per category (FalseNeg).
+  ApData base(C);
+  std::vector<std::int64_t> false_neg(C, 0);
+  std::array<std::int64_t, 6> counts{};
+  for (const auto& [b, e] : spans) {
+    for (std::size_t i = b; i < e; ++i) {
+      const Ev& v = evs[i];
+      if (!(v.code & kGt)) continue;
+      base.touch(v.k);
+      ++base.num_gt[v.k];
+      if ((v.code & 3) != kMatched) ++false_neg[v.k];
+      if ((v.code & 3) == kMissed) ++counts[kMiss - 1];
+    }
+    for (std::size_t i = b; i < e; ++i) {
+      const Ev& v = evs[i];
+      if (v.code & kGt) continue;
+      const std::uint8_t st = v.code & 3;
+      if (st != kIgnored) base.push(v.k, v.score, st == kTrue);
+      if (st != kTrue) ++counts[static_cast<std::size_t>((v.code >> 2) & 7) - 1];
+    }
+  }
+
+  // TIDERun.fix_errors(condition, transform, false_neg_dict): fixing the errors of type `fix`
+  // (0: none); `perfect_scores`: FalsePositiveError.fix as the transform; `drop_misses`: the
+  // ground truth counts less the false negatives.
+  const auto fixed_map = [&](int fix, bool perfect_scores, bool drop_misses) {
+    ApData d(C);
+    std::vector<std::int64_t> num_gt = base.num_gt;
+    for (const Ev& v : evs) {  // the errors, in order
+      if (v.code & kGt) {
+        if (fix == kMiss && (v.code & 3) == kMissed) --num_gt[v.k];
+        continue;
+      }
+      const std::uint8_t st = v.code & 3;
+      if (st == kTrue) continue;
+      const int err = (v.code >> 2) & 7;
+      if (err == fix) {
+        if ((err == kCls || err == kLoc) && (v.code & kFixable)) d.push(v.fix, v.score, true);
+      } else if (st != kIgnored) {
+        d.push(v.k, perfect_scores ? 0.0 : v.score, false);
+      }
+    }
+    for (const std::size_t k : base.order) {  // the true positives, then every category
+      for (const Point& p : base.pts[k])
+        if (p.tp) d.push(k, perfect_scores ? 1.0 : p.score, true);
+    }
+    for (const std::size_t k : base.order) {
+      d.touch(k);
+      d.num_gt[k] = num_gt[k] - (drop_misses ? false_neg[k] : 0);
+    }
+    return d.map();
+  };
+
+  // The run's mAP, the six main fixes, FalsePos and FalseNeg: nine evaluations, side by side.
+  std::array<double, 9> maps{};
+  parallel_for_dynamic(maps.size(), threads, [&](std::size_t i) {
+    if (i == 0) {
+      ApData d = base;
+      maps[0] = d.map();
+    } else if (i <= 6) {
+      maps[i] = fixed_map(static_cast<int>(i), false, false);
+    } else {
+      maps[i] = fixed_map(0, i == 7, i == 8);
+    }
+  });
+  out.ap = maps[0] / 100;
+  for (std::size_t e = 0; e < 6; ++e) {
+    const double d = maps[e + 1] - maps[0];
+    out.main[e] = std::isnan(d) ? d : std::max(d, 0.0) / 100;
+  }
+  out.false_pos = (maps[7] - maps[0]) / 100;
+  out.false_neg = (maps[8] - maps[0]) / 100;
+  out.counts = counts;
+}
+
+}  // namespace tide
+}  // namespace tally::detection::coco
