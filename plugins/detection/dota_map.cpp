@@ -383,24 +383,14 @@ ComponentInfo dota_mean_ap_info() {
       "DOTA mAP of rotated boxes (11 points or area) at IoU thresholds and box-area ranges, with "
       "ignored ground truth, as mmeval's DOTAMeanAP without mmcv (OpenCV's rotated-rectangle "
       "intersection, float32 IoU, float32 per-class AP). Keys AP{100 t}, mAP, mAP@(s0, s1).",
-      {param("iou_thrs", ParamType::FloatList, "IoU thresholds.").def(Value::Array{Value(0.5)}),
-       param("scale_ranges", ParamType::Any,
-             "Extra [min, max] scale ranges (area w * h in [min^2, max^2)); null bounds are open. "
-             "The full range is always evaluated (key mAP).")
-           .optional(),
-       param("num_classes", ParamType::Int, "Number of classes: labels lie in [0, num_classes)."),
-       param("eval_mode", ParamType::String, "'11points' (mmeval's default for DOTA) or 'area'.")
-           .def("11points")
-           .choices({"area", "11points"}),
-       param("drop_class_ap", ParamType::Bool,
-             "Leave classes without ground truth out of the mean (mmeval's default).")
-           .def(true),
-       param("classwise", ParamType::Bool, "Also return AP{t}_classwise: the AP of each class.")
-           .def(false),
-       param("threads", ParamType::Int,
-             "Threads for the per-image matching (rotated IoU); any number gives the same "
-             "result.")
-           .def(1)},
+      voc::params(
+          voc::head_params("w * h of the rotated box", "11points",
+                           "'11points' (mmeval's default for DOTA) or 'area'."),
+          {param("threads", ParamType::Int,
+                 "Threads for the per-image matching (rotated IoU); any number gives the same "
+                 "result.")
+               .def(1)},
+          voc::tail_params()),
       {InputSpec{"pred_bboxes",
                  "Per image [n, 5] float rotated boxes cx, cy, w, h, angle (radians, le90), or "
                  "[n, 8] quadrilaterals x1, y1, ..., x4, y4 (every box field of an image alike).",
@@ -413,8 +403,7 @@ ComponentInfo dota_mean_ap_info() {
        InputSpec{"gt_bboxes_ignore", "Per image [k, 5] (or [k, 8]) float ignored boxes (optional).",
                  false},
        InputSpec{"gt_labels_ignore", "Per image [k] int classes of the ignored boxes.", false}});
-  info.results = {{"*_classwise", Better::Higher, Plot::Bars, "AP per class, index = class id"},
-                  {"*", Better::Higher, Plot::None, "mean average precision (fraction)"}};
+  info.results = voc::result_specs();
   return info;
 }
 

@@ -595,45 +595,33 @@ ComponentInfo oid_mean_ap_info() {
       "Open Images mAP (VOC-style AP at IoU thresholds and box-area ranges) with the class "
       "hierarchy (boxes and predictions also count for ancestor classes), group-of boxes and "
       "image-level labels, as mmeval's OIDMeanAP. Keys AP{100 t}, mAP, mAP@(s0, s1).",
-      {param("iou_thrs", ParamType::FloatList, "IoU thresholds.").def(Value::Array{Value(0.5)}),
-       param("iof_thrs", ParamType::FloatList,
-             "IoF thresholds (intersection over the prediction's area) for group-of boxes, one "
-             "per IoU threshold.")
-           .def(Value::Array{Value(0.5)}),
-       param("scale_ranges", ParamType::Any,
-             "Extra [min, max] scale ranges (box sides; area in [min^2, max^2)); null bounds are "
-             "open. The full range is always evaluated (key mAP).")
-           .optional(),
-       param("num_classes", ParamType::Int, "Number of classes: labels lie in [0, num_classes)."),
-       param("hierarchy_file", ParamType::Path,
-             "Open Images class hierarchy JSON (bbox_labels_600_hierarchy.json format: nested "
-             "LabelName / Subcategory). With label_file; without both: no hierarchy.")
-           .optional(),
-       param("label_file", ParamType::Path,
-             "CSV mapping label names to class ids (class-descriptions-boxable.csv format: row i "
-             "= class i, column 0 the label name); num_classes rows.")
-           .optional(),
-       param("use_group_of", ParamType::Bool,
-             "Group-of boxes: one TP (or FP) per box, whatever number of predictions it takes.")
-           .def(true),
-       param("get_supercategory", ParamType::Bool,
-             "Boxes and predictions also count for every ancestor class.")
-           .def(true),
-       param("filter_labels", ParamType::Bool,
-             "Drop predictions of classes neither in the image's boxes nor its image-level "
-             "labels.")
-           .def(true),
-       param("eval_mode", ParamType::String, "'area' (VOC2012) or '11points' (VOC2007).")
-           .def("area")
-           .choices({"area", "11points"}),
-       param("use_legacy_coordinate", ParamType::Bool,
-             "mmdet v1 boxes: width = x2 - x1 + 1, height = y2 - y1 + 1.")
-           .def(false),
-       param("drop_class_ap", ParamType::Bool,
-             "Leave classes without ground truth out of the mean (mmeval's default).")
-           .def(true),
-       param("classwise", ParamType::Bool, "Also return AP{t}_classwise: the AP of each class.")
-           .def(false)},
+      voc::params(
+          voc::head_params("box sides", "area", "'area' (VOC2012) or '11points' (VOC2007)."),
+          {param("iof_thrs", ParamType::FloatList,
+                 "IoF thresholds (intersection over the prediction's area) for group-of boxes, one "
+                 "per IoU threshold.")
+               .def(Value::Array{Value(0.5)}),
+           param("hierarchy_file", ParamType::Path,
+                 "Open Images class hierarchy JSON (bbox_labels_600_hierarchy.json format: nested "
+                 "LabelName / Subcategory). With label_file; without both: no hierarchy.")
+               .optional(),
+           param(
+               "label_file", ParamType::Path,
+               "CSV mapping label names to class ids (class-descriptions-boxable.csv format: row i "
+               "= class i, column 0 the label name); num_classes rows.")
+               .optional(),
+           param("use_group_of", ParamType::Bool,
+                 "Group-of boxes: one TP (or FP) per box, whatever number of predictions it takes.")
+               .def(true),
+           param("get_supercategory", ParamType::Bool,
+                 "Boxes and predictions also count for every ancestor class.")
+               .def(true),
+           param("filter_labels", ParamType::Bool,
+                 "Drop predictions of classes neither in the image's boxes nor its image-level "
+                 "labels.")
+               .def(true),
+           voc::legacy_coordinate_param()},
+          voc::tail_params()),
       {InputSpec{"pred_bboxes", "Per image [n, 4] float boxes x1, y1, x2, y2.", true},
        InputSpec{"pred_scores", "Per image [n] float scores (NaN is an error).", true},
        InputSpec{"pred_labels", "Per image [n] int class ids in [0, num_classes).", true},
@@ -644,8 +632,7 @@ ComponentInfo oid_mean_ap_info() {
                  false},
        InputSpec{"gt_image_level_labels",
                  "Per image [k] int class ids verified present (optional).", false}});
-  info.results = {{"*_classwise", Better::Higher, Plot::Bars, "AP per class, index = class id"},
-                  {"*", Better::Higher, Plot::None, "mean average precision (fraction)"}};
+  info.results = voc::result_specs();
   return info;
 }
 

@@ -1,8 +1,8 @@
-// What VOCMeanAP and OIDMeanAP share (both ports of mmeval's VOCMeanAP, OIDMeanAP derives from
-// it): scale ranges as mmeval names them, calculate_average_precision, and the last step of
-// compute_metric / _aggregate_results: per class, every image's entries sorted by score, the
-// precision / recall curves from their TP / FP bits, float32 AP per (threshold, range), the
-// class means and the result keys.
+// What VOCMeanAP, OIDMeanAP and DOTAMeanAP share (ports of mmeval's VOCMeanAP and the metrics
+// derived from it): their common parameters and result specs, scale ranges as mmeval names them,
+// calculate_average_precision, and the last step of compute_metric / _aggregate_results: per class,
+// every image's entries sorted by score, the precision / recall curves from their TP / FP bits,
+// float32 AP per (threshold, range), the class means and the result keys.
 //
 // The state both keep: per entry (a prediction, or a row mmeval adds) its class, score and 2 bits
 // per (threshold, range) pair k = i * S + s: TP at bit k, FP at bit I * S + k, in words() uint64
@@ -26,6 +26,7 @@
 #include "tally/metric.hpp"
 #include "tally/numpy_math.hpp"
 #include "tally/params.hpp"
+#include "tally/plugin.hpp"
 #include "tally/value.hpp"
 
 namespace tally::detection::voc {
@@ -216,6 +217,51 @@ inline Value compute_map(const ApConfig& cfg, const std::vector<std::int32_t>& c
     }
   }
   return out;
+}
+
+/// The parameters the three metrics share, before their own: iou_thrs, scale_ranges (`area`
+/// says how a box's area is taken), num_classes, eval_mode (default `mode`, `mode_doc`).
+inline std::vector<ParamSpec> head_params(const char* area, const char* mode,
+                                          const char* mode_doc) {
+  return {
+      param("iou_thrs", ParamType::FloatList, "IoU thresholds.").def(Value::Array{Value(0.5)}),
+      param("scale_ranges", ParamType::Any,
+            fmt::format("Extra [min, max] scale ranges ({}; area in [min^2, max^2)); null "
+                        "bounds are open. The full range is always evaluated (key mAP).",
+                        area))
+          .optional(),
+      param("num_classes", ParamType::Int, "Number of classes: labels lie in [0, num_classes)."),
+      param("eval_mode", ParamType::String, mode_doc).def(mode).choices({"area", "11points"})};
+}
+
+/// mmdet v1's box size (VOCMeanAP, OIDMeanAP).
+inline ParamSpec legacy_coordinate_param() {
+  return param("use_legacy_coordinate", ParamType::Bool,
+               "mmdet v1 boxes: width = x2 - x1 + 1, height = y2 - y1 + 1.")
+      .def(false);
+}
+
+/// The parameters the three metrics share, after their own: drop_class_ap, classwise.
+inline std::vector<ParamSpec> tail_params() {
+  return {param("drop_class_ap", ParamType::Bool,
+                "Leave classes without ground truth out of the mean (mmeval's default).")
+              .def(true),
+          param("classwise", ParamType::Bool, "Also return AP{t}_classwise: the AP of each class.")
+              .def(false)};
+}
+
+/// `head`, then `own`, then `tail`.
+inline std::vector<ParamSpec> params(std::vector<ParamSpec> head, std::vector<ParamSpec> own,
+                                     std::vector<ParamSpec> tail) {
+  head.insert(head.end(), own.begin(), own.end());
+  head.insert(head.end(), tail.begin(), tail.end());
+  return head;
+}
+
+/// Their result keys: AP{t}_classwise bars, the rest fractions.
+inline std::vector<ResultSpec> result_specs() {
+  return {{"*_classwise", Better::Higher, Plot::Bars, "AP per class, index = class id"},
+          {"*", Better::Higher, Plot::None, "mean average precision (fraction)"}};
 }
 
 }  // namespace tally::detection::voc

@@ -273,23 +273,9 @@ ComponentInfo voc_mean_ap_info() {
       "PASCAL VOC mAP (area or 11 points) at IoU thresholds and box-area ranges, with ignored "
       "ground truth, as mmeval's VOCMeanAP (float32 IoU, float32 per-class AP). Keys AP{100 t}, "
       "mAP, mAP@(s0, s1).",
-      {param("iou_thrs", ParamType::FloatList, "IoU thresholds.").def(Value::Array{Value(0.5)}),
-       param("scale_ranges", ParamType::Any,
-             "Extra [min, max] scale ranges (box sides; area in [min^2, max^2)); null bounds are "
-             "open. The full range is always evaluated (key mAP).")
-           .optional(),
-       param("num_classes", ParamType::Int, "Number of classes: labels lie in [0, num_classes)."),
-       param("eval_mode", ParamType::String, "'area' (VOC2012) or '11points' (VOC2007).")
-           .def("area")
-           .choices({"area", "11points"}),
-       param("use_legacy_coordinate", ParamType::Bool,
-             "mmdet v1 boxes: width = x2 - x1 + 1, height = y2 - y1 + 1.")
-           .def(false),
-       param("drop_class_ap", ParamType::Bool,
-             "Leave classes without ground truth out of the mean (mmeval's default).")
-           .def(true),
-       param("classwise", ParamType::Bool, "Also return AP{t}_classwise: the AP of each class.")
-           .def(false)},
+      voc::params(
+          voc::head_params("box sides", "area", "'area' (VOC2012) or '11points' (VOC2007)."),
+          {voc::legacy_coordinate_param()}, voc::tail_params()),
       {InputSpec{"pred_bboxes", "Per image [n, 4] float boxes x1, y1, x2, y2.", true},
        InputSpec{"pred_scores", "Per image [n] float scores (NaN is an error).", true},
        InputSpec{"pred_labels", "Per image [n] int class ids in [0, num_classes).", true},
@@ -297,8 +283,7 @@ ComponentInfo voc_mean_ap_info() {
        InputSpec{"gt_labels", "Per image [g] int class ids.", true},
        InputSpec{"gt_bboxes_ignore", "Per image [k, 4] float ignored boxes (optional).", false},
        InputSpec{"gt_labels_ignore", "Per image [k] int classes of the ignored boxes.", false}});
-  info.results = {{"*_classwise", Better::Higher, Plot::Bars, "AP per class, index = class id"},
-                  {"*", Better::Higher, Plot::None, "mean average precision (fraction)"}};
+  info.results = voc::result_specs();
   return info;
 }
 

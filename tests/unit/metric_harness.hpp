@@ -144,6 +144,37 @@ inline Json load_json(const std::filesystem::path& path) {
   return Json::parse(in);
 }
 
+/// One ragged field from per-image JSON objects (a reference script's data file): images[i][key]
+/// as float32 rows of `cols` values ([n, cols] tensors; cols 0: a flat [n] list), float64 (the
+/// same values) with `wide`.
+inline Batch::Ragged json_ragged_floats(const Json& images, const std::string& key,
+                                        std::int64_t cols, bool wide = false) {
+  Batch::Ragged r;
+  for (const auto& im : images) {
+    std::vector<float> v;
+    for (const auto& row : im.at(key)) {
+      if (cols == 0) {
+        v.push_back(row.get<float>());
+        continue;
+      }
+      for (const auto& x : row) v.push_back(x.get<float>());
+    }
+    std::vector<std::int64_t> shape{static_cast<std::int64_t>(v.size())};
+    if (cols > 0) shape = {static_cast<std::int64_t>(v.size()) / cols, cols};
+    r.push_back(wide ? Tensor::from_vector(std::vector<double>(v.begin(), v.end()), shape)
+                     : Tensor::from_vector(v, shape));
+  }
+  return r;
+}
+
+/// images[i][key] as int64 [n] tensors.
+inline Batch::Ragged json_ragged_ints(const Json& images, const std::string& key) {
+  Batch::Ragged r;
+  for (const auto& im : images)
+    r.push_back(Tensor::from_vector(im.at(key).get<std::vector<std::int64_t>>()));
+  return r;
+}
+
 // ---- expected-value files
 // ------------------------------------------------------------------------
 

@@ -33,35 +33,15 @@ const Json& expected_file() { return expected_json("tests/reference/expected_dot
 Batch dota_data(bool wide, bool quads = false) {
   const Json images = load_json(source_path(expected_file().at("data").get<std::string>()));
   Batch out;
-  const auto floats = [&](const std::vector<float>& v, std::vector<std::int64_t> shape) {
-    if (!wide) return Tensor::from_vector(v, std::move(shape));
-    return Tensor::from_vector(std::vector<double>(v.begin(), v.end()), std::move(shape));
-  };
   const std::int64_t cols = quads ? 8 : 5;
   for (const std::string name : {"pred_bboxes", "gt_bboxes", "gt_bboxes_ignore"}) {
     std::string key = name;
     if (quads) key.replace(key.find("bboxes"), 6, "qboxes");
-    Batch::Ragged r;
-    for (const auto& im : images) {
-      std::vector<float> v;
-      for (const auto& box : im.at(key))
-        for (const auto& x : box) v.push_back(x.get<float>());
-      r.push_back(floats(v, {static_cast<std::int64_t>(v.size()) / cols, cols}));
-    }
-    out.set_ragged(name, r);
+    out.set_ragged(name, json_ragged_floats(images, key, cols, wide));
   }
-  Batch::Ragged scores;
-  for (const auto& im : images) {
-    const auto v = im.at("pred_scores").get<std::vector<float>>();
-    scores.push_back(floats(v, {static_cast<std::int64_t>(v.size())}));
-  }
-  out.set_ragged("pred_scores", scores);
-  for (const char* name : {"pred_labels", "gt_labels", "gt_labels_ignore"}) {
-    Batch::Ragged r;
-    for (const auto& im : images)
-      r.push_back(Tensor::from_vector(im.at(name).get<std::vector<std::int64_t>>()));
-    out.set_ragged(name, r);
-  }
+  out.set_ragged("pred_scores", json_ragged_floats(images, "pred_scores", 0, wide));
+  for (const char* name : {"pred_labels", "gt_labels", "gt_labels_ignore"})
+    out.set_ragged(name, json_ragged_ints(images, name));
   return out;
 }
 

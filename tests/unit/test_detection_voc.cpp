@@ -26,26 +26,11 @@ const Batch& voc_data() {
   static const Batch b = [] {
     const Json images = load_json(source_path(expected_file().at("data").get<std::string>()));
     Batch out;
-    for (const char* name : {"pred_bboxes", "gt_bboxes", "gt_bboxes_ignore"}) {
-      Batch::Ragged r;
-      for (const auto& im : images) {
-        std::vector<float> v;
-        for (const auto& box : im.at(name))
-          for (const auto& x : box) v.push_back(x.get<float>());
-        r.push_back(Tensor::from_vector(v, {static_cast<std::int64_t>(v.size() / 4), 4}));
-      }
-      out.set_ragged(name, r);
-    }
-    Batch::Ragged scores;
-    for (const auto& im : images)
-      scores.push_back(Tensor::from_vector(im.at("pred_scores").get<std::vector<float>>()));
-    out.set_ragged("pred_scores", scores);
-    for (const char* name : {"pred_labels", "gt_labels", "gt_labels_ignore"}) {
-      Batch::Ragged r;
-      for (const auto& im : images)
-        r.push_back(Tensor::from_vector(im.at(name).get<std::vector<std::int64_t>>()));
-      out.set_ragged(name, r);
-    }
+    for (const char* name : {"pred_bboxes", "gt_bboxes", "gt_bboxes_ignore"})
+      out.set_ragged(name, json_ragged_floats(images, name, 4));
+    out.set_ragged("pred_scores", json_ragged_floats(images, "pred_scores", 0));
+    for (const char* name : {"pred_labels", "gt_labels", "gt_labels_ignore"})
+      out.set_ragged(name, json_ragged_ints(images, name));
     return out;
   }();
   return b;
