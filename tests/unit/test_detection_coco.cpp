@@ -277,8 +277,10 @@ TEST(CocoJsonReader, AnnotationsReadInChunksWhateverTheLayout) {
   // The annotations' "annotations" list is read a block at a time (AnnotationChunks), the rest
   // of the file as one small document. A layout that could trip a scan: "annotations" before
   // "images", strings holding brackets, quotes, backslashes and the key itself, an RLE object
-  // inside an annotation, nested empty lists, whitespace everywhere. Every block size and thread
-  // count gives the annotations as they are written.
+  // inside an annotation, nested empty lists, whitespace everywhere; and, as masks are not read
+  // here (the "segmentation" values are blanked before the parse), a string "segmentation" just
+  // before a key whose value is a list, and a "segmentation" key deeper down. Every block size
+  // and thread count gives the annotations as they are written.
   const auto dir = std::filesystem::temp_directory_path();
   const auto gt = dir / "tally_chunks_gt.json", res = dir / "tally_chunks_res.json";
   const auto write = [](const std::filesystem::path& p, const char* text) {
@@ -291,8 +293,9 @@ TEST(CocoJsonReader, AnnotationsReadInChunksWhateverTheLayout) {
   "annotations" : [
     {"id": 11, "image_id": 2, "category_id": 1, "bbox": [0, 0, 10, 10], "area": 100.5,
      "caption": "a \"}],[{\" trap \\", "iscrowd": 0},
-    { "id" : 12 , "image_id" : 1 , "category_id" : 1 , "bbox" : [ 5 , 5 , 4 , 4 ] ,
-      "area" : 16 , "extra" : { "k" : [ { } , [ ] ] } } ,
+    { "id" : 12 , "image_id" : 1 , "category_id" : 1 , "tag" : "segmentation" ,
+      "bbox" : [ 5 , 5 , 4 , 4 ] , "segmentation" : [ [ 5 , 5 , 9 , 5 , 9 , 9 ] ] ,
+      "area" : 16 , "extra" : { "segmentation" : [ 1 ] , "k" : [ { } , [ ] ] } } ,
     {"id": 13, "image_id": 2, "category_id": 2, "bbox": [1, 2, 3, 4], "area": 12,
      "segmentation": {"size": [20, 20], "counts": "ab]}{["}, "iscrowd": 1}
   ],
@@ -315,6 +318,8 @@ TEST(CocoJsonReader, AnnotationsReadInChunksWhateverTheLayout) {
       EXPECT_EQ(ids(1), (std::vector<std::int64_t>{11, 13}));
       const Tensor& areas = b.ragged("gt_areas")[1];
       EXPECT_EQ(areas.data_as<double>()[0], 100.5);
+      const double* box = b.ragged("gt_bboxes_xywh")[0].data_as<double>();
+      EXPECT_EQ(std::vector<double>(box, box + 4), (std::vector<double>{5, 5, 4, 4}));
       EXPECT_EQ(b.ragged("gt_iscrowd")[1].data_as<std::uint8_t>()[1], 1);
     }
   // What the chunks cannot follow is read whole, and named as before.

@@ -514,10 +514,14 @@ bool for_each_element_chunked(const std::string& path, std::size_t block, int th
 /// twice) sets bad_split(): the caller then parses the file whole, which names the problem.
 class AnnotationChunks {
  public:
-  AnnotationChunks(const std::string& path, std::size_t block)
+  /// blank_segmentation: each element's "segmentation" value is overwritten with 0 and spaces
+  /// before the chunk is parsed (when masks are not read, parsing the polygons' numbers would be
+  /// most of the parse).
+  AnnotationChunks(const std::string& path, std::size_t block, bool blank_segmentation = false)
       : file_((require_regular_file(path, "annotations"), std::fopen(path.c_str(), "rb")),
               &std::fclose),
-        block_(block) {
+        block_(block),
+        blank_(blank_segmentation) {
     if (!file_) fail("annotations '" + path + "': cannot open");
     buf_.resize(2 * block_ + simdjson::SIMDJSON_PADDING);
   }
@@ -588,7 +592,11 @@ class AnnotationChunks {
   }
 
   /// Moves p past one JSON value: a string, a scalar, or an object or array with all it holds.
-  bool skip_value(std::size_t& p) {
+  /// With `blank_segmentation` (an element: an object), its member "segmentation"'s value, an
+  /// array or object, is overwritten with '0' and spaces as the scan passes it: the same length,
+  /// so the chunk stays valid JSON with its positions (a key is recognised by the string just
+  /// before, then only ':' and spaces up to the value).
+  bool skip_value(std::size_t& p, bool blank_segmentation = false) {
     if (!have(p)) return false;
     const char c0 = buf_[p];
     if (c0 != '{' && c0 != '[' && c0 != '"') {  // a number, true, false or null
@@ -600,8 +608,12 @@ class AnnotationChunks {
     }
     std::size_t depth = 0;
     bool in_str = false, esc = false;
+    // Blanking: at_[kKey] the start of a member key's string, at_[kValue] the end of a
+    // "segmentation" key (then of its value's start, with `blanking`).
+    bool blanking = false;
+    const bool blank = blank_segmentation && c0 == '{';
     while (have(p)) {
-      const char* b = buf_.data();
+      char* b = buf_.data();
       for (const std::size_t e = end_; p < e; ++p) {
         if (!esc) p = next_special(b, p, e, in_str);
         if (p == e) break;
@@ -617,20 +629,45 @@ class AnnotationChunks {
               ++p;
               return true;
             }
+            if (blank && depth == 1 && !blanking) {
+              constexpr std::string_view kSeg = "\"segmentation\"";
+              const bool seg = at_[kKey] != npos && p + 1 - at_[kKey] == kSeg.size() &&
+                               std::memcmp(b + at_[kKey], kSeg.data(), kSeg.size()) == 0;
+              at_[kValue] = seg ? p : npos;
+            }
           }
         } else if (c == '"') {
           in_str = true;
+          if (blank && depth == 1 && !blanking) {
+            at_[kKey] = p;
+            at_[kValue] = npos;  // a string after the key: not its container value
+          }
         } else if (c == '{' || c == '[') {
+          if (blank && depth == 1 && at_[kValue] != npos) {
+            std::size_t colons = 0, q = at_[kValue] + 1;
+            for (; q < p && (b[q] == ':' || std::isspace(static_cast<unsigned char>(b[q]))); ++q)
+              colons += b[q] == ':';
+            blanking = q == p && colons == 1;
+            at_[kValue] = blanking ? p : npos;
+          }
           ++depth;
         } else if (c == '}' || c == ']') {
           if (depth == 0) return false;
           if (--depth == 0) {
             ++p;
+            if (blank) at_[kKey] = at_[kValue] = npos;
             return true;
+          }
+          if (blanking && depth == 1) {
+            b[at_[kValue]] = '0';
+            std::memset(b + at_[kValue] + 1, ' ', p - at_[kValue]);
+            blanking = false;
+            at_[kValue] = at_[kKey] = npos;
           }
         }
       }
     }
+    if (blank) at_[kKey] = at_[kValue] = npos;
     return false;
   }
 
@@ -734,7 +771,7 @@ class AnnotationChunks {
       }
       after_comma_ = false;
       if (buf_[p] != '{') return -1;
-      if (!skip_value(p)) return -1;
+      if (!skip_value(p, blank_)) return -1;
       at_[kLastEnd] = p;
       ++pending_;
     }
@@ -758,6 +795,7 @@ class AnnotationChunks {
 
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> file_;
   std::size_t block_;
+  bool blank_ = false;
   std::vector<char> buf_;
   std::size_t end_ = 0, pos_ = 0, close_ = npos;
   std::size_t at_[kMarks] = {0, npos, npos, npos, npos};
@@ -1145,7 +1183,7 @@ class CocoJsonReader final : public tally::support::ShardedReader, public tally:
     const std::string kp_from = kp_len_from_;
     gt_segs_.clear();
     {
-      AnnotationChunks chunks(path, block);
+      AnnotationChunks chunks(path, block, !with_masks_);
       std::size_t count = 0;
       // Chunks read side by side (each parsed and walked by its own thread into its own arrays,
       // appended in file order) once the keypoints' length is settled; else one at a time (the
