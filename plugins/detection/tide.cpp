@@ -204,27 +204,20 @@ void image(const EvalConfig& cfg, const ImageData& img, Records& out) {
 
 namespace {
 
-/// A point of tidecv's APDataObject: a result's score and whether it is a true positive.
-struct Point {
-  double score;
-  bool tp;
-};
-
-/// APDataObject.get_ap(): 0 without ground truth; else the points stably sorted by score
-/// (descending), precision made monotone from the right, read at recall x / 100 for x in 0..100
-/// (np.searchsorted, side left; 0 past the last point), summed in order, / 101 * 100.
-double class_ap(std::vector<Point>& pts, std::int64_t num_gt) {
+/// APDataObject.get_ap() of a category's points, given in tidecv's order (stably sorted by score,
+/// descending) as their true-positive flags: 0 without ground truth; else precision made
+/// monotone from the right, read at recall x / 100 for x in 0..100 (np.searchsorted, side left;
+/// 0 past the last point), summed in order, / 101 * 100.
+double class_ap(const std::vector<std::uint8_t>& tps, std::int64_t num_gt) {
   if (num_gt == 0) return 0;
-  std::stable_sort(pts.begin(), pts.end(),
-                   [](const Point& a, const Point& b) { return a.score > b.score; });
-  std::vector<double> precision(pts.size()), recall(pts.size());
+  std::vector<double> precision(tps.size()), recall(tps.size());
   std::int64_t tp = 0, fp = 0;
-  for (std::size_t i = 0; i < pts.size(); ++i) {
-    (pts[i].tp ? tp : fp) += 1;
+  for (std::size_t i = 0; i < tps.size(); ++i) {
+    (tps[i] ? tp : fp) += 1;
     precision[i] = static_cast<double>(tp) / static_cast<double>(tp + fp);
     recall[i] = static_cast<double>(tp) / static_cast<double>(num_gt);
   }
-  for (std::size_t i = pts.size(); i-- > 1;)
+  for (std::size_t i = tps.size(); i-- > 1;)
     if (precision[i] > precision[i - 1]) precision[i - 1] = precision[i];
   double sum = 0;
   for (int x = 0; x <= 100; ++x) {
@@ -236,32 +229,29 @@ double class_ap(std::vector<Point>& pts, std::int64_t num_gt) {
   return sum / 101 * 100;
 }
 
-/// One evaluation's points and ground-truth counts per category (dense index), and the order
-/// in which tidecv's ClassedAPDataObject met the categories (the order of its mean).
+/// One evaluation's points per category (dense index) in tidecv's order, as true-positive flags;
+/// its ground-truth counts; and the order in which tidecv's ClassedAPDataObject met the
+/// categories (the order of its mean).
 struct ApData {
-  std::vector<std::vector<Point>> pts;
+  std::vector<std::vector<std::uint8_t>> tps;
   std::vector<std::int64_t> num_gt;
   std::vector<std::size_t> order;
   std::vector<std::uint8_t> seen;
-  explicit ApData(std::size_t n) : pts(n), num_gt(n, 0), seen(n, 0) {}
+  explicit ApData(std::size_t n) : tps(n), num_gt(n, 0), seen(n, 0) {}
   void touch(std::size_t k) {
     if (!seen[k]) {
       seen[k] = 1;
       order.push_back(k);
     }
   }
-  void push(std::size_t k, double score, bool tp) {
-    touch(k);
-    pts[k].push_back({score, tp});
-  }
   /// ClassedAPDataObject.get_mAP(): the mean of the categories that are not empty (NaN with
   /// none, where tidecv divides by zero).
-  double map() {
+  double map() const {
     double sum = 0;
     std::size_t n = 0;
     for (const std::size_t k : order) {
-      if (pts[k].empty() && num_gt[k] == 0) continue;
-      sum += class_ap(pts[k], num_gt[k]);
+      if (tps[k].empty() && num_gt[k] == 0) continue;
+      sum += class_ap(tps[k], num_gt[k]);
       ++n;
     }
     return n > 0 ? sum / static_cast<double>(n) : std::numeric_limits<double>::quiet_NaN();
@@ -297,8 +287,9 @@ void summarize(const Records& rec, const std::vector<std::pair<std::size_t, std:
   }
   const std::size_t C = index.size();
 
-  // The run's data (TIDERun._eval_image): per image its ground truth counted first, then its
-  // results pushed (ignored ones are not); misses per category (FalseNeg).
+  // The run's categories, in the order it meets them (TIDERun._eval_image: per image its ground
+  // truth counted first, then its results pushed, ignored ones not); misses per category
+  // (FalseNeg); the errors of each type.
   ApData base(C);
   std::vector<std::int64_t> false_neg(C, 0);
   std::array<std::int64_t, 6> counts{};
@@ -315,38 +306,93 @@ void summarize(const Records& rec, const std::vector<std::pair<std::size_t, std:
       const Ev& v = evs[i];
       if (v.code & kGt) continue;
       const std::uint8_t st = v.code & 3;
-      if (st != kIgnored) base.push(v.k, v.score, st == kTrue);
+      if (st != kIgnored) base.touch(v.k);
       if (st != kTrue) ++counts[static_cast<std::size_t>((v.code >> 2) & 7) - 1];
     }
   }
 
+  // Every run's points come in the order of one sort: the results by score (descending), ties
+  // in event order (the order tidecv pushes them). tidecv sorts each run's points stably by
+  // score: the run's own points, then within a score the order they were pushed in, which is
+  // event order for the run's data, and for a fixed run (fix_errors) its error points in error
+  // (event) order before its true positives.
+  std::vector<std::size_t> by_score;
+  for (std::size_t i = 0; i < evs.size(); ++i)
+    if (!(evs[i].code & kGt)) by_score.push_back(i);
+  std::stable_sort(by_score.begin(), by_score.end(),
+                   [&](std::size_t a, std::size_t b) { return evs[a].score > evs[b].score; });
+  for (const std::size_t i : by_score) {
+    const std::uint8_t st = evs[i].code & 3;
+    if (st != kIgnored) base.tps[evs[i].k].push_back(st == kTrue);
+  }
+
+  // A fixed run's point for error event v (not a true positive) with errors of type `fix` fixed:
+  // a fixable Cls or Loc error becomes a true positive (in its fix's category), other fixed
+  // errors drop out; an unfixed error is a false positive, unless its result was ignored.
+  struct Pt {
+    bool any;
+    std::size_t k;
+    bool tp;
+  };
+  const auto error_point = [](const Ev& v, int fix) -> Pt {
+    const int err = (v.code >> 2) & 7;
+    if (err == fix) {
+      if ((err == kCls || err == kLoc) && (v.code & kFixable)) return {true, v.fix, true};
+      return {false, 0, false};
+    }
+    if ((v.code & 3) != kIgnored) return {true, v.k, false};
+    return {false, 0, false};
+  };
+
   // TIDERun.fix_errors(condition, transform, false_neg_dict): fixing the errors of type `fix`
-  // (0: none); `perfect_scores`: FalsePositiveError.fix as the transform; `drop_misses`: the
-  // ground truth counts less the false negatives.
+  // (0: none); `perfect_scores`: FalsePositiveError.fix as the transform (every true positive
+  // scored 1, every false positive 0); `drop_misses`: the ground truth counts less the false
+  // negatives.
   const auto fixed_map = [&](int fix, bool perfect_scores, bool drop_misses) {
     ApData d(C);
     std::vector<std::int64_t> num_gt = base.num_gt;
-    for (const Ev& v : evs) {  // the errors, in order
+    for (const Ev& v : evs) {  // the categories the errors' points meet, in error order
       if (v.code & kGt) {
         if (fix == kMiss && (v.code & 3) == kMissed) --num_gt[v.k];
         continue;
       }
-      const std::uint8_t st = v.code & 3;
-      if (st == kTrue) continue;
-      const int err = (v.code >> 2) & 7;
-      if (err == fix) {
-        if ((err == kCls || err == kLoc) && (v.code & kFixable)) d.push(v.fix, v.score, true);
-      } else if (st != kIgnored) {
-        d.push(v.k, perfect_scores ? 0.0 : v.score, false);
-      }
+      if ((v.code & 3) == kTrue) continue;
+      const Pt p = error_point(v, fix);
+      if (p.any) d.touch(p.k);
     }
-    for (const std::size_t k : base.order) {  // the true positives, then every category
-      for (const Point& p : base.pts[k])
-        if (p.tp) d.push(k, perfect_scores ? 1.0 : p.score, true);
-    }
-    for (const std::size_t k : base.order) {
+    for (const std::size_t k : base.order) {  // then the true positives', then every category
       d.touch(k);
       d.num_gt[k] = num_gt[k] - (drop_misses ? false_neg[k] : 0);
+    }
+    if (perfect_scores) {  // scores 1 and 0: per category its true positives, then the rest
+      std::vector<std::size_t> n_tp(C, 0), n_fp(C, 0);
+      for (const Ev& v : evs) {
+        if (v.code & kGt) continue;
+        if ((v.code & 3) == kTrue) {
+          ++n_tp[v.k];
+        } else if (const Pt p = error_point(v, fix); p.any) {
+          ++(p.tp ? n_tp : n_fp)[p.k];
+        }
+      }
+      for (std::size_t k = 0; k < C; ++k) {
+        d.tps[k].assign(n_tp[k], 1);
+        d.tps[k].resize(n_tp[k] + n_fp[k], 0);
+      }
+      return d.map();
+    }
+    for (std::size_t b = 0; b < by_score.size();) {  // a block of equal scores at a time
+      std::size_t e = b + 1;
+      while (e < by_score.size() && evs[by_score[e]].score == evs[by_score[b]].score) ++e;
+      for (std::size_t j = b; j < e; ++j) {  // the errors' points
+        const Ev& v = evs[by_score[j]];
+        if ((v.code & 3) == kTrue) continue;
+        if (const Pt p = error_point(v, fix); p.any) d.tps[p.k].push_back(p.tp);
+      }
+      for (std::size_t j = b; j < e; ++j) {  // then the true positives
+        const Ev& v = evs[by_score[j]];
+        if ((v.code & 3) == kTrue) d.tps[v.k].push_back(1);
+      }
+      b = e;
     }
     return d.map();
   };
@@ -355,8 +401,7 @@ void summarize(const Records& rec, const std::vector<std::pair<std::size_t, std:
   std::array<double, 9> maps{};
   parallel_for_dynamic(maps.size(), threads, [&](std::size_t i) {
     if (i == 0) {
-      ApData d = base;
-      maps[0] = d.map();
+      maps[0] = base.map();
     } else if (i <= 6) {
       maps[i] = fixed_map(static_cast<int>(i), false, false);
     } else {
