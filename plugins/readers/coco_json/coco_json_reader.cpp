@@ -1592,6 +1592,19 @@ class CocoJsonReader final : public tally::support::ShardedReader, public tally:
       std::stable_sort(keep.begin(), keep.end(),
                        [&](std::size_t a, std::size_t b) { return gt.image[a] < gt.image[b]; });
       Instances out;
+      // Each array at its size at once: grown by doubling, the keypoints (51 doubles a person)
+      // would hold the copy, the array it grows from and the parsed one at once.
+      const std::size_t n = keep.size();
+      out.label.reserve(n);
+      out.id.reserve(n);
+      out.value.reserve(n);
+      out.crowd.reserve(n);
+      out.box.reserve(n * 4);
+      if (lvis_freq_) out.freq.reserve(n);
+      if (with_keypoints_) {
+        out.kp.reserve(n * kp_len_);
+        out.num_kp.reserve(n);
+      }
       d.gt_begin.assign(images_.size() + 1, 0);
       d.gt_counts_begin.assign(1, 0);
       for (const std::size_t j : keep) {
