@@ -56,6 +56,10 @@
 // average the categories of each frequency (gt_frequency). Reference: lvis 0.5.3 on generated
 // data (tests/reference/lvis_detection.py), bit for bit.
 //
+// Analysis (each documented where it is computed): curves (pycocotools' precision and scores;
+// the pooled F1 against a score threshold, coco_eval.cpp), calibration, confusion and f_beta
+// (hotcoco 1.3.0's), and tide (tidecv 1.0.1's error breakdown, tide.cpp).
+//
 // Example: one image, a GT box [0, 0, 10, 10] (xywh) of category 1, a detection [0, 0, 10, 10]
 // with score 0.9 -> bbox_mAP 1 / (1 + 2^-52) (pycocotools' eps in the precision), bbox_AR@100
 // 1.0, bbox_mAP_s as bbox_mAP, bbox_mAP_m and bbox_mAP_l -1.
