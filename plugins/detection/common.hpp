@@ -31,6 +31,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "tally/batch.hpp"
@@ -48,6 +49,27 @@ namespace mask = tally::support::mask;  // COCO RLE masks (plugins/support)
 inline std::optional<PerSample> per_image(const Batch& b, std::string_view name,
                                           const InputChecker& check) {
   return PerSample::if_present(b, name, check);
+}
+
+/// The per-image field `name`, which the metric requires: an InputError naming it when the batch
+/// does not have it.
+inline PerSample required_per_image(const Batch& b, std::string_view name,
+                                    const InputChecker& check) {
+  auto r = per_image(b, name, check);
+  if (!r) check.fail(name, "is missing from the batch");
+  return std::move(*r);
+}
+
+/// The ignored boxes' fields gt_bboxes_ignore and gt_labels_ignore: both or neither (an
+/// InputError names the one missing).
+inline std::pair<std::optional<PerSample>, std::optional<PerSample>> ignored_boxes(
+    const Batch& b, const InputChecker& check) {
+  auto ib = per_image(b, "gt_bboxes_ignore", check);
+  auto il = per_image(b, "gt_labels_ignore", check);
+  if (ib.has_value() != il.has_value())
+    check.fail(ib ? "gt_labels_ignore" : "gt_bboxes_ignore",
+               "is missing: ignored boxes need gt_bboxes_ignore and gt_labels_ignore");
+  return {std::move(ib), std::move(il)};
 }
 
 /// A dense per-image integer field as int64 (nullptr-free: InputError when missing).

@@ -112,16 +112,12 @@ class DOTAMeanAP final : public TypedMetric<DotaState> {
 
   void update(DotaState& s, const Batch& b) override {
     if (b.fields().empty() || b.size() == 0) return;
-    const auto pb = required(b, "pred_bboxes");
-    const auto ps = required(b, "pred_scores");
-    const auto pl = required(b, "pred_labels");
-    const auto gb = required(b, "gt_bboxes");
-    const auto gl = required(b, "gt_labels");
-    const auto ib = per_image(b, "gt_bboxes_ignore", check_);
-    const auto il = per_image(b, "gt_labels_ignore", check_);
-    if (ib.has_value() != il.has_value())
-      check_.fail(ib ? "gt_labels_ignore" : "gt_bboxes_ignore",
-                  "is missing: ignored boxes need gt_bboxes_ignore and gt_labels_ignore");
+    const auto pb = required_per_image(b, "pred_bboxes", check_);
+    const auto ps = required_per_image(b, "pred_scores", check_);
+    const auto pl = required_per_image(b, "pred_labels", check_);
+    const auto gb = required_per_image(b, "gt_bboxes", check_);
+    const auto gl = required_per_image(b, "gt_labels", check_);
+    const auto [ib, il] = ignored_boxes(b, check_);
     const auto n = static_cast<std::size_t>(b.size());
     const std::size_t S = cfg_.scales.ranges.size(), W = cfg_.words();
     // Read and check every image first (errors in image order), then match them on threads.
@@ -193,12 +189,6 @@ class DOTAMeanAP final : public TypedMetric<DotaState> {
     std::vector<double> score;
     std::vector<std::uint64_t> bits;
   };
-
-  PerSample required(const Batch& b, std::string_view name) const {
-    auto r = per_image(b, name, check_);
-    if (!r) check_.fail(name, "is missing from the batch");
-    return std::move(*r);
-  }
 
   void check_labels(const std::vector<std::int64_t>& labels, std::string_view field,
                     std::int64_t sample) const {

@@ -285,11 +285,11 @@ class OIDMeanAP final : public TypedMetric<OidState> {
 
   void update(OidState& s, const Batch& b) override {
     if (b.fields().empty() || b.size() == 0) return;
-    const auto pb = required(b, "pred_bboxes");
-    const auto ps = required(b, "pred_scores");
-    const auto pl = required(b, "pred_labels");
-    const auto gb = required(b, "gt_bboxes");
-    const auto gl = required(b, "gt_labels");
+    const auto pb = required_per_image(b, "pred_bboxes", check_);
+    const auto ps = required_per_image(b, "pred_scores", check_);
+    const auto pl = required_per_image(b, "pred_labels", check_);
+    const auto gb = required_per_image(b, "gt_bboxes", check_);
+    const auto gl = required_per_image(b, "gt_labels", check_);
     const auto gg = per_image(b, "gt_is_group_of", check_);
     const auto il = per_image(b, "gt_image_level_labels", check_);
     Img img;
@@ -348,12 +348,6 @@ class OIDMeanAP final : public TypedMetric<OidState> {
       p_wide = false;
     }
   };
-
-  PerSample required(const Batch& b, std::string_view name) const {
-    auto r = per_image(b, name, check_);
-    if (!r) check_.fail(name, "is missing from the batch");
-    return std::move(*r);
-  }
 
   void check_labels(const std::vector<std::int64_t>& labels, std::string_view field,
                     std::int64_t sample) const {

@@ -91,16 +91,12 @@ class VOCMeanAP final : public TypedMetric<VocState> {
 
   void update(VocState& s, const Batch& b) override {
     if (b.fields().empty() || b.size() == 0) return;
-    const auto pb = required(b, "pred_bboxes");
-    const auto ps = required(b, "pred_scores");
-    const auto pl = required(b, "pred_labels");
-    const auto gb = required(b, "gt_bboxes");
-    const auto gl = required(b, "gt_labels");
-    const auto ib = per_image(b, "gt_bboxes_ignore", check_);
-    const auto il = per_image(b, "gt_labels_ignore", check_);
-    if (ib.has_value() != il.has_value())
-      check_.fail(ib ? "gt_labels_ignore" : "gt_bboxes_ignore",
-                  "is missing: ignored boxes need gt_bboxes_ignore and gt_labels_ignore");
+    const auto pb = required_per_image(b, "pred_bboxes", check_);
+    const auto ps = required_per_image(b, "pred_scores", check_);
+    const auto pl = required_per_image(b, "pred_labels", check_);
+    const auto gb = required_per_image(b, "gt_bboxes", check_);
+    const auto gl = required_per_image(b, "gt_labels", check_);
+    const auto [ib, il] = ignored_boxes(b, check_);
     const std::size_t I = thrs_.size(), S = cfg_.scales.ranges.size(), W = words();
     Img img;
     for (std::size_t i = 0; i < static_cast<std::size_t>(b.size()); ++i) {
@@ -165,12 +161,6 @@ class VOCMeanAP final : public TypedMetric<VocState> {
   };
 
   std::size_t words() const { return cfg_.words(); }
-
-  PerSample required(const Batch& b, std::string_view name) const {
-    auto r = per_image(b, name, check_);
-    if (!r) check_.fail(name, "is missing from the batch");
-    return std::move(*r);
-  }
 
   void check_labels(const std::vector<std::int64_t>& labels, std::string_view field,
                     std::int64_t sample) const {
