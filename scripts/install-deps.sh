@@ -12,10 +12,12 @@ packages=(
   iproute2 util-linux         # tests/multihost/netns.sh: hosts as network namespaces (ip netns, unshare)
   libfmt-dev libcli11-dev nlohmann-json3-dev
   libspng-dev                 # PNG label maps and images (png_masks, images readers)
+  libsndfile1-dev             # WAV files (wav reader: audio metrics)
   libsimdjson-dev             # large JSON: jsonl reader, COCO annotations
   libzip-dev                  # .npz archives (npy reader)
   zlib1g-dev                  # CRC-32 of checkpoint shards
   libicu-dev                  # text metrics: Unicode case mapping and categories
+  libgeos-dev                 # HmeanIoU: polygon intersection and union (GEOS, as shapely)
   libgtest-dev libgmock-dev libbenchmark-dev
   libjs-chart.js              # Chart.js, inlined into the HTML report at run time
   libxml2-utils chromium      # tests: xmllint checks the JUnit XML, headless Chromium opens the HTML report

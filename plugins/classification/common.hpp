@@ -37,6 +37,20 @@ ComponentInfo multi_label_metric_info();
 ComponentInfo average_precision_info();
 ComponentInfo roc_auc_info();
 ComponentInfo f1_score_info();
+ComponentInfo precision_recall_f1score_info();
+// torchmetrics' task-based metrics (tm_core.hpp).
+ComponentInfo stat_scores_info();
+ComponentInfo specificity_info();
+ComponentInfo fbeta_score_info();
+ComponentInfo hamming_distance_info();
+ComponentInfo jaccard_index_info();
+ComponentInfo exact_match_info();
+ComponentInfo matthews_corrcoef_info();
+ComponentInfo cohen_kappa_info();
+ComponentInfo calibration_error_info();
+// torchmetrics' classification curves (curve_core.hpp).
+ComponentInfo precision_recall_curve_info();
+ComponentInfo roc_info();
 
 /// Which prediction field a batch carries: `pred_scores` wins when both are present.
 /// InputError naming both when it has neither.

@@ -1,9 +1,13 @@
 // The classification plugin: Accuracy, SingleLabelMetric (alias SingleLabelPrecisionRecallF1score),
 // ConfusionMatrix, MultiLabelMetric (alias MultiLabelPrecisionRecallF1score), AveragePrecision,
-// ROCAUC and F1Score. Each metric lives in its own file with its formula and references.
+// ROCAUC, F1Score and PrecisionRecallF1score (mmeval's factory of the two); and torchmetrics'
+// task-based StatScores, Specificity, FBetaScore, HammingDistance, JaccardIndex, ExactMatch,
+// MatthewsCorrCoef, CohenKappa and CalibrationError (tm_core.hpp). Each metric lives in its own
+// file with its formula and references.
 #include <vector>
 
 #include "common.hpp"
+#include "curve_core.hpp"
 #include "tally/plugin.hpp"
 
 namespace {
@@ -38,8 +42,51 @@ std::vector<tally::ComponentInfo> classification_components() {
                  {"AUC", Better::Higher, Plot::None, "area under the ROC curve"}};
   auto f1 = tally::classification::f1_score_info();
   f1.results = {{"*_f1", Better::Higher, Plot::None, "F1 over the cared classes"}};
-  return {std::move(accuracy), std::move(prf), std::move(confusion), std::move(multi_label),
-          std::move(ap),       std::move(auc), std::move(f1)};
+  std::vector<tally::ComponentInfo> out;
+  // mmeval's factory: SingleLabelMetric or MultiLabelMetric by `task`, with their result keys.
+  auto prf_factory = tally::classification::precision_recall_f1score_info();
+  prf_factory.results = prf.results;
+  for (auto* c : {&accuracy, &prf, &confusion, &multi_label, &ap, &auc, &f1, &prf_factory})
+    out.push_back(std::move(*c));
+  // torchmetrics' task-based metrics: scalars (arrays with average none).
+  using namespace tally::classification;
+  const auto with = [&](tally::ComponentInfo c, std::vector<tally::ResultSpec> r) {
+    c.results = std::move(r);
+    out.push_back(std::move(c));
+  };
+  with(stat_scores_info(), {{"tp", Better::Higher, Plot::None, "true positives"},
+                            {"fp", Better::Lower, Plot::None, "false positives"},
+                            {"tn", Better::Higher, Plot::None, "true negatives"},
+                            {"fn", Better::Lower, Plot::None, "false negatives"},
+                            {"support", Better::Neither, Plot::None, "tp + fn"}});
+  with(specificity_info(),
+       {{"specificity", Better::Higher, Plot::None, "tn / (tn + fp) (array: per class)"}});
+  with(fbeta_score_info(),
+       {{"fbeta_score", Better::Higher, Plot::None, "F-beta (array: per class)"}});
+  with(hamming_distance_info(), {{"hamming_distance", Better::Lower, Plot::None,
+                                  "fraction of wrong labels (array: per class)"}});
+  with(jaccard_index_info(), {{"jaccard_index", Better::Higher, Plot::None,
+                               "intersection over union (array: per class)"}});
+  with(exact_match_info(),
+       {{"exact_match", Better::Higher, Plot::None, "fraction of samples with every label right"}});
+  with(matthews_corrcoef_info(), {{"matthews_corrcoef", Better::Higher, Plot::None,
+                                   "Matthews correlation coefficient, in [-1, 1]"}});
+  with(cohen_kappa_info(),
+       {{"cohen_kappa", Better::Higher, Plot::None, "agreement beyond chance, at most 1"}});
+  with(calibration_error_info(), {{"calibration_error", Better::Lower, Plot::None,
+                                   "gap between confidence and accuracy over the bins"}});
+  // torchmetrics' curves: arrays (arrays of arrays per class / label), no scalar direction.
+  with(precision_recall_curve_info(),
+       {{"precision", Better::Neither, Plot::None, "precision at each threshold (curve)"},
+        {"recall", Better::Neither, Plot::None, "recall at each threshold (curve)"},
+        {"thresholds", Better::Neither, Plot::None, "the thresholds, increasing"}});
+  with(roc_info(),
+       {{"fpr", Better::Neither, Plot::None, "false positive rate at each threshold (curve)"},
+        {"tpr", Better::Neither, Plot::None, "true positive rate at each threshold (curve)"},
+        {"thresholds", Better::Neither, Plot::None, "the thresholds, decreasing"}});
+  with(auroc_info(), {{"auroc", Better::Higher, Plot::None,
+                       "area under the ROC curve (array: per class / label)"}});
+  return out;
 }
 
 }  // namespace

@@ -11,5 +11,6 @@ ComponentInfo voc_mean_ap_info();
 ComponentInfo oid_mean_ap_info();
 ComponentInfo dota_mean_ap_info();
 ComponentInfo proposal_recall_info();
+ComponentInfo ava_map_info();
 
 }  // namespace tally::detection

@@ -1,7 +1,11 @@
 // The regression plugin: RegressionMAE, RegressionMSE, RMSE and R2 (alias R2Score), equal to
-// scikit-learn's mean_absolute_error, mean_squared_error, root_mean_squared_error and r2_score.
-// The short names MAE and MSE are the image-restoration metrics (mmeval's). Each metric lives in
-// its own file with its formula and reference.
+// scikit-learn's mean_absolute_error, mean_squared_error, root_mean_squared_error and r2_score;
+// and torchmetrics' PearsonCorrCoef, SpearmanCorrCoef, KendallRankCorrCoef, ConcordanceCorrCoef,
+// ExplainedVariance, MeanAbsolutePercentageError, SymmetricMeanAbsolutePercentageError,
+// WeightedMeanAbsolutePercentageError, MeanSquaredLogError, CosineSimilarity,
+// TweedieDevianceScore, LogCoshError, MinkowskiDistance, KLDivergence and RelativeSquaredError
+// (declaring their results themselves). The short names MAE and MSE are the image-restoration
+// metrics (mmeval's). Each metric lives in its own file with its formula and reference.
 #include <vector>
 
 #include "common.hpp"
@@ -22,7 +26,14 @@ std::vector<tally::ComponentInfo> regression_components() {
   auto r2 = tally::regression::r2_info();
   r2.results = {
       {"r2", Better::Higher, Plot::None, "coefficient of determination (array: per output)"}};
-  return {std::move(mae), std::move(mse), std::move(rmse), std::move(r2)};
+  namespace r = tally::regression;
+  return {std::move(mae),     std::move(mse),        std::move(rmse),
+          std::move(r2),      r::pearson_info(),     r::spearman_info(),
+          r::kendall_info(),  r::concordance_info(), r::explained_variance_info(),
+          r::mape_info(),     r::smape_info(),       r::wmape_info(),
+          r::msle_info(),     r::cosine_info(),      r::tweedie_info(),
+          r::log_cosh_info(), r::minkowski_info(),   r::kl_divergence_info(),
+          r::rse_info()};
 }
 
 }  // namespace

@@ -1,9 +1,12 @@
 // The image-restoration plugin: PSNR, SNR, SSIM, MAE and MSE (mmeval's PeakSignalNoiseRatio,
-// SignalNoiseRatio, StructuralSimilarity, MeanAbsoluteError, MeanSquaredError). Each metric lives
-// in its own file with its formula and references.
+// SignalNoiseRatio, StructuralSimilarity, MeanAbsoluteError, MeanSquaredError), and the
+// alpha-matting metrics SAD, MattingMSE, GradientError and ConnectivityError (mmeval's
+// SumAbsoluteDifferences, MattingMeanSquaredError, GradientError, ConnectivityError). Each metric
+// lives in its own file with its formula and references.
 #include <vector>
 
 #include "common.hpp"
+#include "matting.hpp"
 #include "tally/plugin.hpp"
 
 namespace {
@@ -21,7 +24,22 @@ std::vector<tally::ComponentInfo> restoration_components() {
   mae.results = {{"mae", Better::Lower, Plot::None, "0..1 scale, mean over images"}};
   auto mse = tally::restoration::mse_info();
   mse.results = {{"mse", Better::Lower, Plot::None, "0..1 scale, mean over images"}};
-  return {std::move(psnr), std::move(snr), std::move(ssim), std::move(mae), std::move(mse)};
+  auto sad = tally::restoration::sad_info();
+  sad.results = {
+      {"sad", Better::Lower, Plot::None, "sum over pixels / norm_const, mean over images"}};
+  auto matting_mse = tally::restoration::matting_mse_info();
+  matting_mse.results = {
+      {"matting_mse", Better::Lower, Plot::None, "per unknown trimap pixel, mean over images"}};
+  auto gradient = tally::restoration::gradient_error_info();
+  gradient.results = {
+      {"gradient_error", Better::Lower, Plot::None, "sum / norm_const, mean over images"}};
+  auto connectivity = tally::restoration::connectivity_error_info();
+  connectivity.results = {
+      {"connectivity_error", Better::Lower, Plot::None, "sum / norm_const, mean over images"}};
+  std::vector<tally::ComponentInfo> out;
+  for (auto* c : {&psnr, &snr, &ssim, &mae, &mse, &sad, &matting_mse, &gradient, &connectivity})
+    out.push_back(std::move(*c));
+  return out;
 }
 
 }  // namespace

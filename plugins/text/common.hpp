@@ -104,6 +104,14 @@ enum class SacreTokenizer { T13a, None, Intl, Char };
 /// sacrebleu's tokenizer `t` applied to `line` (a space-joined string, split by the caller).
 std::string sacrebleu_tokenize(SacreTokenizer t, std::string_view line);
 
+/// sacrebleu's TercomTokenizer (TER): lowercase unless case_sensitive, then the optional
+/// normalisation (general, and the CJK ranges split to characters with asian_support) and
+/// punctuation removal; returns the space-joined words.
+struct TercomOptions {
+  bool normalized = false, no_punct = false, asian_support = false, case_sensitive = false;
+};
+std::string tercom_tokenize(const TercomOptions& o, std::string_view sent);
+
 // ---- sequences ------------------------------------------------------------------------------
 
 /// Dense ids for strings (tokens), valid until clear().

@@ -412,6 +412,92 @@ std::string sacrebleu_tokenize(SacreTokenizer t, std::string_view line) {
   return std::string(line);
 }
 
+namespace {
+
+// TercomTokenizer.ASIAN_PUNCT and FULL_WIDTH_PUNCT.
+bool tercom_asian_punct(char32_t c) {
+  return c == 0x3001 || c == 0x3002 || (c >= 0x3008 && c <= 0x3011) ||
+         (c >= 0x3014 && c <= 0x301F) || (c >= 0xFF61 && c <= 0xFF65) || c == 0x30FB;
+}
+bool tercom_full_width_punct(char32_t c) {
+  return c == 0xFF0E || c == 0xFF0C || c == 0xFF1F || c == 0xFF1A || c == 0xFF1B || c == 0xFF01 ||
+         c == 0xFF02 || c == 0xFF08 || c == 0xFF09;
+}
+// The character classes _normalize_asian pads with spaces. Its three kana rules are anchored at
+// the start of the string, which after _normalize_general_and_western is a space: they never
+// match, and are left out.
+bool tercom_asian_char(char32_t c) {
+  return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) ||
+         (c >= 0x31C0 && c <= 0x31EF) || (c >= 0x2E80 && c <= 0x2EFF) ||
+         (c >= 0x3300 && c <= 0x33FF) || (c >= 0xF900 && c <= 0xFAFF) ||
+         (c >= 0xFE30 && c <= 0xFE4F) || (c >= 0x3200 && c <= 0x3F22) || tercom_asian_punct(c) ||
+         tercom_full_width_punct(c);
+}
+
+}  // namespace
+
+std::string tercom_tokenize(const TercomOptions& o, std::string_view sent) {
+  if (sent.empty()) return {};
+  std::string s = o.case_sensitive ? std::string(sent) : py_lower(sent);
+  std::u32string u;
+  if (o.normalized) {
+    replace_all(s, "\n-", "");
+    replace_all(s, "\n", " ");
+    replace_all(s, "&quot;", "\"");
+    replace_all(s, "&amp;", "&");
+    replace_all(s, "&lt;", "<");
+    replace_all(s, "&gt;", ">");
+    u = U" ";
+    decode_utf8(s, u);
+    u += U' ';
+    u = pad_class(u, [](char32_t c) {
+      return (c >= 0x7B && c <= 0x7E) || (c >= 0x5B && c <= 0x60) || (c >= 0x20 && c <= 0x26) ||
+             (c >= 0x28 && c <= 0x2B) || (c >= 0x3A && c <= 0x40) || c == 0x2F;
+    });
+    {  // "'s " -> " 's " ('s$ cannot match: the string ends with the space added above)
+      std::u32string out;
+      for (std::size_t i = 0; i < u.size();) {
+        if (i + 2 < u.size() && u[i] == U'\'' && u[i + 1] == U's' && u[i + 2] == U' ') {
+          out += U" 's ";
+          i += 3;
+        } else {
+          out += u[i++];
+        }
+      }
+      u.swap(out);
+    }
+    const auto dot_comma = [](char32_t c) { return c == U'.' || c == U','; };
+    const auto non_digit = [](char32_t c) { return !ascii_digit(c); };
+    u = sub_pair(u, non_digit, dot_comma, false, true);
+    u = sub_pair(u, dot_comma, non_digit, true, false);
+    u = sub_pair(
+        u, ascii_digit, [](char32_t c) { return c == U'-'; }, false, true);
+    if (o.asian_support) u = pad_class(u, tercom_asian_char);
+  } else {
+    decode_utf8(s, u);
+  }
+  if (o.no_punct) {
+    std::u32string out;
+    for (const char32_t c : u) {
+      const bool punct = c == U'.' || c == U',' || c == U'?' || c == U':' || c == U';' ||
+                         c == U'!' || c == U'"' || c == U'(' || c == U')';
+      if (punct) continue;
+      if (o.asian_support && (tercom_asian_punct(c) || tercom_full_width_punct(c))) continue;
+      out += c;
+    }
+    u.swap(out);
+  }
+  std::string joined = encode(u);
+  std::vector<std::string_view> words;
+  py_split(joined, words);
+  std::string out;
+  for (const auto w : words) {
+    if (!out.empty()) out += ' ';
+    out.append(w);
+  }
+  return out;
+}
+
 // ---- sequences ------------------------------------------------------------------------------
 
 void NgramIds::extend(const std::vector<std::int32_t>& prev,

@@ -11,38 +11,15 @@
 #include <string_view>
 #include <vector>
 
+#include "edit_ops.hpp"
 #include "edit_rate.hpp"
 
 namespace tally::text {
 namespace {
 
-struct Words {
-  void operator()(std::string_view s, std::string& buf, std::vector<std::string_view>& out) const {
-    std::u32string cps;
-    decode_utf8(s, cps);
-    buf.clear();
-    for (std::size_t i = 0; i < cps.size();) {
-      if (py_isspace(cps[i]) && i + 1 < cps.size() && py_isspace(cps[i + 1])) {
-        while (i < cps.size() && py_isspace(cps[i])) ++i;
-        buf += ' ';
-      } else {
-        append_utf8(cps[i++], buf);
-      }
-    }
-    const std::string_view stripped = py_strip(buf);
-    std::size_t start = 0;
-    for (std::size_t i = 0; i <= stripped.size(); ++i) {
-      if (i == stripped.size() || stripped[i] == ' ') {
-        if (i > start) out.push_back(stripped.substr(start, i - start));
-        start = i + 1;
-      }
-    }
-  }
-};
-
-class Wer final : public EditRate<Words> {
+class Wer final : public EditRate<JiwerWords> {
  public:
-  explicit Wer(const Params& p) : EditRate<Words>(p, "WER", "wer") {}
+  explicit Wer(const Params& p) : EditRate<JiwerWords>(p, "WER", "wer") {}
 };
 
 }  // namespace

@@ -117,6 +117,49 @@ TEST(SingleLabelMetric, MmevalDocstringExamples) {
       << macro.to_json();
 }
 
+// Expected: mmeval 0.2.1's PrecisionRecallF1score docstring (preds [2, 0, 1, 1], labels [2, 1, 2,
+// 0]: singlelabel 33.3333 / 16.6667 / 22.2222 percent, rounded there, are 1/3, 1/6, 2/9 here;
+// multilabel micro 25.0 each), and the same call for thrs 0.7 and topk 1 on two multi-label score
+// rows (mmeval: 100.0 each; classwise [100, 100, 0]). The factory gives SingleLabelMetric's and
+// MultiLabelMetric's results with the same parameters (thrs standing for thr).
+TEST(PrecisionRecallF1score, MmevalFactoryExamples) {
+  Batch b;
+  b.set("pred_labels", Tensor::from_vector<std::int64_t>({2, 0, 1, 1}));
+  b.set("gt_labels", Tensor::from_vector<std::int64_t>({2, 1, 2, 0}));
+  const Value single = run_single("PrecisionRecallF1score", {{"num_classes", 3}}, b);
+  EXPECT_EQ(single,
+            Value(Value::Map{{"precision", 1.0 / 3}, {"recall", 1.0 / 6}, {"f1-score", 2.0 / 9}}))
+      << single.to_json();
+  EXPECT_EQ(single, run_single("SingleLabelMetric", {{"num_classes", 3}}, b));
+  const Value micro =
+      run_single("PrecisionRecallF1score",
+                 {{"task", "multilabel"}, {"average", "micro"}, {"num_classes", 3}}, b);
+  EXPECT_EQ(micro,
+            Value(Value::Map{
+                {"precision_micro", 0.25}, {"recall_micro", 0.25}, {"f1-score_micro", 0.25}}))
+      << micro.to_json();
+  Batch m;
+  m.set("pred_scores", Tensor::from_vector<double>({0.1, 0.9, 0.8, 0.8, 0.2, 0.6}, {2, 3}));
+  m.set("gt_labels", Tensor::from_vector<std::int64_t>({0, 1, 1, 1, 0, 0}, {2, 3}));
+  const Value thr = run_single("PrecisionRecallF1score",
+                               {{"task", "multilabel"}, {"num_classes", 3}, {"thrs", 0.7}}, m);
+  EXPECT_EQ(thr.at("precision_thr-0.70").as_double(), 1.0) << thr.to_json();
+  EXPECT_EQ(thr, run_single("MultiLabelMetric", {{"num_classes", 3}, {"thr", 0.7}}, m));
+  const Value top =
+      run_single("PrecisionRecallF1score",
+                 {{"task", "multilabel"}, {"num_classes", 3}, {"topk", 1}, {"average", "none"}}, m);
+  EXPECT_EQ(top.at("precision_top1_classwise"), Value(std::vector<double>{1.0, 1.0, 0.0}))
+      << top.to_json();
+  // Parameters the chosen task does not take are errors (mmeval drops topk silently).
+  EXPECT_NE(config_error("PrecisionRecallF1score", {{"topk", 1}})
+                .find("parameter 'topk' does not apply to task singlelabel"),
+            std::string::npos);
+  EXPECT_NE(config_error("PrecisionRecallF1score",
+                         {{"task", "multilabel"}, {"thrs", Value::Array{0.3, 0.5}}})
+                .find("task multilabel takes one"),
+            std::string::npos);
+}
+
 // Expected, by hand from scikit-learn's rule (stable ascending argsort, reversed): for scores
 // [0.5, 0.5, 0.5, 0.1] the order is classes 2, 1, 0, 3. So true class 0 is a top-3 hit only,
 // class 2 a top-1 hit, class 3 only a top-4 hit.

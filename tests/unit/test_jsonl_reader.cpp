@@ -106,6 +106,28 @@ TEST_F(JsonlReaderTest, DottedPathsRaggedArraysCrlfBomUtf8) {
   EXPECT_EQ(b->ragged("pts")[1].data_as<std::int64_t>()[0], 4);
 }
 
+// Arrays of true/false (per-box ignore flags) are bool tensors: dense when every line has the same
+// shape, ragged otherwise, and `[]` on the first line takes the bool kind from a later line.
+TEST_F(JsonlReaderTest, BoolArrays) {
+  const fs::path p = write(
+      "{\"flags\": [true, false], \"grid\": [[true], [false]], \"late\": []}\n"
+      "{\"flags\": [false], \"grid\": [[false], [true]], \"late\": [true, true]}\n");
+  auto b = make_reader(p)->next();
+  ASSERT_TRUE(b.has_value());
+  ASSERT_TRUE(b->is_ragged("flags"));
+  EXPECT_EQ(b->ragged("flags")[0].dtype(), DType::Bool);
+  EXPECT_EQ(b->ragged("flags")[0].data_as<bool>()[1], false);
+  EXPECT_EQ(b->ragged("flags")[1].shape(), std::vector<std::int64_t>{1});
+  const tally::Tensor& grid = b->tensor("grid");
+  EXPECT_EQ(grid.dtype(), DType::Bool);
+  EXPECT_EQ(grid.shape(), (std::vector<std::int64_t>{2, 2, 1}));
+  EXPECT_EQ(grid.data_as<bool>()[3], true);
+  ASSERT_TRUE(b->is_ragged("late"));
+  EXPECT_EQ(b->ragged("late")[0].numel(), 0);
+  EXPECT_EQ(b->ragged("late")[1].dtype(), DType::Bool);
+  EXPECT_EQ(b->ragged("late")[1].data_as<bool>()[0], true);
+}
+
 TEST_F(JsonlReaderTest, ShardsAreContiguousOnOneToFourRanks) {
   std::string text;
   for (int i = 0; i < 23; ++i)
@@ -163,8 +185,14 @@ TEST_F(JsonlReaderTest, BadFilesNameFileLineFieldAndProblem) {
   // `[]` on the first line takes its kind from a later line (test_detection_input.cpp); a later
   // line must still agree with it.
   expect_error("{\"a\": []}\n{\"a\": [\"x\", 2]}\n", "d.jsonl:2: field 'a'");
-  expect_error("{\"a\": []}\n{\"a\": [true]}\n",
-               "d.jsonl:2: field 'a': expected an array of strings or of numbers");
+  expect_error("{\"a\": []}\n{\"a\": [null]}\n",
+               "d.jsonl:2: field 'a': expected an array of strings, numbers or bools");
+  expect_error("{\"a\": [true, 1]}\n",
+               "d.jsonl:1: field 'a': expected an array of numbers "
+               "(as on line 1), found an array mixing bools and numbers");
+  expect_error("{\"a\": [true]}\n{\"a\": []}\n{\"a\": [2]}\n",
+               "d.jsonl:3: field 'a': expected an array of numbers (as on line 1), found an array "
+               "of numbers where line 1 has bools");
   expect_error("{\"a\": {\"b\": 1}}\n{\"a\": {}}\n", "field 'x' (key 'a.b'): the key is missing",
                {{"x", "a.b"}});
   expect_error("{\"a\": \"\xC3\x28\"}\n", "d.jsonl:1:");  // invalid UTF-8

@@ -16,9 +16,9 @@
 
 #include <gtest/gtest.h>
 
-#include "../../plugins/regression/exact_sum.hpp"
 #include "metric_harness.hpp"
 #include "tally/error.hpp"
+#include "tally/exact_sum.hpp"
 
 namespace tally::test {
 namespace {
@@ -106,7 +106,7 @@ TEST(Regression, IntegerInputs) {
 // Expected, by hand: exact sums (1e16 + 1 - 1e16 = 1, which plain double addition gets wrong)
 // and the same bits in any order and any split.
 TEST(ExactSum, IsExactAndOrderFree) {
-  using tally::regression::ExactSum;
+  using tally::ExactSum;
   ExactSum a;
   a.add(1e16);
   a.add(1.0);

@@ -288,5 +288,105 @@ TEST(RestorationErrors, NoSamples) {
   }
 }
 
+// ---- alpha matting: SAD, MattingMSE, GradientError, ConnectivityError -------------------------
+
+const Json& matting_file() { return expected_json("tests/reference/expected_matting.json"); }
+
+class MattingReference : public ::testing::TestWithParam<std::string> {};
+
+// Expected: the case's "expected" map in expected_matting.json (mmeval 0.2.1's
+// SumAbsoluteDifferences, MattingMeanSquaredError, GradientError or ConnectivityError on the
+// float64 mattes; the call is in the case's "calls" map). SAD, MattingMSE and ConnectivityError
+// sum as numpy does, GradientError filters in another order than OpenCV's DFT (1e-9 relative is
+// the bound; print_rel_diffs shows the measured difference).
+TEST_P(MattingReference, MatchesMmevalOnAnyNumberOfRanks) {
+  const Json& c = find_case(matting_file(), GetParam());
+  const Batch data = load_inputs(c.at("inputs"));
+  const Value got = check_case(c, data, GetParam(), kSweep);
+  if (c.at("inputs").at("gt_alpha").is_string()) {
+    const Value ragged =
+        run_single(c.at("metric").get<std::string>(), to_map(c.at("params")), as_ragged(data));
+    EXPECT_TRUE(same_bits(ragged, got)) << ragged.to_json() << " vs " << got.to_json();
+  }
+  print_rel_diffs("mmeval");
+}
+
+INSTANTIATE_TEST_SUITE_P(Matting, MattingReference, ::testing::ValuesIn(case_names(matting_file())),
+                         param_name);
+
+TEST(Matting, MmevalClassNamesAreAliases) {
+  const Batch data = load_inputs(find_case(matting_file(), "MattingMSE_dense").at("inputs"));
+  EXPECT_EQ(run_single("SumAbsoluteDifferences", {}, data), run_single("SAD", {}, data));
+  EXPECT_EQ(run_single("MattingMeanSquaredError", {}, data), run_single("MattingMSE", {}, data));
+}
+
+Batch mattes(std::vector<double> pred, std::vector<double> gt, std::vector<double> trimap,
+             std::vector<std::int64_t> shape) {
+  Batch b;
+  b.set("pred_alpha", Tensor::from_vector(pred, shape));
+  b.set("gt_alpha", Tensor::from_vector(gt, shape));
+  if (!trimap.empty()) b.set("trimap", Tensor::from_vector(trimap, shape));
+  return b;
+}
+
+// Expected, by hand from mmeval's formulas (the same numbers as the metrics' `// Example:` lines):
+// SAD of 1024 unit differences / 1000 = 1.024; MattingMSE 1024 / 256 unknown pixels = 4; with no
+// unknown pixel MattingMSE is 0 (mmeval's special case); ConnectivityError: the prediction never
+// reaches 0.1, so every pixel rounds down to 0, phi(gt) = 0 and phi(pred) = 1 on 256 unknown
+// pixels: 0.256.
+TEST(Matting, HandCheckedValues) {
+  std::vector<double> zeros(32 * 32, 0.0), ones(32 * 32, 1.0), corner(32 * 32, 0.0);
+  for (std::size_t y = 0; y < 16; ++y)
+    for (std::size_t x = 0; x < 16; ++x) corner[y * 32 + x] = 128;
+  EXPECT_DOUBLE_EQ(
+      run_single("SAD", {}, mattes(zeros, ones, {}, {1, 32, 32})).at("sad").as_double(), 1.024);
+  const Batch b = mattes(zeros, ones, corner, {1, 32, 32});
+  EXPECT_EQ(run_single("MattingMSE", {}, b).at("matting_mse").as_double(), 4.0);
+  EXPECT_EQ(run_single("MattingMSE", {}, mattes(zeros, ones, zeros, {1, 32, 32}))
+                .at("matting_mse")
+                .as_double(),
+            0.0);
+  EXPECT_DOUBLE_EQ(run_single("ConnectivityError", {}, b).at("connectivity_error").as_double(),
+                   0.256);
+  // Equal mattes: no error of any kind.
+  const Batch same = mattes(corner, corner, corner, {1, 32, 32});
+  for (const char* type : {"SAD", "MattingMSE", "GradientError", "ConnectivityError"})
+    EXPECT_EQ(run_single(type, {}, same).as_map().begin()->second.as_double(), 0.0) << type;
+}
+
+TEST(MattingErrors, BadInputsAndParameters) {
+  std::vector<double> a(12, 0.5);
+  // Shapes: trimap and mattes must agree; GradientError and ConnectivityError filter 2-D mattes.
+  Batch b = mattes(a, a, a, {1, 3, 4});
+  b.set("trimap", Tensor::from_vector(std::vector<double>(12, 128), {1, 4, 3}));
+  EXPECT_HAS(error_of([&] { make_metric("GradientError", {})->add(b); }),
+             "metric 'GradientError': field 'trimap' sample 0 is f64[4, 3] but 'pred_alpha' is "
+             "f64[3, 4]: the trimap must have the alpha matte's shape");
+  Batch c = mattes(a, a, a, {1, 2, 2, 3});
+  EXPECT_HAS(error_of([&] { make_metric("ConnectivityError", {})->add(c); }),
+             "metric 'ConnectivityError': field 'pred_alpha' must be 3-D to 3-D");
+  EXPECT_EQ(run_single("SAD", {}, c).at("sad").as_double(), 0.0);  // any shape for the sums
+  Batch d = mattes(a, a, {}, {1, 3, 4});
+  d.set("gt_alpha", Tensor::from_vector(std::vector<double>(6, 0.5), {1, 2, 3}));
+  EXPECT_HAS(error_of([&] { make_metric("SAD", {})->add(d); }),
+             "metric 'SAD': field 'pred_alpha' sample 0 is f64[3, 4] but 'gt_alpha' is f64[2, 3]");
+  std::vector<double> n = a;
+  n[7] = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_HAS(error_of([&] {
+               make_metric("MattingMSE", {})->add(mattes(a, n, a, {1, 3, 4}));
+             }),
+             "metric 'MattingMSE': field 'gt_alpha' sample 0 holds NaN or infinite values");
+  Batch no_trimap = mattes(a, a, {}, {1, 3, 4});
+  EXPECT_HAS(error_of([&] { make_metric("GradientError", {})->add(no_trimap); }), "'trimap'");
+  EXPECT_HAS(config_error("GradientError", {{"sigma", 0.0}}), "must be in (0, 20], got 0");
+  EXPECT_HAS(config_error("GradientError", {{"sigma", 50.0}}), "must be in (0, 20]");
+  EXPECT_HAS(config_error("ConnectivityError", {{"step", 0.0}}), "must be in [0.0001, 1]");
+  EXPECT_HAS(config_error("SAD", {{"norm_const", -1.0}}), "must be a finite number > 0");
+  for (const char* type : {"SAD", "MattingMSE", "GradientError", "ConnectivityError"}) {
+    Batch empty;
+    EXPECT_HAS(error_of([&] { run_single(type, {}, empty); }), "no samples");
+  }
+}
+
 }  // namespace
 }  // namespace tally::test

@@ -15,16 +15,13 @@
 #include <gtest/gtest.h>
 #include <msgpack.hpp>
 
-#include "../../plugins/regression/exact_sum.hpp"
 #include "metric_harness.hpp"
 #include "tally/error.hpp"
+#include "tally/exact_sum.hpp"
 #include "tally/state.hpp"
 
 namespace tally::test {
 namespace {
-
-using regression::ExactSum;
-using regression::ExactSums;
 
 // ---- the states as the earlier code declared them (MSGPACK_DEFINE): a checkpoint's layout -------
 

@@ -17,7 +17,8 @@
 //   - number: a dense [N] tensor, int64 when every value of the field in the file is written as
 //     an integer, else float64 (1.0 counts as a float);
 //   - (nested) array of numbers: dense [N, d1, ...] when every line has the same shape, else
-//     ragged (one tensor per sample); int64 or float64 by the same rule.
+//     ragged (one tensor per sample); int64 or float64 by the same rule;
+//   - (nested) array of true/false (per-box flags such as ignore flags): the same, bool.
 // An empty array `[]` (an image with no boxes) has the kind of the field's first non-empty array
 // in the file (numbers when every line is empty); its sample is a [0] tensor. Metrics that read
 // one tensor per sample (detection) take dense and ragged fields alike (tally::PerSample), so
@@ -185,11 +186,15 @@ Field make_field(const std::string& name, const std::string& key) {
   return f;
 }
 
-/// A numeric value's shape and whether all its numbers are written as integers.
+/// A numeric value's shape and whether all its numbers are written as integers; the leaves of an
+/// array are all numbers or all booleans.
 struct NumericInfo {
   std::vector<std::int64_t> shape;
   bool all_int = true;
+  bool any_number = false, any_bool = false;
 };
+
+bool is_leaf(dom::element e) { return is_number(e) || e.type() == dom::element_type::BOOL; }
 
 class JsonlReader final : public tally::support::ShardedReader {
  public:
@@ -384,8 +389,8 @@ class JsonlReader final : public tally::support::ShardedReader {
         if (a.size() == 0) return Kind::Array;  // resolved by kind_of_empty_first()
         const dom::element e0 = first_of(a);
         if (e0.type() == dom::element_type::STRING) return Kind::TextList;
-        if (is_number(e0) || e0.type() == dom::element_type::ARRAY) return Kind::Array;
-        throw InputError(where(0, f) + ": expected an array of strings or of numbers, found " +
+        if (is_leaf(e0) || e0.type() == dom::element_type::ARRAY) return Kind::Array;
+        throw InputError(where(0, f) + ": expected an array of strings, numbers or bools, found " +
                          "an array of " + found_text(e0) + " values");
       }
       default:
@@ -417,11 +422,12 @@ class JsonlReader final : public tally::support::ShardedReader {
         const dom::element e0 = first_of(a);
         if (e0.type() == dom::element_type::STRING)
           f.kind = Kind::TextList;
-        else if (is_number(e0) || e0.type() == dom::element_type::ARRAY)
+        else if (is_leaf(e0) || e0.type() == dom::element_type::ARRAY)
           f.kind = Kind::Array;
         else
-          throw InputError(where(i, f) + ": expected an array of strings or of numbers, found " +
-                           "an array of " + found_text(e0) + " values");
+          throw InputError(where(i, f) +
+                           ": expected an array of strings, numbers or bools, found an array of " +
+                           found_text(e0) + " values");
         done[k] = true;
         --left;
       }
@@ -451,9 +457,15 @@ class JsonlReader final : public tally::support::ShardedReader {
   void check_numeric(dom::element v, std::size_t depth, NumericInfo& info, const Field& f,
                      std::size_t i) const {
     if (depth == info.shape.size()) {
-      if (!is_number(v))
+      if (!is_leaf(v))
         mismatch(i, f, std::string(found_text(v)) + " inside the array (expected numbers)");
-      if (v.type() != dom::element_type::INT64) info.all_int = false;
+      if (v.type() == dom::element_type::BOOL) {
+        info.any_bool = true;
+      } else {
+        info.any_number = true;
+        if (v.type() != dom::element_type::INT64) info.all_int = false;
+      }
+      if (info.any_bool && info.any_number) mismatch(i, f, "an array mixing bools and numbers");
       return;
     }
     if (v.type() != dom::element_type::ARRAY ||
@@ -469,6 +481,8 @@ class JsonlReader final : public tally::support::ShardedReader {
       if (fields_[k].kind == Kind::Number || fields_[k].kind == Kind::Array) numeric.push_back(k);
     if (numeric.empty()) return;
     std::vector<bool> all_int(fields_.size(), true);
+    // Per array field: the line whose leaves first told numbers or bools (every line must agree).
+    std::vector<std::optional<std::pair<std::size_t, bool>>> leaves(fields_.size());
     for (std::size_t i = 0; i < lines_.size(); ++i) {
       const dom::element line = parse_line(i);
       for (const std::size_t k : numeric) {
@@ -482,6 +496,15 @@ class JsonlReader final : public tally::support::ShardedReader {
         if (v.type() != dom::element_type::ARRAY) mismatch(i, f, found_text(v));
         NumericInfo info = numeric_info(v, f, i);
         if (!info.all_int) all_int[k] = false;
+        if (info.any_bool || info.any_number) {
+          if (!leaves[k])
+            leaves[k] = std::pair{i, info.any_bool};
+          else if (leaves[k]->second != info.any_bool)
+            mismatch(i, f,
+                     std::string(info.any_bool ? "an array of bools" : "an array of numbers") +
+                         " where line " + std::to_string(leaves[k]->first + 1) + " has " +
+                         (info.any_bool ? "numbers" : "bools"));
+        }
         if (i == 0)
           f.shape = std::move(info.shape);
         else if (info.shape != f.shape)
@@ -489,7 +512,9 @@ class JsonlReader final : public tally::support::ShardedReader {
       }
     }
     for (const std::size_t k : numeric) {
-      fields_[k].dtype = all_int[k] ? DType::I64 : DType::F64;
+      fields_[k].dtype = leaves[k] && leaves[k]->second ? DType::Bool
+                         : all_int[k]                   ? DType::I64
+                                                        : DType::F64;
       if (fields_[k].ragged) fields_[k].shape.clear();
     }
   }
@@ -539,7 +564,11 @@ class JsonlReader final : public tally::support::ShardedReader {
         // Checked by the scan at open.
         if (f.ragged) {
           const NumericInfo info = numeric_info(v, f, i);
-          if (f.dtype == DType::I64) {
+          if (f.dtype == DType::Bool) {
+            std::vector<bool> xs;
+            collect(v, xs, f, i);
+            b.ragged.push_back(tally::Tensor::from_vector(xs, info.shape));
+          } else if (f.dtype == DType::I64) {
             std::vector<std::int64_t> xs;
             collect(v, xs, f, i);
             b.ragged.push_back(tally::Tensor::from_vector(xs, info.shape));
@@ -548,6 +577,8 @@ class JsonlReader final : public tally::support::ShardedReader {
             collect(v, xs, f, i);
             b.ragged.push_back(tally::Tensor::from_vector(xs, info.shape));
           }
+        } else if (f.dtype == DType::Bool) {
+          collect(v, b.bools, f, i);
         } else if (f.dtype == DType::I64) {
           if (f.kind == Kind::Number && v.type() != dom::element_type::INT64)
             mismatch(i, f, found_text(v));
@@ -577,7 +608,9 @@ class JsonlReader final : public tally::support::ShardedReader {
         }
         std::vector<std::int64_t> shape{rows};
         shape.insert(shape.end(), f.shape.begin(), f.shape.end());
-        if (f.dtype == DType::I64)
+        if (f.dtype == DType::Bool)
+          batch.set(f.name, tally::Tensor::from_vector(b.bools, shape));
+        else if (f.dtype == DType::I64)
           batch.set(f.name, tally::Tensor::from_vector(b.ints, shape));
         else
           batch.set(f.name, tally::Tensor::from_vector(b.doubles, shape));
@@ -604,7 +637,7 @@ std::vector<tally::ParamSpec> jsonl_params() {
                    "objects. Omitted: every key of the first line (nested objects flattened to "
                    "dotted names). Kinds from the first line: string -> text; array of strings "
                    "-> text list; bool -> bool [N]; number -> int64/float64 [N]; nested numeric "
-                   "arrays -> [N, ...] (ragged when the shapes differ between lines).")
+                   "(or bool) arrays -> [N, ...] (ragged when the shapes differ between lines).")
           .optional(),
       tally::support::batch_size_param("samples (lines) per batch", 4096),
   };

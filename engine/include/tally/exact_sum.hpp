@@ -9,6 +9,10 @@
 //
 // ExactSums: the words of several normalized accumulators as a state field that ranks merge
 // exactly (TALLY_STATE's merge()).
+//
+// Part of the SDK (header-only) so that any metric can keep float sums that give the same bits on
+// any number of ranks; used by the regression, classification, text, segmentation, image, audio
+// and clustering plugins.
 #pragma once
 
 #include <algorithm>
@@ -24,7 +28,7 @@
 #include "tally/error.hpp"
 #include "tally/state.hpp"
 
-namespace tally::regression {
+namespace tally {
 
 class ExactSum {
  public:
@@ -57,6 +61,14 @@ class ExactSum {
   /// Adds another accumulator's words, normalized (see normalized()).
   void merge(const std::int64_t* words) {
     for (std::size_t i = 0; i < kWords; ++i) w_[i] += words[i];
+    normalize();
+  }
+
+  /// Subtracts another accumulator exactly.
+  void subtract(const ExactSum& other) {
+    ExactSum o = other;
+    o.normalize();
+    for (std::size_t i = 0; i < kWords; ++i) w_[i] -= o.w_[i];
     normalize();
   }
 
@@ -171,4 +183,48 @@ struct ExactSums : PackedVector<std::int64_t> {
   }
 };
 
-}  // namespace tally::regression
+}  // namespace tally
+
+namespace tally {
+
+/// s += a * b exactly: the rounded product and its rounding error (fma), both added. Exact unless
+/// the product overflows (the caller checks) or its error underflows (|a b| below 2^-969).
+inline void add_product(ExactSum& s, double a, double b) {
+  const double p = a * b;
+  s.add(p);
+  s.add(std::fma(a, b, -p));
+}
+
+/// Sxy - Sx Sy / n from exact totals (Sxy = sum x y, Sx = sum x, Sy = sum y over n samples): the
+/// centred sum sum (x - xbar)(y - ybar), rounded once, however large the means are against the
+/// spread. With mx = Sx / n rounded and rx = Sx - n mx (computed exactly, then rounded: it is a few
+/// ulps of the sum), Sx Sy / n = n mx my + mx ry + my rx + rx ry / n; every term but the last
+/// (a relative 2^-106 of mx my) is subtracted from Sxy exactly, as products split by fma.
+inline double centered_sum(const ExactSum& sxy, const ExactSum& sx, const ExactSum& sy,
+                           std::int64_t n) {
+  const auto dn = static_cast<double>(n);
+  const auto residual = [dn](const ExactSum& s, double m) {
+    ExactSum t = s;
+    add_product(t, -dn, m);
+    return t.value();
+  };
+  const double mx = sx.value() / dn, my = sy.value() / dn;
+  const double rx = residual(sx, mx), ry = residual(sy, my);
+  ExactSum t = sxy;
+  const double a = dn * mx, b = std::fma(dn, mx, -a);  // n mx = a + b exactly
+  add_product(t, -a, my);
+  add_product(t, -b, my);
+  add_product(t, -mx, ry);
+  add_product(t, -my, rx);
+  t.add(-(rx * ry / dn));
+  return t.value();
+}
+
+/// (Sx - Sy) / n, the difference of two means, from exact totals (rounded twice).
+inline double mean_difference(const ExactSum& sx, const ExactSum& sy, std::int64_t n) {
+  ExactSum d = sx;
+  d.subtract(sy);
+  return d.value() / static_cast<double>(n);
+}
+
+}  // namespace tally

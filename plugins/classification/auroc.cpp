@@ -1,0 +1,191 @@
+// AUROC: the area under the ROC curve of a binary, multiclass (one-vs-rest, averaged) or
+// multilabel task, exact or binned (torchmetrics' AUROC; the exact binary value is
+// scikit-learn's roc_auc_score).
+//
+// Formula. With the ROC curves of curve_core.hpp (RocCurves; exact or binned thresholds):
+//   auc_k = trapz(tpr_k, fpr_k) = sum_i (fpr_{i+1} - fpr_i) (tpr_{i+1} + tpr_i) / 2
+//   binary        auc; with max_fpr m < 1 (and a curve with some fpr and tpr above 0), the
+//                 McClish-standardised partial area: the curve cut at fpr = m (tpr linearly
+//                 interpolated, torch.lerp), A = its trapz, then 0.5 (1 + (A - m^2 / 2) /
+//                 (m - m^2 / 2))
+//   multiclass    average macro: mean of the auc_k (NaN ones left out); weighted: by each
+//                 class's positives; none: the array
+//   multilabel    as multiclass, plus micro: the auc of every kept (score, label) element
+//                 pooled into one binary curve (binned: the counts summed over the labels)
+//
+// Reference: torchmetrics 1.9.0 torchmetrics.functional.auroc(preds, target, task=...,
+// thresholds=..., num_classes=..., num_labels=..., average=..., max_fpr=..., ignore_index=...)
+// on float64 preds, run with torch's default dtype float64. Cross-check: scikit-learn 1.7.2
+// roc_auc_score(target, preds) (binary exact; max_fpr as its max_fpr; multiclass with
+// multi_class="ovr") agree to 1e-15 on the reference cases.
+//
+// Keys: auroc (functional name; an array per class / label with average none).
+//
+// Example: task binary, preds [0.1, 0.4, 0.35, 0.8], target [0, 1, 1, 0] -> {auroc: 0.5}
+//
+// State: that of PrecisionRecallCurve and ROC (curve_core.hpp): exact, every kept score and
+// label, concatenated in rank order (the value does not depend on their order); binned, int64
+// counts [T, K, 2, 2] summed across ranks: exact, of a fixed size.
+#include "common.hpp"
+#include "curve_core.hpp"
+
+namespace tally::classification {
+namespace {
+
+using namespace curves;
+
+/// torch.trapz(y, x): the trapezoids summed in order.
+double trapz(const std::vector<double>& x, const std::vector<double>& y) {
+  double s = 0.0;
+  for (std::size_t i = 1; i < x.size(); ++i) s += (x[i] - x[i - 1]) * (y[i] + y[i - 1]);
+  return s / 2.0;
+}
+
+/// {auroc: v}.
+Value result(Value v) {
+  Value out = Value::map();
+  out.set("auroc", std::move(v));
+  return out;
+}
+
+std::vector<ParamSpec> auroc_params() {
+  auto out = curve_params();
+  out.push_back(param("average", ParamType::String,
+                      "Multiclass: macro (mean over the classes), weighted (by positives) or none "
+                      "(an array); multilabel also micro (every element pooled).")
+                    .def("macro")
+                    .choices({"micro", "macro", "weighted", "none"}));
+  out.push_back(param("max_fpr", ParamType::Float,
+                      "Binary: the standardised partial area up to this false positive rate, in "
+                      "(0, 1].")
+                    .optional()
+                    .nullable());
+  return out;
+}
+
+class AUROC final : public CurveMetric {
+ public:
+  explicit AUROC(const Params& p) : CurveMetric(p, "AUROC"), average_(p.get_string("average")) {
+    if (p.has("max_fpr")) {
+      max_fpr_ = p.get_double("max_fpr");
+      if (!(max_fpr_ > 0.0 && max_fpr_ <= 1.0))
+        p.fail("max_fpr", fmt::format("must be in (0, 1], got {}", max_fpr_));
+    }
+    if (cp_.tp.task == Task::Multiclass && average_ == "micro")
+      p.fail("average",
+             "micro is not an average of task multiclass (torchmetrics 1.9: macro, "
+             "weighted or none)");
+  }
+
+ protected:
+  Value compute(const CurveState& s) const override {
+    checked(s);
+    if (cp_.tp.task == Task::Multilabel && average_ == "micro") return result(Value(micro(s)));
+    RocCurves c = roc_curves(s);
+    if (cp_.tp.task == Task::Binary) return result(Value(binary_auc(c.fpr[0], c.tpr[0], max_fpr_)));
+    std::vector<double> res;
+    for (std::size_t k = 0; k < c.fpr.size(); ++k) res.push_back(trapz(c.fpr[k], c.tpr[k]));
+    if (average_ == "none") return result(Value(res));
+    // Weights: each class's positives (exact: among the kept targets; binned: at the first
+    // threshold, as torchmetrics' state[0][:, 1, :].sum(-1)).
+    std::vector<double> w(res.size(), 0.0);
+    for (std::size_t k = 0; k < res.size(); ++k) {
+      if (cp_.binned) {
+        w[k] = static_cast<double>(count(s, 0, static_cast<std::int64_t>(k), 2) +
+                                   count(s, 0, static_cast<std::int64_t>(k), 3));
+      } else if (cp_.tp.task == Task::Multiclass) {
+        w[k] = static_cast<double>(std::count(s.labels.begin(), s.labels.end(), k));
+      } else {
+        for (std::size_t i = k; i < s.labels.size(); i += res.size()) w[k] += s.labels[i] == 1;
+      }
+    }
+    double sum = 0.0, wsum = 0.0;
+    std::size_t kept = 0;
+    for (std::size_t k = 0; k < res.size(); ++k)
+      if (!std::isnan(res[k])) {
+        sum += res[k];
+        wsum += w[k];
+        ++kept;
+      }
+    double out = 0.0;
+    if (average_ == "macro") {
+      out = sum / static_cast<double>(kept);
+    } else {
+      for (std::size_t k = 0; k < res.size(); ++k)
+        if (!std::isnan(res[k])) out += res[k] * (wsum == 0.0 ? 0.0 : w[k] / wsum);
+    }
+    return result(Value(out));
+  }
+
+ private:
+  /// torchmetrics' _binary_auroc_compute.
+  static double binary_auc(const std::vector<double>& fpr, const std::vector<double>& tpr,
+                           double max_fpr) {
+    double fsum = 0.0, tsum = 0.0;
+    for (std::size_t i = 0; i < fpr.size(); ++i) {
+      fsum += fpr[i];
+      tsum += tpr[i];
+    }
+    if (max_fpr == 1.0 || fsum == 0.0 || tsum == 0.0) return trapz(fpr, tpr);
+    // torch.bucketize(m, fpr, right=True): the first index whose fpr is above m.
+    const auto stop =
+        static_cast<std::size_t>(std::upper_bound(fpr.begin(), fpr.end(), max_fpr) - fpr.begin());
+    if (stop == 0 || stop >= fpr.size()) return trapz(fpr, tpr);  // not reached: fpr ends at 1
+    const double weight = (max_fpr - fpr[stop - 1]) / (fpr[stop] - fpr[stop - 1]);
+    const double a = tpr[stop - 1], b = tpr[stop], diff = b - a;
+    const double interp = std::abs(weight) < 0.5 ? a + weight * diff : b - diff * (1 - weight);
+    std::vector<double> x(fpr.begin(), fpr.begin() + static_cast<std::ptrdiff_t>(stop));
+    std::vector<double> y(tpr.begin(), tpr.begin() + static_cast<std::ptrdiff_t>(stop));
+    x.push_back(max_fpr);
+    y.push_back(interp);
+    const double partial = trapz(x, y);
+    const double min_area = 0.5 * max_fpr * max_fpr;
+    return 0.5 * (1 + (partial - min_area) / (max_fpr - min_area));
+  }
+
+  /// Multilabel micro: one binary curve of every kept element.
+  double micro(const CurveState& s) const {
+    std::vector<double> fpr, tpr;
+    if (cp_.binned) {
+      for (std::size_t j = cp_.thresholds.size(); j-- > 0;) {
+        std::int64_t cell[4] = {0, 0, 0, 0};
+        for (std::int64_t k = 0; k < cp_.curves(); ++k)
+          for (int q = 0; q < 4; ++q) cell[q] += count(s, j, k, q);
+        tpr.push_back(ratio_or_zero(cell[3], cell[3] + cell[2]));
+        fpr.push_back(ratio_or_zero(cell[1], cell[1] + cell[0]));
+      }
+      return binary_auc(fpr, tpr, 1.0);
+    }
+    std::vector<std::pair<double, bool>> pairs;
+    for (std::size_t i = 0; i < s.labels.size(); ++i)
+      if (s.labels[i] >= 0) pairs.emplace_back(s.scores[i], s.labels[i] == 1);
+    if (pairs.empty()) check_.fail(kTarget, "every target is ignore_index: no curve");
+    const ExactCurve c = exact_curve(pairs);
+    const std::int64_t pos = c.tps.back(), neg = c.fps.back();
+    fpr.push_back(0.0);
+    tpr.push_back(0.0);
+    for (std::size_t i = 0; i < c.tps.size(); ++i) {
+      fpr.push_back(ratio_or_zero(neg <= 0 ? 0 : c.fps[i], neg));
+      tpr.push_back(ratio_or_zero(pos <= 0 ? 0 : c.tps[i], pos));
+    }
+    return binary_auc(fpr, tpr, 1.0);
+  }
+
+  std::string average_;
+  double max_fpr_ = 1.0;
+};
+
+}  // namespace
+
+ComponentInfo auroc_info() {
+  return metric<AUROC>(
+      "AUROC",
+      "Area under the ROC curve (exact or binned; binary with an optional standardised partial "
+      "area up to max_fpr; multiclass and multilabel averaged). "
+      "Reference: torchmetrics 1.9.0 torchmetrics.functional.auroc(preds, target, task, "
+      "thresholds=thresholds, num_classes=num_classes, num_labels=num_labels, average=average, "
+      "max_fpr=max_fpr, ignore_index=ignore_index).",
+      auroc_params(), tm::task_inputs(false));
+}
+
+}  // namespace tally::classification

@@ -1,0 +1,452 @@
+// The core of torchmetrics' classification curves (PrecisionRecallCurve, ROC): their parameters
+// (task, num_classes, num_labels, thresholds, ignore_index, as torchmetrics 1.9's), the reading
+// of `preds` / `target` as torchmetrics' _*_precision_recall_curve_format does, and one state
+// for both modes.
+//
+// Inputs, as torchmetrics' update(preds, target) (preds must be float scores):
+//   binary      preds [N] (or any shape, flattened) probabilities or logits; target 0/1 of the
+//               same shape. Elements whose target is ignore_index are dropped, then the batch
+//               gets a sigmoid when a kept pred lies outside [0, 1].
+//   multiclass  preds [N, C], target [N] class ids. Rows whose target is ignore_index are
+//               dropped, then the batch gets a softmax over the classes when a kept score lies
+//               outside [0, 1].
+//   multilabel  preds [N, L], target [N, L] 0/1. The batch gets a sigmoid when any pred (ignored
+//               ones included, as torchmetrics) lies outside [0, 1]; ignored elements are left
+//               out of their label's curve.
+// As torchmetrics decides the sigmoid / softmax per update() call, tally decides it per batch.
+//
+// thresholds (torchmetrics' argument):
+//   null      exact curves: one point per distinct score (torchmetrics' _binary_clf_curve, as
+//             scikit-learn's). State: every kept score (float64) and its label, concatenated
+//             across ranks in rank order; the curve depends only on the multiset of (score,
+//             label) pairs, so it is identical bit for bit on any number of ranks.
+//   int T     T >= 2 thresholds linspace(0, 1, T) (computed as torch.linspace in float64);
+//   list      the given thresholds in [0, 1], in the given order (as float64).
+//             Binned: pred = score >= threshold. State: int64 counts [T, K, 2, 2] (K = 1
+//             binary, C, or L; cell 2 * target + pred, torchmetrics' layout), summed across
+//             ranks: exact, of a size fixed by the parameters.
+//
+// The reference runs torchmetrics 1.9.0 with torch's default dtype float64 (so linspace, the
+// list thresholds and the cumulative counts are float64); torchmetrics as it ships builds its
+// thresholds in float32 (linspace(0, 1, 100) holds float32 roundings of k / 99), recorded in the
+// expected json as a cross-check.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "tm_core.hpp"
+
+namespace tally::classification {
+// AUROC's component info (auroc.cpp); PrecisionRecallCurve's and ROC's are in common.hpp.
+ComponentInfo auroc_info();
+}  // namespace tally::classification
+
+namespace tally::classification::curves {
+
+using tm::kPreds;
+using tm::kTarget;
+using tm::Task;
+using tm::TaskParams;
+
+/// The most thresholds x classes of a binned state: 4 int64 cells each (128 MiB).
+inline constexpr std::int64_t kMaxBinnedCells = std::int64_t{1} << 22;
+
+inline tm::TaskOptions task_options() {
+  tm::TaskOptions o;
+  o.threshold = false;
+  return o;
+}
+
+inline std::vector<ParamSpec> curve_params() {
+  auto out = tm::task_params(task_options());
+  out.insert(out.end() - 1,
+             param("thresholds", ParamType::Any,
+                   "null: exact curves (every distinct score a threshold); an integer T >= 2: "
+                   "linspace(0, 1, T); a list of floats in [0, 1]: those. Binned modes keep "
+                   "int64 counts per threshold (a fixed-size state).")
+                 .optional()
+                 .nullable());
+  return out;
+}
+
+/// torch.linspace(0, 1, steps) in float64: the first half from 0 up, the second from 1 down
+/// (ATen's RangeFactories kernel), so that both ends are exact.
+inline std::vector<double> linspace01(std::int64_t steps) {
+  std::vector<double> out(static_cast<std::size_t>(steps));
+  const double step = 1.0 / static_cast<double>(steps - 1);
+  const std::int64_t half = steps / 2;
+  for (std::int64_t i = 0; i < steps; ++i)
+    out[static_cast<std::size_t>(i)] =
+        i < half ? step * static_cast<double>(i) : 1.0 - step * static_cast<double>(steps - i - 1);
+  return out;
+}
+
+struct CurveParams {
+  TaskParams tp;
+  bool binned = false;
+  std::vector<double> thresholds;  // binned: as given
+  std::vector<double> sorted;      // binned: ascending
+  std::vector<std::int64_t> perm;  // sorted[j] = thresholds[perm[j]]
+  /// Curves: 1 (binary), C or L.
+  std::int64_t curves() const { return tp.task == Task::Binary ? 1 : tp.classes; }
+};
+
+inline CurveParams read_curve_params(const Params& p) {
+  CurveParams c;
+  c.tp = tm::read_task(p, task_options());
+  const Value& t = p.get("thresholds");
+  if (t.is_int()) {
+    const std::int64_t n = t.as_int();
+    if (n < 2 || n > kMaxSize)
+      p.fail("thresholds", fmt::format("an integer must be in [2, {}], got {}", kMaxSize, n));
+    c.thresholds = linspace01(n);
+  } else if (t.is_array()) {
+    c.thresholds = p.get_double_list("thresholds");
+    if (c.thresholds.empty()) p.fail("thresholds", "a list must hold at least one threshold");
+    for (const double x : c.thresholds)
+      if (!(x >= 0.0 && x <= 1.0))
+        p.fail("thresholds", fmt::format("every threshold must be in [0, 1], got {}", x));
+  } else if (!t.is_null()) {
+    p.fail("thresholds",
+           "must be null (exact), an integer (linspace(0, 1, T)) or a list of floats, got " +
+               t.to_json());
+  }
+  c.binned = !c.thresholds.empty();
+  if (c.binned) {
+    const auto n = static_cast<std::int64_t>(c.thresholds.size());
+    if (n > kMaxBinnedCells / c.curves())
+      p.fail("thresholds", fmt::format("{} thresholds x {} curves is more than the {} count "
+                                       "cells a binned state may hold",
+                                       n, c.curves(), kMaxBinnedCells));
+    c.perm.resize(c.thresholds.size());
+    for (std::int64_t i = 0; i < n; ++i) c.perm[static_cast<std::size_t>(i)] = i;
+    std::stable_sort(c.perm.begin(), c.perm.end(), [&](std::int64_t a, std::int64_t b) {
+      return c.thresholds[static_cast<std::size_t>(a)] < c.thresholds[static_cast<std::size_t>(b)];
+    });
+    for (const auto i : c.perm) c.sorted.push_back(c.thresholds[static_cast<std::size_t>(i)]);
+  }
+  return c;
+}
+
+/// Exact mode: the kept scores (float64, after any sigmoid / softmax) and labels, concatenated
+/// across ranks. binary: scores [m], labels [m] 0/1; multiclass: scores [m x C], labels [m]
+/// class ids; multilabel: scores [m x L], labels [m x L] 0/1 or -1 (ignored).
+/// Binned mode: counts [T x K x 4], cell ((t K + k) 4 + 2 target + pred), summed.
+struct CurveState {
+  PackedVector<double> scores;
+  PackedVector<std::int32_t> labels;
+  PackedVector<std::int64_t> counts;
+  std::int64_t n = 0;  // samples seen (ignored ones included)
+  TALLY_STATE(concat(scores), concat(labels), sum(counts), sum(n))
+};
+
+/// One curve's points, one per distinct score in decreasing score order: the cumulative
+/// positives and negatives at or above it, and the score (torchmetrics' _binary_clf_curve).
+struct ExactCurve {
+  std::vector<std::int64_t> tps, fps;
+  std::vector<double> thresholds;
+};
+
+/// The curve of (score, positive) pairs; sorting makes it independent of their order.
+inline ExactCurve exact_curve(std::vector<std::pair<double, bool>>& pairs) {
+  std::sort(pairs.begin(), pairs.end(),
+            [](const auto& a, const auto& b) { return a.first > b.first; });
+  ExactCurve c;
+  std::int64_t tp = 0, fp = 0;
+  for (std::size_t i = 0; i < pairs.size(); ++i) {
+    (pairs[i].second ? tp : fp) += 1;
+    if (i + 1 == pairs.size() || pairs[i + 1].first != pairs[i].first) {
+      c.tps.push_back(tp);
+      c.fps.push_back(fp);
+      c.thresholds.push_back(pairs[i].first);
+    }
+  }
+  return c;
+}
+
+/// ROC curves, one per class / label (torchmetrics' _binary_roc_compute; see roc.cpp): exact,
+/// a point (0, 0) at threshold 1 first and then one per distinct score, decreasing; binned, the
+/// thresholds in reversed order.
+struct RocCurves {
+  std::vector<std::vector<double>> fpr, tpr, thresholds;  // thresholds: exact mode only
+};
+
+/// num / den, 0 when den is 0 (torchmetrics' _safe_divide).
+inline double ratio_or_zero(std::int64_t num, std::int64_t den) {
+  return den == 0 ? 0.0 : static_cast<double>(num) / static_cast<double>(den);
+}
+
+/// The base of the curve metrics: reads the batches into either state; compute() builds the
+/// curves (exact_pairs, binned counts) and the metric turns them into its arrays.
+class CurveMetric : public TypedMetric<CurveState> {
+ public:
+  CurveMetric(const Params& p, const char* type)
+      : check_(p.owner_or(type)), cp_(read_curve_params(p)) {}
+
+ protected:
+  CurveState initial_state() const override {
+    CurveState s;
+    if (cp_.binned)
+      s.counts.assign(static_cast<std::size_t>(4 * cp_.curves()) * cp_.thresholds.size(), 0);
+    return s;
+  }
+
+  void update(CurveState& s, const Batch& batch) override {
+    if (batch.fields().empty()) return;
+    const Tensor& p = check_.tensor(batch, kPreds);
+    const Tensor& t = tm::target_tensor(check_, batch);
+    if (!is_floating(p.dtype()))
+      check_.fail(kPreds,
+                  "must hold float probabilities or logits (torchmetrics' curves take "
+                  "no labels), got " +
+                      p.describe());
+    const TaskParams& tp = cp_.tp;
+    std::int64_t cols = 1;
+    if (tp.task == Task::Multiclass) {
+      if (p.dim() != 2 || p.size(1) != tp.classes)
+        check_.fail(kPreds, fmt::format("must be [N, {}] (num_classes columns), got {}", tp.classes,
+                                        p.describe()));
+      if (t.dim() != 1) check_.fail(kTarget, "must be 1-D [N] class ids, got " + t.describe());
+      check_.same_rows(p, kPreds, t, kTarget);
+      cols = tp.classes;
+    } else {
+      if (tp.task == Task::Multilabel) {
+        if (p.dim() != 2 || p.size(1) != tp.classes)
+          check_.fail(kPreds, fmt::format("must be [N, {}] (num_labels columns), got {}",
+                                          tp.classes, p.describe()));
+        cols = tp.classes;
+      } else if (p.dim() < 1) {
+        check_.fail(kPreds, "must have a sample dimension, got " + p.describe());
+      }
+      if (p.shape() != t.shape())
+        check_.fail(kTarget, fmt::format("has shape {}, 'preds' has {}: they must be equal",
+                                         t.describe(), p.describe()));
+    }
+    check_.check_no_nan(p, kPreds, s.n);
+    const std::int64_t rows = t.dim() == 0 ? 1 : t.size(0);
+    const std::int64_t label_cols = tp.task == Task::Multiclass ? 1
+                                    : rows > 0                  ? t.numel() / rows
+                                                                : 1;
+    const auto y = tm::read_target(check_, tp, t, label_cols, s.n);
+
+    // The kept scores in float64, row-major, and their labels (see CurveState).
+    std::vector<double> x;
+    std::vector<std::int32_t> lab;
+    visit_floating(p, [&](const auto* v) {
+      const std::int64_t m = p.numel();
+      if (tp.task == Task::Multilabel) {
+        x.assign(v, v + m);
+        lab.resize(static_cast<std::size_t>(m));
+        for (std::size_t i = 0; i < y.size(); ++i)
+          lab[i] = tm::kept(tp, y[i]) ? static_cast<std::int32_t>(y[i]) : -1;
+      } else if (!tp.ignore_index) {  // every element kept: one copy
+        x.assign(v, v + m);
+        lab.assign(y.begin(), y.end());
+      } else {
+        for (std::size_t i = 0; i < y.size(); ++i) {
+          if (!tm::kept(tp, y[i])) continue;
+          x.insert(x.end(), v + static_cast<std::int64_t>(i) * cols,
+                   v + static_cast<std::int64_t>(i + 1) * cols);
+          lab.push_back(static_cast<std::int32_t>(y[i]));
+        }
+      }
+    });
+    normalize(x, cols);
+
+    if (!cp_.binned) {
+      s.scores.insert(s.scores.end(), x.begin(), x.end());
+      s.labels.insert(s.labels.end(), lab.begin(), lab.end());
+    } else {
+      add_binned(s, x, lab, cols);
+    }
+    s.n += rows;
+  }
+
+  /// torchmetrics' normalize_logits_if_needed: a sigmoid (binary, multilabel) or a row softmax
+  /// (multiclass, as torch's: exp(x - max) times 1 / sum) when a score lies outside [0, 1].
+  void normalize(std::vector<double>& x, std::int64_t cols) const {
+    bool logits = false;
+    for (const double v : x) logits |= !(v >= 0.0 && v <= 1.0);
+    if (!logits) return;
+    if (cp_.tp.task != Task::Multiclass) {
+      for (double& v : x) v = 1.0 / (1.0 + std::exp(-v));
+      return;
+    }
+    const auto c = static_cast<std::size_t>(cols);
+    for (std::size_t r = 0; r + c <= x.size(); r += c) {
+      double mx = x[r];
+      for (std::size_t k = 1; k < c; ++k) mx = std::max(mx, x[r + k]);
+      double sum = 0.0;
+      for (std::size_t k = 0; k < c; ++k) sum += (x[r + k] = std::exp(x[r + k] - mx));
+      const double inv = 1.0 / sum;
+      for (std::size_t k = 0; k < c; ++k) x[r + k] *= inv;
+    }
+  }
+
+  /// Binned counts: each score's number of thresholds at or below it (a binary search in the
+  /// sorted thresholds) into a histogram per (curve, target), then suffix sums give, for every
+  /// threshold, how many scores reach it (pred 1) and how many do not (pred 0).
+  void add_binned(CurveState& s, const std::vector<double>& x, const std::vector<std::int32_t>& lab,
+                  std::int64_t cols) const {
+    const auto nt = cp_.sorted.size();
+    const auto k_all = static_cast<std::size_t>(cp_.curves());
+    std::vector<std::int64_t> hist(k_all * 2 * (nt + 1), 0);
+    const auto bin = [&](double v) {
+      return static_cast<std::size_t>(std::upper_bound(cp_.sorted.begin(), cp_.sorted.end(), v) -
+                                      cp_.sorted.begin());
+    };
+    const auto c = static_cast<std::size_t>(cols);
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      std::size_t k = 0;
+      std::int32_t y = 0;
+      if (cp_.tp.task == Task::Binary) {
+        y = lab[i];
+      } else if (cp_.tp.task == Task::Multiclass) {
+        k = i % c;
+        y = lab[i / c] == static_cast<std::int32_t>(k) ? 1 : 0;
+      } else {
+        k = i % c;
+        y = lab[i];
+        if (y < 0) continue;
+      }
+      ++hist[(k * 2 + static_cast<std::size_t>(y)) * (nt + 1) + bin(x[i])];
+    }
+    for (std::size_t k = 0; k < k_all; ++k)
+      for (std::size_t y = 0; y < 2; ++y) {
+        const std::int64_t* h = hist.data() + (k * 2 + y) * (nt + 1);
+        std::int64_t total = 0;
+        for (std::size_t j = 0; j <= nt; ++j) total += h[j];
+        // above: scores whose bin is > j, i.e. at or above sorted threshold j.
+        std::int64_t above = total - h[0];
+        for (std::size_t j = 0; j < nt; ++j) {
+          const auto t = static_cast<std::size_t>(cp_.perm[j]);
+          std::int64_t* cell = s.counts.data() + (t * k_all + k) * 4 + 2 * y;
+          cell[1] += above;
+          cell[0] += total - above;
+          above -= h[j + 1];
+        }
+      }
+  }
+
+  /// The merged state checked against the parameters (a state of another configuration is
+  /// corrupt: RuntimeError); no samples at all is an InputError.
+  void checked(const CurveState& s) const {
+    const auto corrupt = [&](const std::string& what) {
+      throw RuntimeError(check_.owner() + ": the state is corrupt: " + what);
+    };
+    if (s.n == 0) check_.fail("no samples");
+    const auto k = static_cast<std::size_t>(cp_.curves());
+    if (cp_.binned) {
+      if (s.counts.size() != 4 * k * cp_.thresholds.size())
+        corrupt(
+            fmt::format("{} counts, expected {}", s.counts.size(), 4 * k * cp_.thresholds.size()));
+      return;
+    }
+    const std::size_t per_label = cp_.tp.task == Task::Multilabel ? k : 1;
+    if (s.scores.size() != s.labels.size() / per_label * k || s.labels.size() % per_label != 0)
+      corrupt(fmt::format("{} scores and {} labels for {} curves", s.scores.size(), s.labels.size(),
+                          k));
+    for (const std::int32_t y : s.labels)
+      if (y < (cp_.tp.task == Task::Multilabel ? -1 : 0) ||
+          y >= (cp_.tp.task == Task::Multiclass ? static_cast<std::int32_t>(k) : 2))
+        corrupt(fmt::format("label {}", y));
+  }
+
+  /// Exact mode: the (score, positive) pairs of curve k. InputError when there are none (every
+  /// target of that curve was ignore_index: torchmetrics fails on an empty curve).
+  std::vector<std::pair<double, bool>> exact_pairs(const CurveState& s, std::int64_t k) const {
+    std::vector<std::pair<double, bool>> out;
+    const auto kk = static_cast<std::size_t>(k);
+    const auto c = static_cast<std::size_t>(cp_.curves());
+    if (cp_.tp.task == Task::Binary) {
+      out.reserve(s.scores.size());
+      for (std::size_t i = 0; i < s.scores.size(); ++i)
+        out.emplace_back(s.scores[i], s.labels[i] == 1);
+    } else if (cp_.tp.task == Task::Multiclass) {
+      out.reserve(s.labels.size());
+      for (std::size_t i = 0; i < s.labels.size(); ++i)
+        out.emplace_back(s.scores[i * c + kk], s.labels[i] == static_cast<std::int32_t>(k));
+    } else {
+      for (std::size_t i = kk; i < s.labels.size(); i += c)
+        if (s.labels[i] >= 0) out.emplace_back(s.scores[i], s.labels[i] == 1);
+    }
+    if (out.empty())
+      check_.fail(kTarget, cp_.tp.task == Task::Multilabel
+                               ? fmt::format("label {}: every target is ignore_index, its curve "
+                                             "has no point",
+                                             k)
+                               : std::string("every target is ignore_index: the curve has no "
+                                             "point"));
+    return out;
+  }
+
+  /// Binned mode: the count of curve k at threshold t (given order), cell 2 * target + pred.
+  std::int64_t count(const CurveState& s, std::size_t t, std::int64_t k, int cell) const {
+    return s.counts[(t * static_cast<std::size_t>(cp_.curves()) + static_cast<std::size_t>(k)) * 4 +
+                    static_cast<std::size_t>(cell)];
+  }
+
+  /// The ROC curves of a checked state (see RocCurves).
+  RocCurves roc_curves(const CurveState& s) const {
+    const auto k_all = static_cast<std::size_t>(cp_.curves());
+    RocCurves out;
+    out.fpr.resize(k_all);
+    out.tpr.resize(k_all);
+    out.thresholds.resize(k_all);
+    for (std::size_t k = 0; k < k_all; ++k) {
+      auto& f = out.fpr[k];
+      auto& t = out.tpr[k];
+      const auto kk = static_cast<std::int64_t>(k);
+      if (cp_.binned) {
+        for (std::size_t j = cp_.thresholds.size(); j-- > 0;) {
+          const std::int64_t tn = count(s, j, kk, 0), fp = count(s, j, kk, 1);
+          const std::int64_t fn = count(s, j, kk, 2), tp = count(s, j, kk, 3);
+          t.push_back(ratio_or_zero(tp, tp + fn));
+          f.push_back(ratio_or_zero(fp, fp + tn));
+        }
+        continue;
+      }
+      auto pairs = exact_pairs(s, kk);
+      const ExactCurve c = exact_curve(pairs);
+      const std::int64_t pos = c.tps.back(), neg = c.fps.back();
+      auto& th = out.thresholds[k];
+      f.push_back(0.0);
+      t.push_back(0.0);
+      th.push_back(1.0);
+      for (std::size_t i = 0; i < c.tps.size(); ++i) {
+        f.push_back(ratio_or_zero(neg <= 0 ? 0 : c.fps[i], neg));
+        t.push_back(ratio_or_zero(pos <= 0 ? 0 : c.tps[i], pos));
+        th.push_back(c.thresholds[i]);
+      }
+    }
+    return out;
+  }
+
+  /// Curves of one array each (binary) or an array of arrays (one per class / label).
+  Value pack(std::vector<std::vector<double>> per_curve) const {
+    if (cp_.tp.task == Task::Binary) return Value(per_curve.front());
+    Value out = Value::array();
+    for (auto& v : per_curve) out.push_back(Value(v));
+    return out;
+  }
+
+  /// The thresholds of binned results (one array for every curve, as torchmetrics returns).
+  Value binned_thresholds(bool reversed) const {
+    std::vector<double> t = cp_.thresholds;
+    if (reversed) std::reverse(t.begin(), t.end());
+    return Value(t);
+  }
+
+  InputChecker check_;
+  CurveParams cp_;
+};
+
+}  // namespace tally::classification::curves

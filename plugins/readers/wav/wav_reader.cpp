@@ -1,0 +1,291 @@
+// The `wav` reader: one folder of WAV files per field, the files of the folders matched by name
+// (as the png readers do). Sample i is the i-th name in sorted (byte) order; each field of it is a
+// float64 tensor (ragged: lengths vary between samples): [T] for a mono file, [C, T] for C
+// channels (channels as speakers, the layout of the audio metrics' [S, T]). Decoded with
+// libsndfile when its batch is read, so no more than one batch of audio is in memory; each rank
+// reads its contiguous block of the names.
+//
+//   data:
+//     type: wav
+//     batch_size: 16
+//     sample_rate: 16000               # optional: every file must have it
+//     fields:                          # field name -> folder, relative to the config file
+//       preds: separated/
+//       target: clean/
+//
+// Values as libsndfile reads them as double: PCM of b bits is x / 2^(b-1) (in [-1, 1)), IEEE
+// float files as stored. PCM 8/16/24/32-bit and float32/64 WAV (and any other format libsndfile
+// reads: the file's header decides). The files of one sample must have the same number of frames
+// and channels in every field (a metric compares them sample by sample), and every file the same
+// sample rate (sample_rate, or else the first file's): otherwise an InputError naming the file.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include <fmt/format.h>
+#include <sndfile.h>
+
+#include "tally/batch.hpp"
+#include "tally/error.hpp"
+#include "tally/params.hpp"
+#include "tally/plugin.hpp"
+#include "tally/reader.hpp"
+#include "tally/tensor.hpp"
+#include "tally_support/sharded_reader.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+/// The bounds of one file: channels and values (frames x channels; 2^28 float64 values = 2 GiB).
+constexpr std::int64_t kMaxChannels = 1024;
+constexpr std::int64_t kMaxValues = std::int64_t{1} << 28;
+
+bool is_wav_name(const fs::path& p) {
+  std::string ext = p.extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) {
+    return static_cast<char>(c >= 'A' && c <= 'Z' ? c + 32 : c);
+  });
+  return ext == ".wav";
+}
+
+/// The sorted names of the WAV files (regular files, or links to them) in `dir`.
+std::vector<std::string> wav_names(const std::string& field, const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    throw tally::InputError(fmt::format("wav reader: field '{}': {} is not a folder{}", field,
+                                        dir.string(),
+                                        fs::exists(dir) ? "" : " (it does not exist)"));
+  std::vector<std::string> names;
+  fs::directory_iterator it(dir, ec);
+  if (ec)
+    throw tally::InputError(fmt::format("wav reader: field '{}': cannot list {}: {}", field,
+                                        dir.string(), ec.message()));
+  for (const auto& entry : it) {
+    if (!is_wav_name(entry.path())) continue;
+    if (!entry.is_regular_file(ec)) continue;
+    names.push_back(entry.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+/// InputError when a RIFF/WAVE file's data chunk claims more bytes than the file holds:
+/// libsndfile then reads the frames that are there without an error (it logs "should be"), and a
+/// cut-off download would pass as a shorter recording. Other formats are left to libsndfile.
+void check_wav_data_size(const fs::path& file, const std::string& what) {
+  std::ifstream in(file, std::ios::binary);
+  std::error_code ec;
+  const auto size = fs::file_size(file, ec);
+  if (!in || ec) return;  // sf_open reports it
+  const auto u32 = [](const unsigned char* b) {
+    return std::uint64_t{b[0]} | std::uint64_t{b[1]} << 8 | std::uint64_t{b[2]} << 16 |
+           std::uint64_t{b[3]} << 24;
+  };
+  unsigned char head[12];
+  if (!in.read(reinterpret_cast<char*>(head), 12) || std::memcmp(head, "RIFF", 4) != 0 ||
+      std::memcmp(head + 8, "WAVE", 4) != 0)
+    return;
+  std::uint64_t at = 12;
+  // Chunks: 4-byte id, 4-byte little-endian size, the body padded to an even size. Bounded by
+  // the file's size (each step moves forward by at least 8 bytes).
+  while (at + 8 <= size) {
+    unsigned char chunk[8];
+    in.seekg(static_cast<std::streamoff>(at));
+    if (!in.read(reinterpret_cast<char*>(chunk), 8)) return;
+    const std::uint64_t body = u32(chunk + 4);
+    if (std::memcmp(chunk, "data", 4) == 0) {
+      // 0xffffffff: a streamed file of unknown length (libsndfile takes the rest of the file).
+      if (body != 0xffffffffu && at + 8 + body > size)
+        throw tally::InputError(fmt::format(
+            "{}: {} is truncated: its data chunk declares {} bytes, the file holds {} after it",
+            what, file.string(), body, size - (at + 8)));
+      return;
+    }
+    at += 8 + body + (body % 2);
+  }
+}
+
+struct SndCloser {
+  void operator()(SNDFILE* f) const { sf_close(f); }
+};
+
+/// One open file and its header.
+struct SoundFile {
+  std::unique_ptr<SNDFILE, SndCloser> handle;
+  SF_INFO info{};
+};
+
+SoundFile open_sound(const fs::path& file, const std::string& what) {
+  check_wav_data_size(file, what);
+  SoundFile s;
+  s.handle.reset(sf_open(file.c_str(), SFM_READ, &s.info));
+  if (!s.handle)
+    throw tally::InputError(
+        fmt::format("{}: cannot read {} as audio: {}", what, file.string(), sf_strerror(nullptr)));
+  if (s.info.channels < 1 || s.info.channels > kMaxChannels)
+    throw tally::InputError(fmt::format("{}: {} has {} channels (at most {})", what, file.string(),
+                                        s.info.channels, kMaxChannels));
+  if (s.info.frames < 1 || s.info.frames > kMaxValues / s.info.channels)
+    throw tally::InputError(fmt::format(
+        "{}: {} holds {} frames of {} channels: {}", what, file.string(), s.info.frames,
+        s.info.channels,
+        s.info.frames < 1 ? "no audio" : fmt::format("more than {} values", kMaxValues)));
+  if (s.info.samplerate < 1)
+    throw tally::InputError(
+        fmt::format("{}: {} has sample rate {}", what, file.string(), s.info.samplerate));
+  return s;
+}
+
+class WavReader final : public tally::support::ShardedReader {
+ public:
+  WavReader(const tally::Params& params, const tally::ShardInfo& shard) {
+    read_batch_size(params);
+    const auto dirs = params.get_string_map("fields");
+    if (dirs.empty())
+      params.fail("fields", "must name at least one field (field name: folder of .wav files)");
+    tally::support::check_shard("wav", shard);
+    for (const auto& [field, dir] : dirs) fields_.push_back({field, fs::path(dir)});
+    names_ = wav_names(fields_.front().name, fields_.front().dir);
+    if (names_.empty())
+      throw tally::InputError(fmt::format("wav reader: field '{}': no .wav files in {}",
+                                          fields_.front().name, fields_.front().dir.string()));
+    for (std::size_t f = 1; f < fields_.size(); ++f) {
+      const auto other = wav_names(fields_[f].name, fields_[f].dir);
+      if (other != names_) mismatch(fields_.front(), names_, fields_[f], other);
+    }
+    has_rate_param_ = params.has("sample_rate");
+    if (has_rate_param_) {
+      sample_rate_ = params.get_size("sample_rate", 1, 1 << 24);
+    } else {
+      // The first file of the dataset, the same on every rank.
+      const fs::path first = fields_.front().dir / names_.front();
+      sample_rate_ =
+          open_sound(first, fmt::format("wav reader: field '{}' sample 0", fields_.front().name))
+              .info.samplerate;
+    }
+    set_samples(static_cast<std::int64_t>(names_.size()), shard);
+  }
+
+  std::vector<std::string> fields() const override { return tally::support::field_names(fields_); }
+
+  std::string layout() const override {
+    return fmt::format("wav: {} files a field at {} Hz", names_.size(), sample_rate_);
+  }
+
+ protected:
+  tally::Batch read_batch(std::int64_t begin, std::int64_t end) override {
+    tally::Batch batch;
+    std::vector<tally::Batch::Ragged> columns(fields_.size());
+    for (std::int64_t i = begin; i < end; ++i) {
+      const std::string& name = names_[static_cast<std::size_t>(i)];
+      std::int64_t frames = -1, channels = -1;
+      std::string first_file;
+      for (std::size_t f = 0; f < fields_.size(); ++f) {
+        const fs::path file = fields_[f].dir / name;
+        const std::string what =
+            fmt::format("wav reader: field '{}' sample {}", fields_[f].name, i);
+        SoundFile s = open_sound(file, what);
+        if (s.info.samplerate != sample_rate_)
+          throw tally::InputError(fmt::format(
+              "{}: {} has sample rate {} Hz, expected {} Hz ({})", what, file.string(),
+              s.info.samplerate, sample_rate_,
+              has_rate_param_ ? "the sample_rate parameter" : "the rate of the first file"));
+        if (frames >= 0 && (s.info.frames != frames || s.info.channels != channels))
+          throw tally::InputError(fmt::format(
+              "{}: {} holds {} frames of {} channel(s), but {} holds {} of {}: the files of one "
+              "sample must have the same length and channels",
+              what, file.string(), s.info.frames, s.info.channels, first_file, frames, channels));
+        frames = s.info.frames;
+        channels = s.info.channels;
+        first_file = file.string();
+        columns[f].push_back(decode(s, file, what));
+      }
+    }
+    for (std::size_t f = 0; f < fields_.size(); ++f)
+      batch.set_ragged(fields_[f].name, std::move(columns[f]));
+    return batch;
+  }
+
+ private:
+  struct Field {
+    std::string name;
+    fs::path dir;
+  };
+
+  /// The file's values: [T] for one channel, [C, T] (de-interleaved) for more.
+  static tally::Tensor decode(SoundFile& s, const fs::path& file, const std::string& what) {
+    const std::int64_t frames = s.info.frames, channels = s.info.channels;
+    std::vector<double> interleaved(static_cast<std::size_t>(frames * channels));
+    const sf_count_t got = sf_readf_double(s.handle.get(), interleaved.data(), frames);
+    if (got != frames)
+      throw tally::InputError(fmt::format(
+          "{}: {} is truncated or corrupt: its header promises {} frames, {} could be read{}", what,
+          file.string(), frames, got < 0 ? 0 : got,
+          sf_error(s.handle.get()) != 0 ? fmt::format(" ({})", sf_strerror(s.handle.get()))
+                                        : std::string()));
+    if (channels == 1) return tally::Tensor::from_vector(interleaved, {frames});
+    std::vector<double> planar(interleaved.size());
+    for (std::int64_t t = 0; t < frames; ++t)
+      for (std::int64_t c = 0; c < channels; ++c)
+        planar[static_cast<std::size_t>(c * frames + t)] =
+            interleaved[static_cast<std::size_t>(t * channels + c)];
+    return tally::Tensor::from_vector(planar, {channels, frames});
+  }
+
+  /// InputError naming the first file one folder has and the other lacks.
+  [[noreturn]] static void mismatch(const Field& a, const std::vector<std::string>& in_a,
+                                    const Field& b, const std::vector<std::string>& in_b) {
+    std::vector<std::string> only_a, only_b;
+    std::set_difference(in_a.begin(), in_a.end(), in_b.begin(), in_b.end(),
+                        std::back_inserter(only_a));
+    std::set_difference(in_b.begin(), in_b.end(), in_a.begin(), in_a.end(),
+                        std::back_inserter(only_b));
+    const bool a_has = !only_a.empty() && (only_b.empty() || only_a.front() < only_b.front());
+    const Field& has = a_has ? a : b;
+    const Field& lacks = a_has ? b : a;
+    const auto& missing = a_has ? only_a : only_b;
+    const std::size_t more = only_a.size() + only_b.size() - 1;
+    throw tally::InputError(fmt::format(
+        "wav reader: '{}' is in {} (field '{}') but not in {} (field '{}'){}; the folders must "
+        "hold the same file names ({} and {} .wav files)",
+        missing.front(), has.dir.string(), has.name, lacks.dir.string(), lacks.name,
+        more == 0 ? std::string() : fmt::format(", and {} more name(s) differ", more), in_a.size(),
+        in_b.size()));
+  }
+
+  std::vector<Field> fields_;
+  std::vector<std::string> names_;
+  std::int64_t sample_rate_ = 0;
+  bool has_rate_param_ = false;
+};
+
+std::vector<tally::ComponentInfo> wav_components() {
+  return {tally::reader<WavReader>(
+      "wav",
+      "Folders of WAV files, one folder per field, files matched by name; samples in sorted name "
+      "order. Each sample is a float64 tensor (ragged): [T] for a mono file, [C, T] for C "
+      "channels (speakers). PCM x of b bits reads as x / 2^(b-1), float files as stored "
+      "(libsndfile). The files of a sample must match in length and channels across fields, and "
+      "every file must have one sample rate. Decoded one batch at a time; each rank reads its "
+      "contiguous block of the sorted names.",
+      {tally::param("fields", tally::ParamType::PathMap,
+                    "field name -> folder of .wav files; the folders hold the same file names, "
+                    "matched by name, samples in sorted name order"),
+       tally::support::batch_size_param("samples per batch (decoded together, then released)", 16),
+       tally::param("sample_rate", tally::ParamType::Int,
+                    "The sample rate (Hz) every file must have; unset: the first file's.")
+           .optional()
+           .nullable()})};
+}
+
+}  // namespace
+
+TALLY_PLUGIN("wav", "0.1.0", wav_components)
