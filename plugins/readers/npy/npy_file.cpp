@@ -328,7 +328,10 @@ int enter(const void* addr, std::size_t size, const std::string& message) {
     slot.size = size;
     // One line: control characters (a newline in a file name) shown as '?'.
     std::string line = "tally: error: " + message;
-    if (line.size() > kMessageBytes - 1) line = line.substr(0, kMessageBytes - 4) + "...";
+    if (line.size() > kMessageBytes - 1) {  // cut in place (g++ 12 misreads substr() + "...")
+      line.resize(kMessageBytes - 4);
+      line += "...";
+    }
     for (char& c : line)
       if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
     line += '\n';
