@@ -29,14 +29,6 @@ namespace {
 
 using namespace tm;
 
-TaskOptions options() {
-  TaskOptions o;
-  o.average = "micro";
-  o.top_k = true;
-  o.multidim_average = true;
-  return o;
-}
-
 double fbeta(double tp, double fp, double fn, double b2, double zero_division) {
   return safe_divide((1 + b2) * tp, (1 + b2) * tp + b2 * fn + fp, zero_division);
 }
@@ -44,7 +36,7 @@ double fbeta(double tp, double fp, double fn, double b2, double zero_division) {
 class FBetaScore final : public CountMetric {
  public:
   explicit FBetaScore(const Params& p)
-      : CountMetric(p, "FBetaScore", options(), SigmoidOver::All),
+      : CountMetric(p, "FBetaScore", stat_score_options(), SigmoidOver::All),
         beta_(p.get_double("beta")),
         zero_division_(p.get_double("zero_division")) {
     if (!(beta_ > 0.0) || !std::isfinite(beta_))
@@ -80,7 +72,7 @@ class FBetaScore final : public CountMetric {
 }  // namespace
 
 ComponentInfo fbeta_score_info() {
-  auto params = task_params(options());
+  auto params = task_params(stat_score_options());
   params.insert(
       params.begin() + 1,
       param("beta", ParamType::Float, "Weight of recall against precision (> 0).").def(1.0));

@@ -29,18 +29,10 @@ namespace {
 
 using namespace tm;
 
-TaskOptions options() {
-  TaskOptions o;
-  o.average = "micro";
-  o.top_k = true;
-  o.multidim_average = true;
-  return o;
-}
-
 class HammingDistance final : public CountMetric {
  public:
   explicit HammingDistance(const Params& p)
-      : CountMetric(p, "HammingDistance", options(), SigmoidOver::All) {}
+      : CountMetric(p, "HammingDistance", stat_score_options(), SigmoidOver::All) {}
 
  protected:
   Value compute(const CountState& state) const override {
@@ -73,7 +65,7 @@ ComponentInfo hamming_distance_info() {
       "hamming_distance. Reference: torchmetrics 1.9.0 "
       "torchmetrics.functional.hamming_distance(preds, target, task, threshold, num_classes, "
       "num_labels, average, top_k=top_k, ignore_index=ignore_index).",
-      task_params(options()), task_inputs());
+      task_params(stat_score_options()), task_inputs());
 }
 
 }  // namespace tally::classification

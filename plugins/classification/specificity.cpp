@@ -28,18 +28,10 @@ namespace {
 
 using namespace tm;
 
-TaskOptions options() {
-  TaskOptions o;
-  o.average = "micro";
-  o.top_k = true;
-  o.multidim_average = true;
-  return o;
-}
-
 class Specificity final : public CountMetric {
  public:
   explicit Specificity(const Params& p)
-      : CountMetric(p, "Specificity", options(), SigmoidOver::All) {}
+      : CountMetric(p, "Specificity", stat_score_options(), SigmoidOver::All) {}
 
  protected:
   Value compute(const CountState& state) const override {
@@ -67,7 +59,7 @@ ComponentInfo specificity_info() {
       "negatives); key specificity. Reference: torchmetrics 1.9.0 "
       "torchmetrics.functional.specificity(preds, target, task, threshold, num_classes, "
       "num_labels, average, top_k=top_k, ignore_index=ignore_index).",
-      task_params(options()), task_inputs());
+      task_params(stat_score_options()), task_inputs());
 }
 
 }  // namespace tally::classification

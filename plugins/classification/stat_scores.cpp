@@ -27,18 +27,10 @@ namespace {
 
 using namespace tm;
 
-TaskOptions options() {
-  TaskOptions o;
-  o.average = "micro";
-  o.top_k = true;
-  o.multidim_average = true;
-  return o;
-}
-
 class StatScores final : public CountMetric {
  public:
   explicit StatScores(const Params& p)
-      : CountMetric(p, "StatScores", options(), SigmoidOver::All) {}
+      : CountMetric(p, "StatScores", stat_score_options(), SigmoidOver::All) {}
 
  protected:
   Value compute(const CountState& state) const override {
@@ -78,7 +70,7 @@ ComponentInfo stat_scores_info() {
       "Reference: torchmetrics 1.9.0 torchmetrics.functional.stat_scores(preds, target, "
       "task, threshold, num_classes, num_labels, average, top_k=top_k, "
       "ignore_index=ignore_index).",
-      task_params(options()), task_inputs());
+      task_params(stat_score_options()), task_inputs());
 }
 
 }  // namespace tally::classification

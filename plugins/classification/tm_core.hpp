@@ -94,6 +94,16 @@ struct TaskOptions {
   bool multidim_average = false;
 };
 
+/// The options of torchmetrics' stat-score family (StatScores, Specificity, FBetaScore,
+/// HammingDistance): `average` micro by default, `top_k`, `multidim_average`.
+inline TaskOptions stat_score_options() {
+  TaskOptions o;
+  o.average = "micro";
+  o.top_k = true;
+  o.multidim_average = true;
+  return o;
+}
+
 inline std::vector<ParamSpec> task_params(const TaskOptions& o) {
   std::string tasks;
   for (const auto& t : o.tasks) tasks += (tasks.empty() ? "" : ", ") + t;
@@ -153,9 +163,9 @@ inline TaskParams read_task(const Params& p, const TaskOptions& o) {
   // The class counts are checked whenever given, also by a task that does not read them
   // (torchmetrics ignores them there): a count beyond the bounds is a mistake in any config.
   const std::int64_t num_classes =
-      p.has("num_classes") ? p.get_size("num_classes", 2, kMaxClasses,
-                                        "the state holds num_classes^2 int64 counts")
-                           : 0;
+      p.has("num_classes")
+          ? p.get_size("num_classes", 2, kMaxClasses, "the state holds num_classes^2 int64 counts")
+          : 0;
   const std::int64_t num_labels = p.has("num_labels") ? p.get_size("num_labels", 2, kMaxSize) : 0;
   if (t.task == Task::Multiclass) {
     if (!p.has("num_classes")) p.fail("num_classes", "is required for task multiclass");

@@ -58,6 +58,16 @@ inline std::vector<ParamSpec> nan_params() {
                 "integer, as torchmetrics' .long()).")
               .def(0.0)};
 }
+
+/// The parameters of an association of two series (CramersV, TschuprowsT,
+/// PearsonsContingencyCoefficient, TheilsU): num_classes, bias_correction where the metric has
+/// it, and the NaN handling.
+inline std::vector<ParamSpec> association_params(bool bias_correction) {
+  std::vector<ParamSpec> out{num_classes_param()};
+  if (bias_correction) out.push_back(bias_correction_param());
+  for (auto& p : nan_params()) out.push_back(std::move(p));
+  return out;
+}
 inline std::vector<InputSpec> pair_inputs() {
   return {InputSpec{kPreds,
                     "First categorical series: [N] class ids (integer, or float with NaN handled "

@@ -52,14 +52,12 @@ class CramersV final : public TableMetric {
 }  // namespace
 
 ComponentInfo cramers_v_info() {
-  std::vector<ParamSpec> params{num_classes_param(), bias_correction_param()};
-  for (auto& p : nan_params()) params.push_back(std::move(p));
   return metric<CramersV>(
       "CramersV",
       "Cramer's V association of two categorical series, from their contingency table, with "
       "optional bias correction; key cramers_v. Reference: torchmetrics 1.9.0 "
       "torchmetrics.nominal.CramersV(num_classes, bias_correction).",
-      std::move(params), pair_inputs());
+      association_params(true), pair_inputs());
 }
 
 }  // namespace tally::nominal

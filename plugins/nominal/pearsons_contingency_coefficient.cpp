@@ -37,14 +37,12 @@ class PearsonsContingencyCoefficient final : public TableMetric {
 }  // namespace
 
 ComponentInfo pearsons_contingency_coefficient_info() {
-  std::vector<ParamSpec> params{num_classes_param()};
-  for (auto& p : nan_params()) params.push_back(std::move(p));
   return metric<PearsonsContingencyCoefficient>(
       "PearsonsContingencyCoefficient",
       "Pearson's contingency coefficient sqrt(phi^2 / (1 + phi^2)) of two categorical series; "
       "key pearsons_contingency_coefficient. Reference: torchmetrics 1.9.0 "
       "torchmetrics.nominal.PearsonsContingencyCoefficient(num_classes).",
-      std::move(params), pair_inputs());
+      association_params(false), pair_inputs());
 }
 
 }  // namespace tally::nominal

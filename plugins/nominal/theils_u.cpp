@@ -51,14 +51,12 @@ class TheilsU final : public TableMetric {
 }  // namespace
 
 ComponentInfo theils_u_info() {
-  std::vector<ParamSpec> params{num_classes_param()};
-  for (auto& p : nan_params()) params.push_back(std::move(p));
   return metric<TheilsU>(
       "TheilsU",
       "Theil's U, the uncertainty coefficient U(preds | target) = (H(preds) - H(preds | target)) "
       "/ H(preds) of two categorical series; key theils_u. Reference: torchmetrics 1.9.0 "
       "torchmetrics.nominal.TheilsU(num_classes).",
-      std::move(params), pair_inputs(), {"UncertaintyCoefficient"});
+      association_params(false), pair_inputs(), {"UncertaintyCoefficient"});
 }
 
 }  // namespace tally::nominal

@@ -49,14 +49,12 @@ class TschuprowsT final : public TableMetric {
 }  // namespace
 
 ComponentInfo tschuprows_t_info() {
-  std::vector<ParamSpec> params{num_classes_param(), bias_correction_param()};
-  for (auto& p : nan_params()) params.push_back(std::move(p));
   return metric<TschuprowsT>(
       "TschuprowsT",
       "Tschuprow's T association of two categorical series, from their contingency table, with "
       "optional bias correction; key tschuprows_t. Reference: torchmetrics 1.9.0 "
       "torchmetrics.nominal.TschuprowsT(num_classes, bias_correction).",
-      std::move(params), pair_inputs());
+      association_params(true), pair_inputs());
 }
 
 }  // namespace tally::nominal
