@@ -30,6 +30,7 @@
 #include "tally/params.hpp"
 #include "tally/plugin.hpp"
 #include "tally/reader.hpp"
+#include "tally_support/folder_fields.hpp"
 #include "tally_support/sharded_reader.hpp"
 
 namespace {
@@ -85,7 +86,8 @@ class PngReader : public tally::support::ShardedReader {
                                           fields_.front().name, fields_.front().dir.string()));
     for (std::size_t f = 1; f < fields_.size(); ++f) {
       const auto other = png_names(name_, fields_[f].name, fields_[f].dir);
-      if (other != names_) mismatch(fields_.front(), names_, fields_[f], other);
+      if (other != names_)
+        tally::support::folder_mismatch(name_, ".png", fields_.front(), names_, fields_[f], other);
     }
     set_samples(static_cast<std::int64_t>(names_.size()), shard);
   }
@@ -110,31 +112,7 @@ class PngReader : public tally::support::ShardedReader {
   }
 
  private:
-  struct Field {
-    std::string name;
-    fs::path dir;
-  };
-
-  /// InputError naming the first file one folder has and the other lacks.
-  [[noreturn]] void mismatch(const Field& a, const std::vector<std::string>& in_a, const Field& b,
-                             const std::vector<std::string>& in_b) const {
-    std::vector<std::string> only_a, only_b;
-    std::set_difference(in_a.begin(), in_a.end(), in_b.begin(), in_b.end(),
-                        std::back_inserter(only_a));
-    std::set_difference(in_b.begin(), in_b.end(), in_a.begin(), in_a.end(),
-                        std::back_inserter(only_b));
-    const bool a_has = !only_a.empty() && (only_b.empty() || only_a.front() < only_b.front());
-    const Field& has = a_has ? a : b;
-    const Field& lacks = a_has ? b : a;
-    const auto& missing = a_has ? only_a : only_b;
-    const std::size_t more = only_a.size() + only_b.size() - 1;
-    throw tally::InputError(fmt::format(
-        "{} reader: '{}' is in {} (field '{}') but not in {} (field '{}'){}; the folders must hold "
-        "the same file names ({} and {} .png files)",
-        name_, missing.front(), has.dir.string(), has.name, lacks.dir.string(), lacks.name,
-        more == 0 ? std::string() : fmt::format(", and {} more name(s) differ", more), in_a.size(),
-        in_b.size()));
-  }
+  using Field = tally::support::FolderField;
 
   Kind kind_;
   std::string name_;

@@ -38,6 +38,7 @@
 #include "tally/plugin.hpp"
 #include "tally/reader.hpp"
 #include "tally/tensor.hpp"
+#include "tally_support/folder_fields.hpp"
 #include "tally_support/sharded_reader.hpp"
 
 namespace {
@@ -159,7 +160,8 @@ class WavReader final : public tally::support::ShardedReader {
                                           fields_.front().name, fields_.front().dir.string()));
     for (std::size_t f = 1; f < fields_.size(); ++f) {
       const auto other = wav_names(fields_[f].name, fields_[f].dir);
-      if (other != names_) mismatch(fields_.front(), names_, fields_[f], other);
+      if (other != names_)
+        tally::support::folder_mismatch("wav", ".wav", fields_.front(), names_, fields_[f], other);
     }
     has_rate_param_ = params.has("sample_rate");
     if (has_rate_param_) {
@@ -215,10 +217,7 @@ class WavReader final : public tally::support::ShardedReader {
   }
 
  private:
-  struct Field {
-    std::string name;
-    fs::path dir;
-  };
+  using Field = tally::support::FolderField;
 
   /// The file's values: [T] for one channel, [C, T] (de-interleaved) for more.
   static tally::Tensor decode(SoundFile& s, const fs::path& file, const std::string& what) {
@@ -238,27 +237,6 @@ class WavReader final : public tally::support::ShardedReader {
         planar[static_cast<std::size_t>(c * frames + t)] =
             interleaved[static_cast<std::size_t>(t * channels + c)];
     return tally::Tensor::from_vector(planar, {channels, frames});
-  }
-
-  /// InputError naming the first file one folder has and the other lacks.
-  [[noreturn]] static void mismatch(const Field& a, const std::vector<std::string>& in_a,
-                                    const Field& b, const std::vector<std::string>& in_b) {
-    std::vector<std::string> only_a, only_b;
-    std::set_difference(in_a.begin(), in_a.end(), in_b.begin(), in_b.end(),
-                        std::back_inserter(only_a));
-    std::set_difference(in_b.begin(), in_b.end(), in_a.begin(), in_a.end(),
-                        std::back_inserter(only_b));
-    const bool a_has = !only_a.empty() && (only_b.empty() || only_a.front() < only_b.front());
-    const Field& has = a_has ? a : b;
-    const Field& lacks = a_has ? b : a;
-    const auto& missing = a_has ? only_a : only_b;
-    const std::size_t more = only_a.size() + only_b.size() - 1;
-    throw tally::InputError(fmt::format(
-        "wav reader: '{}' is in {} (field '{}') but not in {} (field '{}'){}; the folders must "
-        "hold the same file names ({} and {} .wav files)",
-        missing.front(), has.dir.string(), has.name, lacks.dir.string(), lacks.name,
-        more == 0 ? std::string() : fmt::format(", and {} more name(s) differ", more), in_a.size(),
-        in_b.size()));
   }
 
   std::vector<Field> fields_;

@@ -1,0 +1,48 @@
+// Readers whose fields are folders of files matched by name (png_masks, images, wav): the field
+// and its folder, and the error when two folders do not hold the same file names.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <filesystem>
+#include <iterator>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "tally/error.hpp"
+
+namespace tally::support {
+
+struct FolderField {
+  std::string name;
+  std::filesystem::path dir;
+};
+
+/// InputError naming the first file (in name order) that one field's folder has and the other's
+/// lacks, and how many more names differ. `in_a` and `in_b`: the sorted file names of a and b.
+[[noreturn]] inline void folder_mismatch(std::string_view reader, std::string_view extension,
+                                         const FolderField& a, const std::vector<std::string>& in_a,
+                                         const FolderField& b,
+                                         const std::vector<std::string>& in_b) {
+  std::vector<std::string> only_a, only_b;
+  std::set_difference(in_a.begin(), in_a.end(), in_b.begin(), in_b.end(),
+                      std::back_inserter(only_a));
+  std::set_difference(in_b.begin(), in_b.end(), in_a.begin(), in_a.end(),
+                      std::back_inserter(only_b));
+  const bool a_has = !only_a.empty() && (only_b.empty() || only_a.front() < only_b.front());
+  const FolderField& has = a_has ? a : b;
+  const FolderField& lacks = a_has ? b : a;
+  const auto& missing = a_has ? only_a : only_b;
+  const std::size_t more = only_a.size() + only_b.size() - 1;
+  throw InputError(fmt::format(
+      "{} reader: '{}' is in {} (field '{}') but not in {} (field '{}'){}; the folders must hold "
+      "the same file names ({} and {} {} files)",
+      reader, missing.front(), has.dir.string(), has.name, lacks.dir.string(), lacks.name,
+      more == 0 ? std::string() : fmt::format(", and {} more name(s) differ", more), in_a.size(),
+      in_b.size(), extension));
+}
+
+}  // namespace tally::support
