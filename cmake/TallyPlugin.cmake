@@ -1,11 +1,14 @@
-# tally_add_plugin(NAME SOURCES src... [LINK_LIBRARIES lib...] [OUTPUT_DIRECTORY dir] [NO_INSTALL])
+# tally_add_plugin(NAME SOURCES src... [LINK_LIBRARIES lib...] [OUTPUT_DIRECTORY dir] [NO_INSTALL]
+#                  [NO_UNITY])
 #
 # Builds libtally_<NAME>.so, a plugin the tally registry discovers: a MODULE library with hidden
 # symbols but for its one entry (TALLY_PLUGIN in tally/plugin.hpp). In the tally source tree the
 # plugin lands in the built-in plugin folder and is installed with tally; out of tree (after
-# find_package(tally)) it lands in the build folder or OUTPUT_DIRECTORY.
+# find_package(tally)) it lands in the build folder or OUTPUT_DIRECTORY. In the tree, with
+# TALLY_UNITY_BUILD on, its C++ sources compile as unity batches unless NO_UNITY is given (files
+# that reuse file-local names such as kType in anonymous namespaces).
 function(tally_add_plugin NAME)
-  cmake_parse_arguments(ARG "NO_INSTALL" "OUTPUT_DIRECTORY" "SOURCES;LINK_LIBRARIES" ${ARGN})
+  cmake_parse_arguments(ARG "NO_INSTALL;NO_UNITY" "OUTPUT_DIRECTORY" "SOURCES;LINK_LIBRARIES" ${ARGN})
   if(NOT ARG_SOURCES)
     message(FATAL_ERROR "tally_add_plugin(${NAME}): SOURCES is required")
   endif()
@@ -21,6 +24,9 @@ function(tally_add_plugin NAME)
     target_link_libraries(${target} PRIVATE tally_sdk tally_warnings ${ARG_LINK_LIBRARIES})
     if(COMMAND tally_use_pch)
       tally_use_pch(${target} sdk)
+    endif()
+    if(TALLY_UNITY_BUILD AND NOT ARG_NO_UNITY)
+      set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 16)
     endif()
   else()
     target_link_libraries(${target} PRIVATE tally::sdk ${ARG_LINK_LIBRARIES})

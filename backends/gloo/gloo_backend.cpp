@@ -78,7 +78,8 @@ constexpr const char* kWho = "gloo backend: ";
 constexpr std::int64_t kDefaultChunkBytes = std::int64_t{1} << 30;
 constexpr double kDefaultTimeout = 600.0;
 // Starting is live work on a busy machine (every rank must start and reach the rendezvous): at
-// least 30 s, so that a short backend.timeout bounds collectives without failing healthy starts.
+// least start_timeout (30 s by default), so that a short backend.timeout bounds collectives
+// without failing healthy starts.
 constexpr double kMinStartTimeout = 30.0;
 // The slot prefix of the rooted gather's point-to-point messages (Gloo's own collectives use
 // 0x01..0x08, gloo/types.h).
@@ -207,6 +208,10 @@ class GlooBackend final : public tally::DistBackend,
       params.fail("timeout",
                   "must be a positive number of seconds, got " + std::to_string(timeout_s_));
     if (chunk < 1) params.fail("chunk_bytes", "must be at least 1, got " + std::to_string(chunk));
+    const double start_timeout_s = params.get_double("start_timeout");
+    if (!(start_timeout_s > 0) || !std::isfinite(start_timeout_s))
+      params.fail("start_timeout",
+                  "must be a positive number of seconds, got " + std::to_string(start_timeout_s));
     std::string rendezvous, iface, master_addr;
     std::optional<std::int64_t> master_port;
     if (params.has("rendezvous")) rendezvous = params.get_string("rendezvous");
@@ -234,7 +239,7 @@ class GlooBackend final : public tally::DistBackend,
     if (world_ == 1) return;  // alone: no context, every primitive is a copy or nothing
 
     // 3. Rendezvous and the full mesh of TCP pairs.
-    const double start_s = std::max(timeout_s_, kMinStartTimeout);
+    const double start_s = std::max(timeout_s_, start_timeout_s);
     const auto start_timeout = to_ms(start_s);
     std::shared_ptr<gloo::transport::Device> device;
     std::string where;
@@ -827,8 +832,13 @@ std::vector<tally::ParamSpec> gloo_params() {
       param("timeout", ParamType::Float,
             "seconds a collective may wait for the other ranks (every Gloo call has this "
             "deadline); past it the call fails on this rank with a message naming the rank and "
-            "the call. The rendezvous waits at least 30 s for every rank to start.")
+            "the call. The rendezvous waits at least start_timeout for every rank to start.")
           .def(kDefaultTimeout),
+      param("start_timeout", ParamType::Float,
+            "seconds the rendezvous waits at least for every rank to start and reach the store "
+            "(starting is live work on a busy machine: the wait is the larger of this and "
+            "timeout)")
+          .def(kMinStartTimeout),
       param("rendezvous", ParamType::Path,
             "a folder every rank sees: rendezvous through Gloo's file store there instead of the "
             "TCP store at MASTER_ADDR:MASTER_PORT")

@@ -79,6 +79,10 @@ class MpiBackend final : public tally::DistBackend,
     const std::int64_t chunk = params.get_int("chunk_bytes");
     const double timeout = params.get_double("timeout");
     const std::int64_t handle = params.get_int("communicator");
+    const double start_timeout = params.get_double("start_timeout");
+    if (!(start_timeout > 0) || !std::isfinite(start_timeout))
+      params.fail("start_timeout",
+                  "must be a positive number of seconds, got " + std::to_string(start_timeout));
     if (!(timeout > 0) || !std::isfinite(timeout))
       params.fail("timeout",
                   "must be a positive number of seconds, got " + std::to_string(timeout));
@@ -89,16 +93,21 @@ class MpiBackend final : public tally::DistBackend,
     // MPI_Init waits for every rank of the job to start MPI, and MPI_Comm_dup for every rank to
     // make a backend: a rank that never does (it ran another command, or another backend) must
     // not leave this one waiting past the timeout either.
-    // Starting is live work on a busy machine (seconds, on many ranks): at least 30 s, so that a
-    // short backend.timeout bounds collectives without failing healthy start-ups.
+    // Starting is live work on a busy machine (seconds, on many ranks): at least start_timeout
+    // (30 s by default), so that a short backend.timeout bounds collectives without failing
+    // healthy start-ups.
     const std::string me = launcher_rank_text();
-    tally::Watchdog start_watch("mpi backend: rank " + me, std::max(timeout, kMinStartTimeout),
+    tally::Watchdog start_watch("mpi backend: rank " + me, std::max(timeout, start_timeout),
                                 me == "?" ? 0.0 : std::min(3.0 * std::atof(me.c_str()), 30.0));
-    tally::Watchdog::Scope starting(
-        start_watch,
-        "starting MPI (MPI_Init_thread, MPI_Comm_dup, MPI_Comm_split_type: every rank of "
-        "the job must run tally with the mpi backend; start-up waits "
-        "at least 30 s)");
+    char start_text[32];
+    std::snprintf(start_text, sizeof start_text, "%g s", start_timeout);
+    const std::string starting_what =
+        std::string(
+            "starting MPI (MPI_Init_thread, MPI_Comm_dup, MPI_Comm_split_type: every rank "
+            "of the job must run tally with the mpi backend; start-up waits at least "
+            "backend.start_timeout, ") +
+        start_text + ")";
+    tally::Watchdog::Scope starting(start_watch, starting_what.c_str());
     mpi_.acquire(
         "mpi backend",
         "initialise MPI in the host program to use several mpi backends one after another");
@@ -458,6 +467,11 @@ std::vector<tally::ParamSpec> mpi_params() {
                        "reading. Rank 0 computing the results is alive, not hung: the others wait "
                        "for it as long as its heartbeats (every timeout / 4) arrive.")
               .def(kDefaultTimeout),
+          tally::param("start_timeout", tally::ParamType::Float,
+                       "seconds the start-up (MPI_Init_thread, MPI_Comm_dup) waits at least for "
+                       "every rank of the job (starting is live work on a busy machine: the wait "
+                       "is the larger of this and timeout)")
+              .def(kMinStartTimeout),
           tally::param("communicator", tally::ParamType::Int,
                        "the communicator to run on, as its Fortran handle (MPI_Comm_c2f), for a "
                        "host program that initialised MPI and evaluates on its own communicator "

@@ -259,9 +259,12 @@ Loaded load_plugin(const fs::path& file) {
   out.file = file;
   check_plugin_abi(file);  // reads the file only: nothing of the plugin runs before this passes
   try {
-    // RTLD_LAZY | RTLD_LOCAL: a plugin's symbols never leak into another's.
+    // RTLD_NOW: every symbol is bound here, so a plugin that needs one no library defines (built
+    // against another tally, or with a source missing) is refused with the symbol's name, not
+    // killed by the loader at its first call. RTLD_LOCAL: a plugin's symbols never leak into
+    // another's.
     out.lib = std::make_shared<boost::dll::shared_library>(
-        file, boost::dll::load_mode::rtld_lazy | boost::dll::load_mode::rtld_local);
+        file, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
   } catch (const std::system_error& e) {
     throw ConfigError(fmt::format("plugin '{}' cannot be loaded: {}", shown(file),
                                   escape_for_terminal(e.what())));

@@ -38,6 +38,7 @@ ComponentInfo si_sdr_info();
 ComponentInfo si_snr_info();
 ComponentInfo sdr_info();
 ComponentInfo pit_info();
+ComponentInfo stoi_info();
 
 // ---- inputs -------------------------------------------------------------------------------------
 

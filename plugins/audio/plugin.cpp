@@ -1,7 +1,7 @@
 // The audio plugin: ScaleInvariantSignalDistortionRatio, ScaleInvariantSignalNoiseRatio,
-// SignalDistortionRatio and PermutationInvariantTraining, equal to torchmetrics 1.9's classes of
-// those names in float64. Each metric lives in its own file with its formula and reference; the
-// kernels they share are in kernels.cpp.
+// SignalDistortionRatio, PermutationInvariantTraining and ShortTimeObjectiveIntelligibility, equal
+// to torchmetrics 1.9's classes of those names in float64. Each metric lives in its own file with
+// its formula and reference; the kernels they share are in kernels.cpp.
 #include <vector>
 
 #include "common.hpp"
@@ -25,7 +25,10 @@ std::vector<tally::ComponentInfo> audio_components() {
   pit.results = {{"permutation_invariant_training", Better::Higher, Plot::None,
                   "mean over samples of the best permutation's metric_func (higher is better for "
                   "the dB metrics with eval_func max)"}};
-  return {std::move(si_sdr), std::move(si_snr), std::move(sdr), std::move(pit)};
+  auto stoi = tally::audio::stoi_info();
+  stoi.results = {{"short_time_objective_intelligibility", Better::Higher, Plot::None,
+                   "mean STOI (extended: ESTOI) over signals, about 0..1"}};
+  return {std::move(si_sdr), std::move(si_snr), std::move(sdr), std::move(pit), std::move(stoi)};
 }
 
 }  // namespace

@@ -34,13 +34,6 @@ namespace {
 
 using namespace curves;
 
-/// torch.trapz(y, x): the trapezoids summed in order.
-double trapz(const std::vector<double>& x, const std::vector<double>& y) {
-  double s = 0.0;
-  for (std::size_t i = 1; i < x.size(); ++i) s += (x[i] - x[i - 1]) * (y[i] + y[i - 1]);
-  return s / 2.0;
-}
-
 /// {auroc: v}.
 Value result(Value v) {
   Value out = Value::map();
@@ -85,36 +78,8 @@ class AUROC final : public CurveMetric {
     if (cp_.tp.task == Task::Binary) return result(Value(binary_auc(c.fpr[0], c.tpr[0], max_fpr_)));
     std::vector<double> res;
     for (std::size_t k = 0; k < c.fpr.size(); ++k) res.push_back(trapz(c.fpr[k], c.tpr[k]));
-    if (average_ == "none") return result(Value(res));
-    // Weights: each class's positives (exact: among the kept targets; binned: at the first
-    // threshold, as torchmetrics' state[0][:, 1, :].sum(-1)).
-    std::vector<double> w(res.size(), 0.0);
-    for (std::size_t k = 0; k < res.size(); ++k) {
-      if (cp_.binned) {
-        w[k] = static_cast<double>(count(s, 0, static_cast<std::int64_t>(k), 2) +
-                                   count(s, 0, static_cast<std::int64_t>(k), 3));
-      } else if (cp_.tp.task == Task::Multiclass) {
-        w[k] = static_cast<double>(std::count(s.labels.begin(), s.labels.end(), k));
-      } else {
-        for (std::size_t i = k; i < s.labels.size(); i += res.size()) w[k] += s.labels[i] == 1;
-      }
-    }
-    double sum = 0.0, wsum = 0.0;
-    std::size_t kept = 0;
-    for (std::size_t k = 0; k < res.size(); ++k)
-      if (!std::isnan(res[k])) {
-        sum += res[k];
-        wsum += w[k];
-        ++kept;
-      }
-    double out = 0.0;
-    if (average_ == "macro") {
-      out = sum / static_cast<double>(kept);
-    } else {
-      for (std::size_t k = 0; k < res.size(); ++k)
-        if (!std::isnan(res[k])) out += res[k] * (wsum == 0.0 ? 0.0 : w[k] / wsum);
-    }
-    return result(Value(out));
+    // Weights: each class's positives (curve_core.hpp).
+    return result(average_scores(res, positives(s), average_));
   }
 
  private:
@@ -133,11 +98,11 @@ class AUROC final : public CurveMetric {
     if (stop == 0 || stop >= fpr.size()) return trapz(fpr, tpr);  // not reached: fpr ends at 1
     const double weight = (max_fpr - fpr[stop - 1]) / (fpr[stop] - fpr[stop - 1]);
     const double a = tpr[stop - 1], b = tpr[stop], diff = b - a;
-    const double interp = std::abs(weight) < 0.5 ? a + weight * diff : b - diff * (1 - weight);
+    const double cut = std::abs(weight) < 0.5 ? a + weight * diff : b - diff * (1 - weight);
     std::vector<double> x(fpr.begin(), fpr.begin() + static_cast<std::ptrdiff_t>(stop));
     std::vector<double> y(tpr.begin(), tpr.begin() + static_cast<std::ptrdiff_t>(stop));
     x.push_back(max_fpr);
-    y.push_back(interp);
+    y.push_back(cut);
     const double partial = trapz(x, y);
     const double min_area = 0.5 * max_fpr * max_fpr;
     return 0.5 * (1 + (partial - min_area) / (max_fpr - min_area));
@@ -145,30 +110,8 @@ class AUROC final : public CurveMetric {
 
   /// Multilabel micro: one binary curve of every kept element.
   double micro(const CurveState& s) const {
-    std::vector<double> fpr, tpr;
-    if (cp_.binned) {
-      for (std::size_t j = cp_.thresholds.size(); j-- > 0;) {
-        std::int64_t cell[4] = {0, 0, 0, 0};
-        for (std::int64_t k = 0; k < cp_.curves(); ++k)
-          for (int q = 0; q < 4; ++q) cell[q] += count(s, j, k, q);
-        tpr.push_back(ratio_or_zero(cell[3], cell[3] + cell[2]));
-        fpr.push_back(ratio_or_zero(cell[1], cell[1] + cell[0]));
-      }
-      return binary_auc(fpr, tpr, 1.0);
-    }
-    std::vector<std::pair<double, bool>> pairs;
-    for (std::size_t i = 0; i < s.labels.size(); ++i)
-      if (s.labels[i] >= 0) pairs.emplace_back(s.scores[i], s.labels[i] == 1);
-    if (pairs.empty()) check_.fail(kTarget, "every target is ignore_index: no curve");
-    const ExactCurve c = exact_curve(pairs);
-    const std::int64_t pos = c.tps.back(), neg = c.fps.back();
-    fpr.push_back(0.0);
-    tpr.push_back(0.0);
-    for (std::size_t i = 0; i < c.tps.size(); ++i) {
-      fpr.push_back(ratio_or_zero(neg <= 0 ? 0 : c.fps[i], neg));
-      tpr.push_back(ratio_or_zero(pos <= 0 ? 0 : c.tps[i], pos));
-    }
-    return binary_auc(fpr, tpr, 1.0);
+    const RocCurves c = micro_roc(s);
+    return binary_auc(c.fpr[0], c.tpr[0], 1.0);
   }
 
   std::string average_;

@@ -1,7 +1,11 @@
 // The core of torchmetrics' classification curves (PrecisionRecallCurve, ROC): their parameters
 // (task, num_classes, num_labels, thresholds, ignore_index, as torchmetrics 1.9's), the reading
 // of `preds` / `target` as torchmetrics' _*_precision_recall_curve_format does, and one state
-// for both modes.
+// for both modes; and what the metrics built on the curves share (AUROC, AveragePrecision with a
+// task, LogAUC, PrecisionAtFixedRecall, RecallAtFixedPrecision, SensitivityAtSpecificity,
+// SpecificityAtSensitivity): the curves per class / label (pr_curves, roc_curves), micro-averaged
+// (micro_pr, micro_roc) and macro-averaged (macro_curve), torchmetrics' interp and trapz, the
+// positives that weight average "weighted", and the reduction over the classes (average_scores).
 //
 // Inputs, as torchmetrics' update(preds, target) (preds must be float scores):
 //   binary      preds [N] (or any shape, flattened) probabilities or logits; target 0/1 of the
@@ -35,7 +39,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,8 +51,18 @@
 #include "tm_core.hpp"
 
 namespace tally::classification {
-// AUROC's component info (auroc.cpp); PrecisionRecallCurve's and ROC's are in common.hpp.
+// The component infos of the metrics built on the curves (one file each); PrecisionRecallCurve's
+// and ROC's are in common.hpp.
 ComponentInfo auroc_info();
+ComponentInfo precision_at_fixed_recall_info();
+ComponentInfo recall_at_fixed_precision_info();
+ComponentInfo sensitivity_at_specificity_info();
+ComponentInfo specificity_at_sensitivity_info();
+ComponentInfo logauc_info();
+// AveragePrecision with a `task` (torchmetrics' semantics, tm_average_precision.cpp): the
+// parameters it adds to average_precision.cpp's, and the metric.
+std::vector<ParamSpec> tm_average_precision_params();
+std::unique_ptr<Metric> make_tm_average_precision(const Params& p);
 }  // namespace tally::classification
 
 namespace tally::classification::curves {
@@ -74,6 +90,28 @@ inline std::vector<ParamSpec> curve_params() {
                    "int64 counts per threshold (a fixed-size state).")
                  .optional()
                  .nullable());
+  return out;
+}
+
+/// PrecisionRecallCurve's and ROC's parameters: curve_params() and `average` (multiclass).
+inline std::vector<ParamSpec> curve_params_with_average() {
+  auto out = curve_params();
+  out.push_back(param("average", ParamType::String,
+                      "Multiclass only: null, one curve per class; micro, one curve of every "
+                      "(sample, class) score against the one-hot target; macro, every class's "
+                      "points pooled, the other axis averaged over the classes by linear "
+                      "interpolation (torchmetrics 1.9's average).")
+                    .optional()
+                    .nullable()
+                    .choices({"micro", "macro"}));
+  return out;
+}
+
+/// The parameters of the operating-point metrics: curve_params() and their bound `name` (a
+/// float in [0, 1], required).
+inline std::vector<ParamSpec> operating_point_params(const char* name, std::string doc) {
+  auto out = curve_params();
+  out.push_back(param(name, ParamType::Float, std::move(doc)));
   return out;
 }
 
@@ -136,6 +174,19 @@ inline CurveParams read_curve_params(const Params& p) {
   return c;
 }
 
+/// The `average` of PrecisionRecallCurve and ROC: "" (per class), micro or macro; multiclass
+/// only (torchmetrics ignores it for binary and multilabel tasks: tally refuses it there).
+inline std::string curve_average(const Params& p, const CurveParams& cp) {
+  if (!p.has("average")) return "";
+  const std::string a = p.get_string("average");
+  if (cp.tp.task != Task::Multiclass)
+    p.fail("average",
+           "applies to task multiclass only (torchmetrics 1.9 averages multiclass "
+           "curves only), got " +
+               a);
+  return a;
+}
+
 /// Exact mode: the kept scores (float64, after any sigmoid / softmax) and labels, concatenated
 /// across ranks. binary: scores [m], labels [m] 0/1; multiclass: scores [m x C], labels [m]
 /// class ids; multilabel: scores [m x L], labels [m x L] 0/1 or -1 (ignored).
@@ -182,6 +233,121 @@ struct RocCurves {
 /// num / den, 0 when den is 0 (torchmetrics' _safe_divide).
 inline double ratio_or_zero(std::int64_t num, std::int64_t den) {
   return den == 0 ? 0.0 : static_cast<double>(num) / static_cast<double>(den);
+}
+
+/// torch.trapz(y, x): the trapezoids summed in order.
+inline double trapz(const std::vector<double>& x, const std::vector<double>& y) {
+  double s = 0.0;
+  for (std::size_t i = 1; i < x.size(); ++i) s += (x[i] - x[i - 1]) * (y[i] + y[i - 1]);
+  return s / 2.0;
+}
+
+/// torchmetrics.utilities.compute.interp(x, xp, fp): per x, the segment i = (the number of xp at
+/// or below x) - 1, clamped to [0, |xp| - 2] (xp need not be sorted: NaN counts nowhere), and
+/// m_i x + b_i with m_i = (fp_{i+1} - fp_i) / (xp_{i+1} - xp_i) (0 where xp repeats,
+/// _safe_divide) and b_i = fp_i - m_i xp_i. Needs |xp| >= 2.
+inline std::vector<double> interp(const std::vector<double>& x, const std::vector<double>& xp,
+                                  const std::vector<double>& fp) {
+  const std::size_t n = xp.size() - 1;
+  std::vector<double> m(n), b(n), sorted;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double dx = xp[i + 1] - xp[i];
+    m[i] = dx != 0.0 ? (fp[i + 1] - fp[i]) / dx : 0.0;
+    b[i] = fp[i] - m[i] * xp[i];
+  }
+  for (const double v : xp)
+    if (!std::isnan(v)) sorted.push_back(v);
+  std::sort(sorted.begin(), sorted.end());
+  std::vector<double> out(x.size());
+  for (std::size_t j = 0; j < x.size(); ++j) {
+    const auto at_or_below = static_cast<std::ptrdiff_t>(
+        std::upper_bound(sorted.begin(), sorted.end(), x[j]) - sorted.begin());
+    const auto i = static_cast<std::size_t>(
+        std::clamp<std::ptrdiff_t>(at_or_below - 1, 0, static_cast<std::ptrdiff_t>(n) - 1));
+    out[j] = m[i] * x[j] + b[i];
+  }
+  return out;
+}
+
+/// torch.sort of values: ascending with NaN last, or descending with NaN first.
+inline void sort_values(std::vector<double>& v, bool descending = false) {
+  const auto nan_first = std::stable_partition(
+      v.begin(), v.end(), [&](double x) { return descending ? std::isnan(x) : !std::isnan(x); });
+  if (descending)
+    std::sort(nan_first, v.end(), std::greater<>());
+  else
+    std::sort(v.begin(), nan_first);
+}
+
+/// Curves as arrays, one per class / label (or one: binary, or averaged).
+struct Curves {
+  std::vector<std::vector<double>> x, y, thresholds;
+};
+
+/// torchmetrics' multiclass average "macro" of PR and ROC curves: the x values of every curve
+/// pooled and sorted (NaN last), y the mean over the curves of interp(x, x_k, y_k) (summed in
+/// class order, then divided), the thresholds pooled and sorted (ROC: descending).
+inline Curves macro_curve(const Curves& c, bool descending_thresholds) {
+  Curves out;
+  out.x.resize(1);
+  out.y.resize(1);
+  out.thresholds.resize(1);
+  auto& x = out.x[0];
+  for (const auto& v : c.x) x.insert(x.end(), v.begin(), v.end());
+  sort_values(x);
+  out.y[0].assign(x.size(), 0.0);
+  for (std::size_t k = 0; k < c.x.size(); ++k) {
+    const auto add = interp(x, c.x[k], c.y[k]);
+    for (std::size_t i = 0; i < x.size(); ++i) out.y[0][i] += add[i];
+  }
+  for (double& v : out.y[0]) v /= static_cast<double>(c.x.size());
+  for (const auto& v : c.thresholds)
+    out.thresholds[0].insert(out.thresholds[0].end(), v.begin(), v.end());
+  sort_values(out.thresholds[0], descending_thresholds);
+  return out;
+}
+
+/// torchmetrics' _sensitivity_at_specificity / _specificity_at_sensitivity: among the points
+/// whose cond_i >= min_cond, the first of the largest value_i (torch.argmax) and its threshold;
+/// (0, 1e6) when there is none.
+inline std::pair<double, double> best_where(const std::vector<double>& value,
+                                            const std::vector<double>& cond,
+                                            const std::vector<double>& thresholds,
+                                            double min_cond) {
+  std::size_t best = value.size();
+  for (std::size_t i = 0; i < value.size(); ++i)
+    if (cond[i] >= min_cond && (best == value.size() || value[i] > value[best])) best = i;
+  if (best == value.size()) return {0.0, 1e6};
+  return {value[best], thresholds[best]};
+}
+
+/// A 0-1 bound of a metric (min_recall, ...): a float in [0, 1].
+inline double unit_param(const Params& p, const char* name) {
+  const double v = p.get_double(name);
+  if (!(v >= 0.0 && v <= 1.0)) p.fail(name, fmt::format("must be in [0, 1], got {}", v));
+  return v;
+}
+
+/// torchmetrics' _reduce_average_precision / _reduce_logauc / AUROC's reduction of per-curve
+/// scores: none, the array; macro, the mean of the non-NaN ones; weighted, the non-NaN ones
+/// weighted by w_k / sum of their w (0 when that sum is 0, _safe_divide).
+inline Value average_scores(const std::vector<double>& res, const std::vector<double>& w,
+                            const std::string& average) {
+  if (average == "none") return Value(res);
+  double sum = 0.0, wsum = 0.0;
+  std::size_t kept = 0;
+  const bool weighted = average == "weighted";
+  for (std::size_t k = 0; k < res.size(); ++k)
+    if (!std::isnan(res[k])) {
+      sum += res[k];
+      if (weighted) wsum += w[k];
+      ++kept;
+    }
+  if (average == "macro") return Value(sum / static_cast<double>(kept));
+  double out = 0.0;
+  for (std::size_t k = 0; k < res.size(); ++k)
+    if (!std::isnan(res[k])) out += res[k] * (wsum == 0.0 ? 0.0 : w[k] / wsum);
+  return Value(out);
 }
 
 /// The base of the curve metrics: reads the batches into either state; compute() builds the
@@ -394,6 +560,61 @@ class CurveMetric : public TypedMetric<CurveState> {
                     static_cast<std::size_t>(cell)];
   }
 
+  /// One exact ROC curve (torchmetrics' _binary_roc_compute): (0, 0) at threshold 1, then one
+  /// point per distinct score, decreasing (fpr all 0 when there is no negative, tpr all 0 when
+  /// there is no positive).
+  static void exact_roc(const ExactCurve& c, std::vector<double>& f, std::vector<double>& t,
+                        std::vector<double>& th) {
+    const std::int64_t pos = c.tps.back(), neg = c.fps.back();
+    f.push_back(0.0);
+    t.push_back(0.0);
+    th.push_back(1.0);
+    for (std::size_t i = 0; i < c.tps.size(); ++i) {
+      f.push_back(ratio_or_zero(neg <= 0 ? 0 : c.fps[i], neg));
+      t.push_back(ratio_or_zero(pos <= 0 ? 0 : c.tps[i], pos));
+      th.push_back(c.thresholds[i]);
+    }
+  }
+
+  /// One binned ROC curve from cell(j, q) (threshold j in the given order, cell q = 2 target +
+  /// pred), in reversed threshold order.
+  template <class Cell>
+  void binned_roc(const Cell& cell, std::vector<double>& f, std::vector<double>& t) const {
+    for (std::size_t j = cp_.thresholds.size(); j-- > 0;) {
+      const std::int64_t tn = cell(j, 0), fp = cell(j, 1), fn = cell(j, 2), tp = cell(j, 3);
+      t.push_back(ratio_or_zero(tp, tp + fn));
+      f.push_back(ratio_or_zero(fp, fp + tn));
+    }
+  }
+
+  /// One exact precision-recall curve (torchmetrics' _binary_precision_recall_curve_compute):
+  /// increasing thresholds, recall 1 everywhere when `all_negative`, then precision 1, recall 0.
+  static void exact_pr(const ExactCurve& c, bool all_negative, std::vector<double>& p,
+                       std::vector<double>& r, std::vector<double>& th) {
+    const auto pos = static_cast<double>(c.tps.back());
+    for (std::size_t i = c.tps.size(); i-- > 0;) {
+      const auto tp = static_cast<double>(c.tps[i]);
+      p.push_back(tp / (tp + static_cast<double>(c.fps[i])));
+      r.push_back(all_negative ? 1.0 : tp / pos);
+      th.push_back(c.thresholds[i]);
+    }
+    p.push_back(1.0);
+    r.push_back(0.0);
+  }
+
+  /// One binned precision-recall curve from cell(j, q): NaN for 0 / 0, then precision 1, recall 0.
+  template <class Cell>
+  void binned_pr(const Cell& cell, std::vector<double>& p, std::vector<double>& r) const {
+    const double nan = std::numeric_limits<double>::quiet_NaN();
+    for (std::size_t j = 0; j < cp_.thresholds.size(); ++j) {
+      const std::int64_t tp = cell(j, 3), fp = cell(j, 1), fn = cell(j, 2);
+      p.push_back(tp + fp == 0 ? nan : static_cast<double>(tp) / static_cast<double>(tp + fp));
+      r.push_back(tp + fn == 0 ? nan : static_cast<double>(tp) / static_cast<double>(tp + fn));
+    }
+    p.push_back(1.0);
+    r.push_back(0.0);
+  }
+
   /// The ROC curves of a checked state (see RocCurves).
   RocCurves roc_curves(const CurveState& s) const {
     const auto k_all = static_cast<std::size_t>(cp_.curves());
@@ -402,32 +623,119 @@ class CurveMetric : public TypedMetric<CurveState> {
     out.tpr.resize(k_all);
     out.thresholds.resize(k_all);
     for (std::size_t k = 0; k < k_all; ++k) {
-      auto& f = out.fpr[k];
-      auto& t = out.tpr[k];
       const auto kk = static_cast<std::int64_t>(k);
       if (cp_.binned) {
-        for (std::size_t j = cp_.thresholds.size(); j-- > 0;) {
-          const std::int64_t tn = count(s, j, kk, 0), fp = count(s, j, kk, 1);
-          const std::int64_t fn = count(s, j, kk, 2), tp = count(s, j, kk, 3);
-          t.push_back(ratio_or_zero(tp, tp + fn));
-          f.push_back(ratio_or_zero(fp, fp + tn));
-        }
+        binned_roc([&](std::size_t j, int q) { return count(s, j, kk, q); }, out.fpr[k],
+                   out.tpr[k]);
         continue;
       }
       auto pairs = exact_pairs(s, kk);
-      const ExactCurve c = exact_curve(pairs);
-      const std::int64_t pos = c.tps.back(), neg = c.fps.back();
-      auto& th = out.thresholds[k];
-      f.push_back(0.0);
-      t.push_back(0.0);
-      th.push_back(1.0);
-      for (std::size_t i = 0; i < c.tps.size(); ++i) {
-        f.push_back(ratio_or_zero(neg <= 0 ? 0 : c.fps[i], neg));
-        t.push_back(ratio_or_zero(pos <= 0 ? 0 : c.tps[i], pos));
-        th.push_back(c.thresholds[i]);
-      }
+      exact_roc(exact_curve(pairs), out.fpr[k], out.tpr[k], out.thresholds[k]);
     }
     return out;
+  }
+
+  /// The precision-recall curves of a checked state: x precision, y recall, thresholds (exact:
+  /// per curve; binned: empty, the thresholds are cp_.thresholds).
+  Curves pr_curves(const CurveState& s) const {
+    const auto k_all = static_cast<std::size_t>(cp_.curves());
+    Curves out;
+    out.x.resize(k_all);
+    out.y.resize(k_all);
+    out.thresholds.resize(k_all);
+    for (std::size_t k = 0; k < k_all; ++k) {
+      const auto kk = static_cast<std::int64_t>(k);
+      if (cp_.binned) {
+        binned_pr([&](std::size_t j, int q) { return count(s, j, kk, q); }, out.x[k], out.y[k]);
+        continue;
+      }
+      auto pairs = exact_pairs(s, kk);
+      // torchmetrics' test: every target 0 (multiclass: every kept target is class 0, for every
+      // class's curve).
+      bool all_negative = true;
+      if (cp_.tp.task == Task::Multiclass)
+        all_negative =
+            std::all_of(s.labels.begin(), s.labels.end(), [](std::int32_t y) { return y == 0; });
+      else
+        for (const auto& pr : pairs) all_negative &= !pr.second;
+      exact_pr(exact_curve(pairs), all_negative, out.x[k], out.y[k], out.thresholds[k]);
+    }
+    return out;
+  }
+
+  /// Every kept element as one binary curve (torchmetrics' micro average): multiclass, each
+  /// sample's score of every class against the one-hot target; multilabel, every kept element.
+  std::vector<std::pair<double, bool>> pooled_pairs(const CurveState& s) const {
+    if (cp_.tp.task != Task::Multiclass) {
+      std::vector<std::pair<double, bool>> out;
+      for (std::size_t i = 0; i < s.labels.size(); ++i)
+        if (s.labels[i] >= 0) out.emplace_back(s.scores[i], s.labels[i] == 1);
+      if (out.empty()) check_.fail(kTarget, "every target is ignore_index: no curve");
+      return out;
+    }
+    std::vector<std::pair<double, bool>> out;
+    const auto c = static_cast<std::size_t>(cp_.curves());
+    out.reserve(s.scores.size());
+    for (std::size_t i = 0; i < s.scores.size(); ++i)
+      out.emplace_back(s.scores[i], s.labels[i / c] == static_cast<std::int32_t>(i % c));
+    return out;
+  }
+
+  /// Binned micro average: the counts of threshold j summed over the curves.
+  std::int64_t pooled_count(const CurveState& s, std::size_t j, int cell) const {
+    std::int64_t sum = 0;
+    for (std::int64_t k = 0; k < cp_.curves(); ++k) sum += count(s, j, k, cell);
+    return sum;
+  }
+
+  /// The micro-averaged ROC curve (one curve; thresholds empty when binned).
+  RocCurves micro_roc(const CurveState& s) const {
+    RocCurves out;
+    out.fpr.resize(1);
+    out.tpr.resize(1);
+    out.thresholds.resize(1);
+    if (cp_.binned) {
+      binned_roc([&](std::size_t j, int q) { return pooled_count(s, j, q); }, out.fpr[0],
+                 out.tpr[0]);
+    } else {
+      auto pairs = pooled_pairs(s);
+      exact_roc(exact_curve(pairs), out.fpr[0], out.tpr[0], out.thresholds[0]);
+    }
+    return out;
+  }
+
+  /// The micro-averaged precision-recall curve (one curve; thresholds empty when binned).
+  Curves micro_pr(const CurveState& s) const {
+    Curves out;
+    out.x.resize(1);
+    out.y.resize(1);
+    out.thresholds.resize(1);
+    if (cp_.binned) {
+      binned_pr([&](std::size_t j, int q) { return pooled_count(s, j, q); }, out.x[0], out.y[0]);
+    } else {
+      auto pairs = pooled_pairs(s);
+      bool all_negative = true;
+      for (const auto& pr : pairs) all_negative &= !pr.second;
+      exact_pr(exact_curve(pairs), all_negative, out.x[0], out.y[0], out.thresholds[0]);
+    }
+    return out;
+  }
+
+  /// Each curve's positives, torchmetrics' weights of average "weighted": exact, among the kept
+  /// targets; binned, at the first threshold (state[0][:, 1, :].sum(-1)).
+  std::vector<double> positives(const CurveState& s) const {
+    const auto k_all = static_cast<std::size_t>(cp_.curves());
+    std::vector<double> w(k_all, 0.0);
+    for (std::size_t k = 0; k < k_all; ++k) {
+      const auto kk = static_cast<std::int64_t>(k);
+      if (cp_.binned)
+        w[k] = static_cast<double>(count(s, 0, kk, 2) + count(s, 0, kk, 3));
+      else if (cp_.tp.task == Task::Multiclass)
+        w[k] = static_cast<double>(std::count(s.labels.begin(), s.labels.end(), kk));
+      else
+        for (std::size_t i = k; i < s.labels.size(); i += k_all) w[k] += s.labels[i] == 1;
+    }
+    return w;
   }
 
   /// Curves of one array each (binary) or an array of arrays (one per class / label).
@@ -435,6 +743,25 @@ class CurveMetric : public TypedMetric<CurveState> {
     if (cp_.tp.task == Task::Binary) return Value(per_curve.front());
     Value out = Value::array();
     for (auto& v : per_curve) out.push_back(Value(v));
+    return out;
+  }
+
+  /// One value per curve: a scalar (binary) or an array (one per class / label).
+  Value per_curve(const std::vector<double>& v) const {
+    return cp_.tp.task == Task::Binary ? Value(v.front()) : Value(v);
+  }
+
+  /// The result of the operating-point metrics (PrecisionAtFixedRecall, ...): {key: value,
+  /// threshold: t} per curve, as torchmetrics' (value, threshold) tuple.
+  Value operating_point(const char* key, const std::vector<std::pair<double, double>>& best) const {
+    std::vector<double> v, t;
+    for (const auto& [a, b] : best) {
+      v.push_back(a);
+      t.push_back(b);
+    }
+    Value out = Value::map();
+    out.set(key, per_curve(v));
+    out.set("threshold", per_curve(t));
     return out;
   }
 

@@ -36,7 +36,9 @@ std::vector<tally::ComponentInfo> classification_components() {
   multi_label.results[1].doc = "positive labels, summed over the classes";
   auto ap = tally::classification::average_precision_info();
   ap.results = {{"AP_classwise", Better::Higher, Plot::Bars, "average precision per class"},
-                {"mAP", Better::Higher, Plot::None, "mean average precision over the classes"}};
+                {"mAP", Better::Higher, Plot::None, "mean average precision over the classes"},
+                {"average_precision", Better::Higher, Plot::None,
+                 "torchmetrics' average precision (with task; array: per class / label)"}};
   auto auc = tally::classification::roc_auc_info();
   auc.results = {{"AUC_classwise", Better::Higher, Plot::Bars, "ROC AUC per class"},
                  {"AUC", Better::Higher, Plot::None, "area under the ROC curve"}};
@@ -86,6 +88,22 @@ std::vector<tally::ComponentInfo> classification_components() {
         {"thresholds", Better::Neither, Plot::None, "the thresholds, decreasing"}});
   with(auroc_info(), {{"auroc", Better::Higher, Plot::None,
                        "area under the ROC curve (array: per class / label)"}});
+  // Operating points and areas of the curves (curve_core.hpp).
+  const tally::ResultSpec threshold = {"threshold", Better::Neither, Plot::None,
+                                       "the threshold of that point (array: per class / label)"};
+  with(precision_at_fixed_recall_info(),
+       {{"precision", Better::Higher, Plot::None, "best precision at the minimum recall"},
+        threshold});
+  with(recall_at_fixed_precision_info(),
+       {{"recall", Better::Higher, Plot::None, "best recall at the minimum precision"}, threshold});
+  with(sensitivity_at_specificity_info(),
+       {{"sensitivity", Better::Higher, Plot::None, "best sensitivity at the minimum specificity"},
+        threshold});
+  with(specificity_at_sensitivity_info(),
+       {{"specificity", Better::Higher, Plot::None, "best specificity at the minimum sensitivity"},
+        threshold});
+  with(logauc_info(), {{"logauc", Better::Higher, Plot::None,
+                        "ROC area over fpr_range on a log axis (array: per class / label)"}});
   return out;
 }
 

@@ -17,11 +17,16 @@
 // [C, T + 1] tensors when binned).
 //
 // Reference: torchmetrics 1.9.0 torchmetrics.functional.precision_recall_curve(preds, target,
-// task=..., thresholds=..., num_classes=..., num_labels=..., ignore_index=...) on float64 preds,
-// run with torch's default dtype float64. scikit-learn 1.7.2 precision_recall_curve(target,
+// task=..., thresholds=..., num_classes=..., num_labels=..., average=..., ignore_index=...) on
+// float64 preds, run with torch's default dtype float64 (average: tests/reference/
+// classification_fixed.py). scikit-learn 1.7.2 precision_recall_curve(target,
 // preds) gives the same binary exact curve except that it drops the points after full recall
 // (drop_intermediate-like truncation) and the reference script records that cross-check.
-// torchmetrics' `average` (micro / macro interpolated curves) is not supported.
+// average (multiclass only, torchmetrics 1.9's): micro, one curve of every (sample, class) score
+// against the one-hot target (binned: the counts summed over the classes); macro, the precisions
+// of every class's curve pooled and sorted (NaN last), the recall at each the mean over the
+// classes of torchmetrics' interp(precision, precision_k, recall_k) (curve_core.hpp), the
+// thresholds pooled and sorted. One curve either way: precision, recall, thresholds arrays.
 //
 // Keys: precision, recall, thresholds (torchmetrics' tuple).
 //
@@ -41,47 +46,33 @@ using namespace curves;
 
 class PrecisionRecallCurve final : public CurveMetric {
  public:
-  explicit PrecisionRecallCurve(const Params& p) : CurveMetric(p, "PrecisionRecallCurve") {}
+  explicit PrecisionRecallCurve(const Params& p)
+      : CurveMetric(p, "PrecisionRecallCurve"), average_(curve_average(p, cp_)) {}
 
  protected:
   Value compute(const CurveState& s) const override {
     checked(s);
-    const std::int64_t k_all = cp_.curves();
-    std::vector<std::vector<double>> prec(static_cast<std::size_t>(k_all)), rec = prec, thr = prec;
-    const double nan = std::numeric_limits<double>::quiet_NaN();
-    for (std::int64_t k = 0; k < k_all; ++k) {
-      auto& p = prec[static_cast<std::size_t>(k)];
-      auto& r = rec[static_cast<std::size_t>(k)];
-      if (cp_.binned) {
-        for (std::size_t t = 0; t < cp_.thresholds.size(); ++t) {
-          const std::int64_t tp = count(s, t, k, 3), fp = count(s, t, k, 1), fn = count(s, t, k, 2);
-          p.push_back(tp + fp == 0 ? nan : static_cast<double>(tp) / static_cast<double>(tp + fp));
-          r.push_back(tp + fn == 0 ? nan : static_cast<double>(tp) / static_cast<double>(tp + fn));
-        }
-      } else {
-        auto pairs = exact_pairs(s, k);
-        const ExactCurve c = exact_curve(pairs);
-        const auto pos = static_cast<double>(c.tps.back());
-        bool all_negative = c.tps.back() == 0;
-        if (cp_.tp.task == Task::Multiclass)
-          all_negative =
-              std::all_of(s.labels.begin(), s.labels.end(), [](std::int32_t y) { return y == 0; });
-        for (std::size_t i = c.tps.size(); i-- > 0;) {
-          const auto tp = static_cast<double>(c.tps[i]);
-          p.push_back(tp / (tp + static_cast<double>(c.fps[i])));
-          r.push_back(all_negative ? 1.0 : tp / pos);
-          thr[static_cast<std::size_t>(k)].push_back(c.thresholds[i]);
-        }
-      }
-      p.push_back(1.0);
-      r.push_back(0.0);
+    Curves c = average_ == "micro" ? micro_pr(s) : pr_curves(s);
+    if (average_ == "macro") {
+      if (cp_.binned) c.thresholds.assign(c.x.size(), cp_.thresholds);
+      c = macro_curve(c, false);
     }
     Value out = Value::map();
-    out.set("precision", pack(std::move(prec)));
-    out.set("recall", pack(std::move(rec)));
-    out.set("thresholds", cp_.binned ? binned_thresholds(false) : pack(std::move(thr)));
+    if (!average_.empty()) {  // one curve
+      out.set("precision", Value(c.x[0]));
+      out.set("recall", Value(c.y[0]));
+      out.set("thresholds", cp_.binned && average_ == "micro" ? binned_thresholds(false)
+                                                              : Value(c.thresholds[0]));
+      return out;
+    }
+    out.set("precision", pack(std::move(c.x)));
+    out.set("recall", pack(std::move(c.y)));
+    out.set("thresholds", cp_.binned ? binned_thresholds(false) : pack(std::move(c.thresholds)));
     return out;
   }
+
+ private:
+  std::string average_;  // "" (per class), micro or macro
 };
 
 }  // namespace
@@ -93,8 +84,8 @@ ComponentInfo precision_recall_curve_info() {
       "binary, multiclass (per class) or multilabel (per label) task. "
       "Reference: torchmetrics 1.9.0 torchmetrics.functional.precision_recall_curve(preds, "
       "target, task, thresholds=thresholds, num_classes=num_classes, num_labels=num_labels, "
-      "ignore_index=ignore_index).",
-      curve_params(), tm::task_inputs(false));
+      "average=average, ignore_index=ignore_index).",
+      curve_params_with_average(), tm::task_inputs(false));
 }
 
 }  // namespace tally::classification

@@ -14,11 +14,16 @@
 // Multiclass and multilabel: arrays of arrays, one per class / label.
 //
 // Reference: torchmetrics 1.9.0 torchmetrics.functional.roc(preds, target, task=...,
-// thresholds=..., num_classes=..., num_labels=..., ignore_index=...) on float64 preds, run with
-// torch's default dtype float64. scikit-learn 1.7.2 roc_curve(target, preds,
+// thresholds=..., num_classes=..., num_labels=..., average=..., ignore_index=...) on float64
+// preds, run with torch's default dtype float64 (average: tests/reference/
+// classification_fixed.py). scikit-learn 1.7.2 roc_curve(target, preds,
 // drop_intermediate=False) gives the same exact binary fpr and tpr (its first threshold is inf
 // where torchmetrics' is 1); the reference script records that cross-check.
-// torchmetrics' `average` (micro / macro interpolated curves) is not supported.
+// average (multiclass only, torchmetrics 1.9's): micro, one curve of every (sample, class) score
+// against the one-hot target (binned: the counts summed over the classes); macro, the fpr of
+// every class's curve pooled and sorted, the tpr at each the mean over the classes of
+// torchmetrics' interp(fpr, fpr_k, tpr_k) (curve_core.hpp), the thresholds pooled and sorted
+// decreasing. One curve either way: fpr, tpr, thresholds arrays.
 //
 // Keys: fpr, tpr, thresholds (torchmetrics' tuple).
 //
@@ -38,18 +43,43 @@ using namespace curves;
 
 class ROC final : public CurveMetric {
  public:
-  explicit ROC(const Params& p) : CurveMetric(p, "ROC") {}
+  explicit ROC(const Params& p) : CurveMetric(p, "ROC"), average_(curve_average(p, cp_)) {
+    // Binned macro interpolates between a curve's points (torchmetrics fails on one).
+    if (average_ == "macro" && cp_.binned && cp_.thresholds.size() < 2)
+      p.fail("average", "macro needs at least 2 thresholds (it interpolates between points)");
+  }
 
  protected:
   Value compute(const CurveState& s) const override {
     checked(s);
-    RocCurves c = roc_curves(s);
+    RocCurves c = average_ == "micro" ? micro_roc(s) : roc_curves(s);
     Value out = Value::map();
-    out.set("fpr", pack(std::move(c.fpr)));
-    out.set("tpr", pack(std::move(c.tpr)));
-    out.set("thresholds", cp_.binned ? binned_thresholds(true) : pack(std::move(c.thresholds)));
+    if (average_.empty()) {
+      out.set("fpr", pack(std::move(c.fpr)));
+      out.set("tpr", pack(std::move(c.tpr)));
+      out.set("thresholds", cp_.binned ? binned_thresholds(true) : pack(std::move(c.thresholds)));
+      return out;
+    }
+    if (average_ == "macro") {
+      Curves m{std::move(c.fpr), std::move(c.tpr), std::move(c.thresholds)};
+      if (cp_.binned) {
+        std::vector<double> t(cp_.thresholds.rbegin(), cp_.thresholds.rend());
+        m.thresholds.assign(m.x.size(), t);
+      }
+      m = macro_curve(m, true);
+      c.fpr = std::move(m.x);
+      c.tpr = std::move(m.y);
+      c.thresholds = std::move(m.thresholds);
+    }
+    out.set("fpr", Value(c.fpr[0]));
+    out.set("tpr", Value(c.tpr[0]));
+    out.set("thresholds",
+            cp_.binned && average_ == "micro" ? binned_thresholds(true) : Value(c.thresholds[0]));
     return out;
   }
+
+ private:
+  std::string average_;  // "" (per class), micro or macro
 };
 
 }  // namespace
@@ -62,8 +92,8 @@ ComponentInfo roc_info() {
       "multilabel (per label) task. "
       "Reference: torchmetrics 1.9.0 torchmetrics.functional.roc(preds, target, task, "
       "thresholds=thresholds, num_classes=num_classes, num_labels=num_labels, "
-      "ignore_index=ignore_index).",
-      curve_params(), tm::task_inputs(false));
+      "average=average, ignore_index=ignore_index).",
+      curve_params_with_average(), tm::task_inputs(false));
 }
 
 }  // namespace tally::classification

@@ -21,6 +21,8 @@
 #include "tally/plugin.hpp"
 #include "tally/state.hpp"
 
+#include "ranks.hpp"
+
 namespace tally::regression {
 
 inline constexpr const char* kPred = "pred";
@@ -426,22 +428,6 @@ inline Value per_output(const std::vector<double>& v, bool array) {
   if (!array && v.size() == 1) return Value(v[0]);
   return Value(v);
 }
-
-/// Ranks with ties averaged (scipy.stats.rankdata(method="average")), doubled so that they are
-/// integers: twice_rank[i] = 2 * rank of v[i] (1-based). O(n log n): one sort of the values.
-std::vector<std::int64_t> twice_average_ranks(const double* v, std::size_t n, std::size_t stride);
-
-/// Reorders `perm` (indices into keys; empty: 0..n-1) so that keys[perm[i] * stride] ascend,
-/// keeping the order of equal keys (-0.0 equals 0.0): a stable LSD radix sort on the bits of the
-/// doubles, 11 bits a pass, passes whose digit is the same for every key skipped.
-/// `sorted` (if given) receives the keys in that order as integers that are equal exactly when
-/// the doubles are (ties found without gathering the doubles again).
-void sort_permutation(const double* keys, std::size_t n, std::size_t stride,
-                      std::vector<std::uint32_t>& perm,
-                      std::vector<std::uint64_t>* sorted = nullptr);
-
-/// The number of pairs i < j with v[i] > v[j] (bottom-up merge sort; v is sorted on return).
-std::int64_t count_inversions(std::vector<std::uint32_t>& v);
 
 /// The most samples a metric that keeps every sample (Spearman, Kendall) ranks: indices fit 32
 /// bits and every pair count and rank product fits int64 / int128.

@@ -36,19 +36,6 @@
 namespace tally::regression {
 namespace {
 
-struct Ties {
-  std::int64_t pairs = 0;  // sum t (t - 1) / 2
-  double v1 = 0, v2 = 0;   // sum t (t - 1) (2t + 5), sum t (t - 1) (t - 2)
-  std::int64_t distinct = 0;
-  void add(std::int64_t t) {
-    ++distinct;
-    pairs += t * (t - 1) / 2;
-    const auto dt = static_cast<double>(t);
-    v1 += dt * (dt - 1.0) * (2.0 * dt + 5.0);
-    v2 += dt * (dt - 1.0) * (dt - 2.0);
-  }
-};
-
 class KendallRankCorrCoef final : public RankedMetric {
  public:
   explicit KendallRankCorrCoef(const Params& p)
@@ -62,44 +49,12 @@ class KendallRankCorrCoef final : public RankedMetric {
     const std::size_t n = samples(s);
     const auto d = static_cast<std::size_t>(outputs_);
     std::vector<double> tau(d), pv(d);
+    RankScratch scratch;
     for (std::size_t k = 0; k < d; ++k) {
-      const double* x = s.preds.data() + k;
-      const double* y = s.target.data() + k;
-      // Sort by y: the ties of y and the dense rank of each y.
-      std::vector<std::uint32_t> by_y;
-      std::vector<std::uint64_t> key;
-      sort_permutation(y, n, d, by_y, &key);
-      std::vector<std::uint32_t> yrank(n);
-      Ties ty, tx;
-      for (std::size_t i = 0; i < n;) {
-        std::size_t j = i + 1;
-        while (j < n && key[j] == key[i]) ++j;
-        for (std::size_t t = i; t < j; ++t)
-          yrank[by_y[t]] = static_cast<std::uint32_t>(ty.distinct);
-        ty.add(static_cast<std::int64_t>(j - i));
-        i = j;
-      }
-      // Then (stable) by x: the order of (x, y).
-      std::vector<std::uint32_t> by_xy = std::move(by_y);
-      sort_permutation(x, n, d, by_xy, &key);
-      std::int64_t joint = 0;  // pairs tied in both x and y
-      // The y ranks in (x, y) order: their inversions are the discordant pairs.
-      std::vector<std::uint32_t> seq(n);
-      for (std::size_t i = 0; i < n; ++i) seq[i] = yrank[by_xy[i]];
-      for (std::size_t i = 0; i < n;) {
-        std::size_t j = i + 1;
-        while (j < n && key[j] == key[i]) ++j;
-        tx.add(static_cast<std::int64_t>(j - i));
-        for (std::size_t a = i; a < j;) {
-          std::size_t b = a + 1;
-          while (b < j && seq[b] == seq[a]) ++b;
-          const auto t = static_cast<std::int64_t>(b - a);
-          joint += t * (t - 1) / 2;
-          a = b;
-        }
-        i = j;
-      }
-      const std::int64_t dis = count_inversions(seq);
+      const KendallCounts c =
+          kendall_counts(s.preds.data() + k, s.target.data() + k, n, d, scratch);
+      const Ties &tx = c.x, &ty = c.y;
+      const std::int64_t joint = c.joint, dis = c.discordant;
       const auto nn = static_cast<std::int64_t>(n);
       const std::int64_t n0 = nn * (nn - 1) / 2;
       const std::int64_t con = n0 - tx.pairs - ty.pairs + joint - dis;

@@ -17,14 +17,11 @@
 // 0.7999999999999999).
 //
 // State: every sample's preds and target, concatenated across ranks in rank order (RankedState in
-// common.hpp): ranks need all of them. compute() ranks them in O(N log N) (a radix sort each).
+// common.hpp): ranks need all of them. compute() ranks them in O(N) (a radix sort each, ranks.cpp).
 #include "common.hpp"
 
 namespace tally::regression {
 namespace {
-
-// GCC's 128-bit integer (__extension__: -Wpedantic knows it is not ISO C++).
-__extension__ typedef __int128 Int128;
 
 class SpearmanCorrCoef final : public RankedMetric {
  public:
@@ -35,16 +32,12 @@ class SpearmanCorrCoef final : public RankedMetric {
     const std::size_t n = samples(s);
     const auto d = static_cast<std::size_t>(outputs_);
     std::vector<double> rho(d);
+    RankScratch scratch;
     for (std::size_t k = 0; k < d; ++k) {
-      const std::vector<std::int64_t> rx = twice_average_ranks(s.preds.data() + k, n, d);
-      const std::vector<std::int64_t> ry = twice_average_ranks(s.target.data() + k, n, d);
       // Twice the ranks: each <= 2^32, products <= 2^64, n of them <= 2^95; n times that
-      // < 2^127: exact in int128.
-      Int128 sx = 0, sy = 0, sxx = 0, syy = 0, sxy = 0;
-      for (std::size_t i = 0; i < n; ++i) {
-        const Int128 a = rx[i], b = ry[i];
-        sx += a, sy += b, sxx += a * a, syy += b * b, sxy += a * b;
-      }
+      // < 2^127: exact in int128 (ranks.hpp).
+      const SpearmanSums r = spearman_sums(s.preds.data() + k, s.target.data() + k, n, d, scratch);
+      const Int128 sx = r.sx, sy = r.sy, sxx = r.sxx, syy = r.syy, sxy = r.sxy;
       const auto nn = static_cast<Int128>(n);
       // n^2 times the centred sums (the factor cancels in the ratio).
       const auto cxx = static_cast<long double>(nn * sxx - sx * sx);

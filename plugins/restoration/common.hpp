@@ -31,6 +31,7 @@ ComponentInfo snr_info();
 ComponentInfo ssim_info();
 ComponentInfo mae_info();
 ComponentInfo mse_info();
+ComponentInfo niqe_info();
 
 // ---- sums -----------------------------------------------------------------------------------
 

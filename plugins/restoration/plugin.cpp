@@ -1,7 +1,8 @@
 // The image-restoration plugin: PSNR, SNR, SSIM, MAE and MSE (mmeval's PeakSignalNoiseRatio,
 // SignalNoiseRatio, StructuralSimilarity, MeanAbsoluteError, MeanSquaredError), and the
 // alpha-matting metrics SAD, MattingMSE, GradientError and ConnectivityError (mmeval's
-// SumAbsoluteDifferences, MattingMeanSquaredError, GradientError, ConnectivityError). Each metric
+// SumAbsoluteDifferences, MattingMeanSquaredError, GradientError, ConnectivityError), and the
+// no-reference NIQE (NaturalImageQualityEvaluator). Each metric
 // lives in its own file with its formula and references.
 #include <vector>
 
@@ -36,8 +37,11 @@ std::vector<tally::ComponentInfo> restoration_components() {
   auto connectivity = tally::restoration::connectivity_error_info();
   connectivity.results = {
       {"connectivity_error", Better::Lower, Plot::None, "sum / norm_const, mean over images"}};
+  auto niqe = tally::restoration::niqe_info();
+  niqe.results = {{"niqe", Better::Lower, Plot::None, "no-reference, mean over images"}};
   std::vector<tally::ComponentInfo> out;
-  for (auto* c : {&psnr, &snr, &ssim, &mae, &mse, &sad, &matting_mse, &gradient, &connectivity})
+  for (auto* c :
+       {&psnr, &snr, &ssim, &mae, &mse, &sad, &matting_mse, &gradient, &connectivity, &niqe})
     out.push_back(std::move(*c));
   return out;
 }

@@ -104,12 +104,14 @@ inline void topk(const double* p, std::size_t m, std::size_t k, std::vector<Scor
   }
 }
 
+/// From this many samples on, torch.sort(indexes) is stable (at::internal::GRAIN_SIZE).
+inline constexpr std::size_t kRadixFrom = 32768;
+
 /// The order torch.sort(indexes) gives on the CPU: fbgemm's stable radix sort from 32768 samples
 /// on (here an LSD radix sort, equally stable), std::sort of (id, position) below.
 inline std::vector<std::int64_t> query_order(std::span<const std::int64_t> ids) {
   const std::size_t n = ids.size();
   std::vector<std::int64_t> order(n);
-  constexpr std::size_t kRadixFrom = 32768;  // at::internal::GRAIN_SIZE
   if (n < kRadixFrom) {
     std::vector<std::pair<std::int64_t, std::int64_t>> v(n);
     for (std::size_t i = 0; i < n; ++i) v[i] = {ids[i], static_cast<std::int64_t>(i)};
@@ -359,24 +361,37 @@ class RetrievalMetric : public TypedMetric<State<T>> {
     if (n == 0)
       check_.fail(opt_.ignore_index ? "no samples (after dropping target == ignore_index)"
                                     : "no samples");
-    const std::vector<std::int64_t> order = query_order(s.indexes);
+    // Ids already in order from kRadixFrom samples on (the usual case: a run file lists a
+    // query's documents together): the stable sort leaves the samples where they are, and each
+    // query is read in place.
+    const bool in_place = n >= kRadixFrom && std::is_sorted(s.indexes.begin(), s.indexes.end());
+    const std::vector<std::int64_t> order =
+        in_place ? std::vector<std::int64_t>{} : query_order(s.indexes);
+    const auto at = [&](std::size_t i) {
+      return in_place ? i : static_cast<std::size_t>(order[i]);
+    };
     std::vector<double> values;
     std::vector<double> qp;
     std::vector<T> qt;
     Scratch scratch;
     for (std::size_t a = 0; a < n;) {
-      const std::int64_t id = s.indexes[static_cast<std::size_t>(order[a])];
+      const std::int64_t id = s.indexes[at(a)];
       std::size_t b = a + 1;
-      while (b < n && s.indexes[static_cast<std::size_t>(order[b])] == id) ++b;
+      while (b < n && s.indexes[at(b)] == id) ++b;
       const std::size_t m = b - a;
-      qp.resize(m);
-      qt.resize(m);
-      for (std::size_t j = 0; j < m; ++j) {
-        const auto at = static_cast<std::size_t>(order[a + j]);
-        qp[j] = s.preds[at];
-        qt[j] = s.target[at];
+      const double* pp = s.preds.data() + a;
+      const T* tp = s.target.data() + a;
+      if (!in_place) {
+        qp.resize(m);
+        qt.resize(m);
+        for (std::size_t j = 0; j < m; ++j) {
+          qp[j] = s.preds[at(a + j)];
+          qt[j] = s.target[at(a + j)];
+        }
+        pp = qp.data();
+        tp = qt.data();
       }
-      if (empty(qt.data(), m)) {
+      if (empty(tp, m)) {
         switch (opt_.empty) {
           case EmptyAction::Error:
             check_.fail(kTarget, "query " + std::to_string(id) + " has " + empty_words() +
@@ -391,7 +406,7 @@ class RetrievalMetric : public TypedMetric<State<T>> {
             break;
         }
       } else {
-        values.push_back(query_value(qp.data(), qt.data(), m, scratch));
+        values.push_back(query_value(pp, tp, m, scratch));
       }
       a = b;
     }

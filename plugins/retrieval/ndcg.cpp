@@ -21,6 +21,7 @@
 //
 // State: every sample's query id, score and relevance (float64: graded), concatenated in rank
 // order (common.hpp).
+#include <array>
 #include <functional>
 
 #include "common.hpp"
@@ -34,6 +35,9 @@ class RetrievalNormalizedDCG final : public RetrievalMetric<double> {
       : RetrievalMetric(p, "RetrievalNormalizedDCG", "retrieval_normalized_dcg", true, true) {}
 
  protected:
+  /// Queries of up to this many documents take the short path when their scores are distinct.
+  static constexpr std::size_t kSmall = 64;
+
   double query_value(const double* p, const double* t, std::size_t m, Scratch& s) const override {
     const std::size_t k = std::min(k_or_all(m), m);
     // d_i and D_i (cumulated in rank order, as torch.cumsum does) for ranks 0..m-1, kept across
@@ -45,8 +49,39 @@ class RetrievalNormalizedDCG final : public RetrievalMetric<double> {
       cum.push_back((i == 0 ? 0.0 : cum[i - 1]) + d[i]);
     }
     const auto D = [&](std::size_t i) { return cum[std::min(i, k - 1)]; };
-    argsort_desc(p, m, s.ranked);
     double gain = 0.0;
+    if (m <= kSmall) {
+      // A short query (the usual case), on the stack: its documents by descending score
+      // (insertion sort). Without tied scores the order is unique, any sort gives it, and every
+      // group below is one document: the same terms, t * (D_i - D_{i-1}), added in the same
+      // order. With ties, the general path (the order torch gives tied scores decides the order
+      // of the additions).
+      std::array<std::pair<double, double>, kSmall> r;
+      for (std::size_t i = 0; i < m; ++i) {
+        const std::pair<double, double> x{p[i], t[i]};
+        std::size_t j = i;
+        for (; j > 0 && r[j - 1].first < x.first; --j) r[j] = r[j - 1];
+        r[j] = x;
+      }
+      bool tied = false;
+      for (std::size_t i = 1; i < m; ++i) tied |= r[i].first == r[i - 1].first;
+      if (!tied) {
+        for (std::size_t i = 0; i < m; ++i) {
+          const double discount = D(i) - (i == 0 ? 0.0 : D(i - 1));
+          const double sum = 0.0 + r[i].second;
+          gain += sum / 1.0 * discount;
+        }
+        // The ideal: the targets in descending order.
+        std::array<double, kSmall> sorted;
+        for (std::size_t i = 0; i < m; ++i) sorted[i] = r[i].second;
+        std::sort(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(m),
+                  std::greater<>());
+        double ideal = 0.0;
+        for (std::size_t i = 0; i < k; ++i) ideal += d[i] * sorted[i];
+        return ideal == 0.0 ? 0.0 : gain / ideal;
+      }
+    }
+    argsort_desc(p, m, s.ranked);
     for (std::size_t a = 0; a < m;) {
       std::size_t b = a;
       double sum = 0.0;

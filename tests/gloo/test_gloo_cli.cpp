@@ -306,12 +306,14 @@ TEST_F(GlooCli, LongReadsShowingProgressOutliveTheTimeout) {
 }
 
 // A rank killed while `tally run` runs: the others fail (exit 1), never hang. The victim is
-// killed before it starts (it never joins): the others give up after the start-up deadline.
+// killed before it starts (it never joins): the others give up after the start-up deadline
+// (start_timeout: 30 s by default, 4 s here).
 TEST_F(GlooCli, ARankThatNeverComesIsNamed) {
-  const auto r =
-      run_command(launch(3, "--env 2 TALLY_NEVER=1 --grace 120") +
-                  "sh -c 'if [ -n \"$TALLY_NEVER\" ]; then exit 0; fi; exec " + kTally + " run " +
-                  config().string() + " --set backend.type=gloo --set backend.timeout=2'");
+  const auto r = run_command(
+      launch(3, "--env 2 TALLY_NEVER=1 --grace 120") +
+      "sh -c 'if [ -n \"$TALLY_NEVER\" ]; then exit 0; fi; exec " + kTally + " run " +
+      config().string() +
+      " --set backend.type=gloo --set backend.timeout=2 --set backend.start_timeout=4'");
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("the address rank 2 publishes"), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("gloo backend: rank 0: the TCP store at 127.0.0.1:"), std::string::npos)
@@ -342,7 +344,8 @@ TEST_F(GlooCli, ATakenStorePortIsNamed) {
 }
 
 TEST_F(GlooCli, AnUnreachableStoreIsNamed) {
-  // Rank 1 of 2 alone: nobody hosts the store. It gives up after the start-up deadline (30 s).
+  // Rank 1 of 2 alone: nobody hosts the store. It gives up after the start-up deadline
+  // (backend.start_timeout, 30 s by default; 3 s here).
   int port = 0;
   {
     Listener l;
@@ -352,13 +355,13 @@ TEST_F(GlooCli, AnUnreachableStoreIsNamed) {
       "env RANK=1 WORLD_SIZE=2 LOCAL_RANK=1 MASTER_ADDR=127.0.0.1 "
       "MASTER_PORT=" +
       std::to_string(port) + " " + kTally + " run " + config().string() +
-      " --set backend.type=gloo --set backend.timeout=1");
+      " --set backend.type=gloo --set backend.timeout=1 --set backend.start_timeout=3");
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_NE(r.err.find("gloo backend: rank 1: the TCP store at 127.0.0.1:" + std::to_string(port) +
                        " (MASTER_ADDR=127.0.0.1, MASTER_PORT=" + std::to_string(port) + ")"),
             std::string::npos)
       << r.err;
-  EXPECT_NE(r.err.find("no connection within 30 s"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("no connection within 3 s"), std::string::npos) << r.err;
 }
 
 TEST_F(GlooCli, SeveralRanksWithoutAStoreIsAConfigError) {

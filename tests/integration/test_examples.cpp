@@ -51,8 +51,8 @@ std::pair<nlohmann::json, std::string> reference_for(const std::string& name) {
     if (j.contains("example")) entries.push_back(j["example"]);
     if (j.contains("examples"))
       for (const auto& x : j["examples"]) entries.push_back(x);
-    for (const auto& x : entries)
-      if (x.value("config", "") == config) return {x, file};
+    for (const auto& x : entries)  // an entry is an object naming its config
+      if (x.is_object() && x.value("config", "") == config) return {x, file};
   }
   return {nullptr, ""};
 }

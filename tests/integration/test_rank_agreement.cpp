@@ -198,8 +198,9 @@ TEST_F(RankAgreementTest, TheNondistBackendUnderALauncherOfSeveralRanksIsRefused
 
 TEST_F(RankAgreementTest, ARankThatNeverStartsTheMpiBackendDoesNotLeaveTheOthersWaiting) {
   // Rank 1 runs another command and never starts MPI: rank 0 gives up after the start-up
-  // deadline (backend.timeout, at least 30 s while starting) at the latest.
-  const auto cfg = config(kMetricsYaml, "backend:\n  type: mpi\n  timeout: 3\n");
+  // deadline (the larger of backend.timeout and backend.start_timeout) at the latest.
+  const auto cfg =
+      config(kMetricsYaml, "backend:\n  type: mpi\n  timeout: 3\n  start_timeout: 5\n");
   for (const std::string& other : {"validate " + cfg.string()}) {
     SCOPED_TRACE(other);
     const auto t0 = std::chrono::steady_clock::now();

@@ -26,7 +26,8 @@ namespace {
 // Inputs: a field is {"dtype", "data": nested arrays} (the shape is the nesting's),
 // {"dtype", "shape", "fill": v, "zero_prefix": k} (every element v but the first k, which are 0),
 // {"ragged": [tensor, ...]} (one tensor per sample), {"text": [s, ...]} (one string per sample) or
-// {"text_lists": [[s, ...], ...]}. dtype: f64, f32, i64, bool.
+// {"text_lists": [[s, ...], ...]}, or {"npy": path} (a dense field read from a .npy file of the
+// source tree, for examples too large to write here). dtype: f64, f32, i64, bool.
 constexpr const char* kExamples = R"json(
 [
   {"metric": "PSNR", "params": {},
@@ -62,6 +63,9 @@ constexpr const char* kExamples = R"json(
   {"metric": "SSIM", "params": {},
    "inputs": {"pred_img": {"dtype": "f64", "shape": [1, 32, 32], "fill": 2}, "gt_img": {"dtype": "f64", "shape": [1, 32, 32], "fill": 1}},
    "expected": {"ssim": 0.913062377743969}},
+  {"metric": "NIQE", "params": {},
+   "inputs": {"pred_img": {"npy": "tests/data/niqe/coffee_jpeg15.npy"}},
+   "expected": {"niqe": "~11.8055"}},
   {"metric": "EndPointError", "params": {},
    "inputs": {"pred_flow": {"dtype": "f64", "data": [[[[10, 5], [0.1, 3]], [[3, 15.2], [2.4, 4.5]]]]}, "gt_flow": {"dtype": "f64", "data": [[[[10.1, 4.8], [10, 3]], [[6, 10.2], [2, 4.1]]]]}, "valid_mask": {"dtype": "f64", "data": [[[1, 1], [1, 0]]]}},
    "expected": {"EPE": 5.318186230865093}},
@@ -245,6 +249,12 @@ constexpr const char* kExamples = R"json(
   {"metric": "PermutationInvariantTraining", "params": {"metric_func": "scale_invariant_signal_distortion_ratio"},
    "inputs": {"preds": {"dtype": "f64", "data": [[[-0.0579, 0.3560, -0.9604], [-0.1719, 0.3205, 0.2951]]]}, "target": {"dtype": "f64", "data": [[[1.0958, -0.1648, 0.5228], [-0.4100, 1.1942, -0.5103]]]}},
    "expected": {"permutation_invariant_training": "~-5.1091"}},
+  {"metric": "ShortTimeObjectiveIntelligibility", "params": {"fs": 8000},
+   "inputs": {"preds": {"npy": "tests/data/audio/stoi_doc_preds.npy"}, "target": {"npy": "tests/data/audio/stoi_doc_target.npy"}},
+   "expected": {"short_time_objective_intelligibility": "~0.989025"}},
+  {"metric": "ShortTimeObjectiveIntelligibility", "params": {"fs": 8000, "extended": true},
+   "inputs": {"preds": {"npy": "tests/data/audio/stoi_doc_preds.npy"}, "target": {"npy": "tests/data/audio/stoi_doc_target.npy"}},
+   "expected": {"short_time_objective_intelligibility": "~0.859504"}},
   {"metric": "CHRFScore", "params": {},
    "inputs": {"preds": {"text": ["the cat is on the mat"]}, "target": {"text_lists": [["there is a cat on the mat", "a cat is on the mat"]]}},
    "expected": {"chrf_score": 0.8640464626240438}},
@@ -406,7 +416,25 @@ constexpr const char* kExamples = R"json(
    "expected": {"fpr": [0.0, 0.5, 0.5, 0.5, 1.0], "tpr": [0.0, 0.0, 0.5, 1.0, 1.0], "thresholds": [1.0, 0.8, 0.4, 0.35, 0.1]}},
   {"metric": "AUROC", "params": {"task": "binary"},
    "inputs": {"preds": {"dtype": "f64", "data": [0.1, 0.4, 0.35, 0.8]}, "target": {"dtype": "i64", "data": [0, 1, 1, 0]}},
-   "expected": {"auroc": 0.5}}
+   "expected": {"auroc": 0.5}},
+  {"metric": "PrecisionAtFixedRecall", "params": {"task": "binary", "min_recall": 0.5},
+   "inputs": {"preds": {"dtype": "f64", "data": [0.1, 0.4, 0.35, 0.8]}, "target": {"dtype": "i64", "data": [0, 1, 1, 0]}},
+   "expected": {"precision": 0.6666666666666666, "threshold": 0.35}},
+  {"metric": "RecallAtFixedPrecision", "params": {"task": "binary", "min_precision": 0.5},
+   "inputs": {"preds": {"dtype": "f64", "data": [0.1, 0.4, 0.35, 0.8]}, "target": {"dtype": "i64", "data": [0, 1, 1, 0]}},
+   "expected": {"recall": 1.0, "threshold": 0.35}},
+  {"metric": "SensitivityAtSpecificity", "params": {"task": "binary", "min_specificity": 0.5},
+   "inputs": {"preds": {"dtype": "f64", "data": [0.1, 0.4, 0.35, 0.8]}, "target": {"dtype": "i64", "data": [0, 1, 1, 0]}},
+   "expected": {"sensitivity": 1.0, "threshold": 0.35}},
+  {"metric": "SpecificityAtSensitivity", "params": {"task": "binary", "min_sensitivity": 0.5},
+   "inputs": {"preds": {"dtype": "f64", "data": [0.1, 0.4, 0.35, 0.8]}, "target": {"dtype": "i64", "data": [0, 1, 1, 0]}},
+   "expected": {"specificity": 0.5, "threshold": 0.4}},
+  {"metric": "LogAUC", "params": {"task": "binary", "fpr_range": [0.1, 0.9]},
+   "inputs": {"preds": {"dtype": "f64", "data": [0.1, 0.4, 0.35, 0.8]}, "target": {"dtype": "i64", "data": [0, 1, 1, 0]}},
+   "expected": {"logauc": 0.2675132396410364}},
+  {"metric": "AveragePrecision", "params": {"task": "binary"},
+   "inputs": {"preds": {"dtype": "f64", "data": [0.1, 0.4, 0.35, 0.8]}, "target": {"dtype": "i64", "data": [0, 1, 1, 0]}},
+   "expected": {"average_precision": 0.5833333333333333}}
 ])json";
 
 const Json& examples() {
@@ -471,6 +499,8 @@ Batch make_batch(const Json& inputs) {
       Batch::Ragged r;
       for (const auto& t : spec.at("ragged")) r.push_back(make_tensor(t));
       b.set_ragged(field, std::move(r));
+    } else if (spec.contains("npy")) {
+      b.set(field, load_npy(source_path(spec.at("npy").get<std::string>())));
     } else if (spec.contains("text")) {
       b.set_text(field, Text::from_strings(spec.at("text").get<std::vector<std::string>>()));
     } else if (spec.contains("text_lists")) {

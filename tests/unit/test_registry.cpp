@@ -267,6 +267,15 @@ TEST(Registry, ManifestThatFailsIsRefused) {
       << msg;
 }
 
+// Loaded with RTLD_NOW: an unresolved symbol is a load error naming the file and the symbol (exit
+// 2), not a "symbol lookup error" that kills the process at the first call into the plugin.
+TEST(Registry, UndefinedSymbolIsALoadError) {
+  const auto msg = load_error({kTestPlugins / "undefined_symbol"});
+  EXPECT_NE(msg.find("libtally_undefined_symbol.so' cannot be loaded"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("undefined symbol"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("tally_test_components_nobody_defines"), std::string::npos) << msg;
+}
+
 TEST(Registry, DuplicateNamesNameBothFiles) {
   const auto msg = load_error({kTestPlugins / "dup"});
   EXPECT_NE(msg.find("two plugins define the metric 'Accuracy'"), std::string::npos) << msg;
