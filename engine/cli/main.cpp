@@ -28,6 +28,7 @@
 #include "tally/error.hpp"
 #include "tally/evaluator.hpp"
 #include "tally/file_io.hpp"
+#include "tally/records.hpp"
 #include "tally/registry.hpp"
 #include "tally/reports.hpp"
 #include "tally/text_safety.hpp"
@@ -283,6 +284,7 @@ int run_evaluation(const RunOptions& o, std::optional<tally::Evaluator>& ev) {
 
       if (rank == 0) {
         paths.check_writable();
+        if (configured.records) tally::check_writable(*configured.records, "output.records");
         if (o.update_baseline) tally::check_writable(regression->baseline, "regression.baseline");
         if (paths.html) chartjs = load_chartjs();
       }
@@ -335,6 +337,8 @@ int run_evaluation(const RunOptions& o, std::optional<tally::Evaluator>& ev) {
       const tally::ReportInput input{results, specs, comparison ? &*comparison : nullptr,
                                      baseline ? &baseline->metrics : nullptr, o.config};
       paths.stage(out, input, chartjs);
+      if (configured.records && results.records)
+        out.stage(*configured.records, tally::pack_records(*results.records), "output.records");
       if (o.update_baseline)
         out.stage(regression->baseline, results.to_json(), "regression.baseline");
       out.commit();

@@ -31,6 +31,24 @@ std::string script_json(const nlohmann::ordered_json& j);
 /// A Value as JSON (NaN and infinities as null), as the results JSON writes it.
 inline nlohmann::ordered_json to_json(const Value& v) { return detail::value_to_json(v); }
 
+/// " [low, high]" of a scalar key's bootstrap interval (Results::intervals), numbers formatted
+/// by `fmt_number`; empty when the results have no interval for the key.
+template <class F>
+std::string interval_suffix(const Value& intervals, std::string_view label, std::string_view key,
+                            F&& fmt_number) {
+  if (!intervals.is_map()) return {};
+  const Value* metrics = intervals.find("metrics");
+  if (metrics == nullptr || !metrics->is_map()) return {};
+  const Value* per_label = metrics->find(label);
+  if (per_label == nullptr || !per_label->is_map()) return {};
+  const Value* iv = per_label->find(key);
+  if (iv == nullptr || !iv->is_map()) return {};
+  const Value* lo = iv->find("low");
+  const Value* hi = iv->find("high");
+  if (lo == nullptr || hi == nullptr) return {};
+  return " [" + fmt_number(*lo) + ", " + fmt_number(*hi) + "]";
+}
+
 /// "2024-05-01T12:34:56" (UTC, now).
 std::string utc_timestamp();
 

@@ -397,7 +397,10 @@ class Page {
           value_text = fmt::format("<code>{}</code>", html_escape(v.to_json().substr(0, 400)));
         }
       } else {
-        value_text = html_escape(format_number(v));
+        value_text =
+            html_escape(format_number(v) +
+                        report::interval_suffix(in_.results.intervals, label, key,
+                                                [](const Value& x) { return format_number(x); }));
       }
       out += fmt::format("<tr data-key=\"{}\"><td{}><code>{}</code></td><td class=\"num\">{}</td>",
                          html_escape(key),

@@ -83,8 +83,11 @@ std::string markdown_report(const ReportInput& in) {
     const Value::Map entries = res.is_map() ? res.as_map() : Value::Map{{"", res}};
     bool first = true;
     for (const auto& [key, v] : entries) {
-      out += fmt::format("| {} | {} | {} |\n", first ? md_escape(label) : "", md_escape(key),
-                         md_escape(value_cell(v)));
+      out += fmt::format(
+          "| {} | {} | {} |\n", first ? md_escape(label) : "", md_escape(key),
+          md_escape(value_cell(v) +
+                    report::interval_suffix(in.results.intervals, label, key,
+                                            [](const Value& x) { return format_number(x); })));
       first = false;
     }
   }

@@ -222,6 +222,10 @@ Results read_results_json(const fs::path& path) {
   check_result_values(*res, "results", path);
   Results r;
   r.metrics = value_from_json(*res);
+  if (const auto iv = doc.find("intervals"); iv != doc.end() && !iv->is_null()) {
+    if (!iv->is_object()) return bad("\"intervals\" is not an object");
+    r.intervals = value_from_json(*iv);
+  }
   if (const auto run = doc.find("run"); run != doc.end()) {
     if (!run->is_object()) return bad("\"run\" is not an object");
     const auto text_of = [&](const char* key) -> std::string {
@@ -303,7 +307,11 @@ std::string format_table(const Results& r) {
         rows.push_back({label, key, escape_for_terminal(inline_array(v))});
       } else {
         rows.push_back(
-            {label, key, escape_for_terminal(is_scalar(v) ? scalar_text(v) : v.to_json())});
+            {label, key,
+             escape_for_terminal(is_scalar(v) ? scalar_text(v) +
+                                                    report::interval_suffix(r.intervals, raw_label,
+                                                                            raw_key, scalar_text)
+                                              : v.to_json())});
       }
     }
   }

@@ -543,11 +543,11 @@ Config Config::parse(const std::string& yaml_text, const std::string& source,
   cfg.base_dir = base_dir;
 
   static const std::set<std::string, std::less<>> top_keys{
-      "backend", "plugins", "data", "metrics", "output", "regression", "checkpoint"};
+      "backend", "plugins", "data", "metrics", "output", "regression", "checkpoint", "intervals"};
   for (const auto& [k, c] : root.children)
     if (!top_keys.contains(k))
       fail_at_key(c, fmt::format("unknown top-level key '{}' (expected backend, plugins, data, "
-                                 "metrics, output, regression, checkpoint)",
+                                 "metrics, output, regression, checkpoint, intervals)",
                                  k));
 
   if (const Located* b = root.child("backend"); b && !b->value.is_null()) {
@@ -638,10 +638,12 @@ Config Config::parse(const std::string& yaml_text, const std::string& source,
                                       : k == "junit"    ? &cfg.output_junit
                                       : k == "markdown" ? &cfg.output_markdown
                                       : k == "html"     ? &cfg.output_html
+                                      : k == "records"  ? &cfg.output_records
                                                         : nullptr;
       if (slot == nullptr)
         fail_at_key(
-            c, fmt::format("unknown key 'output.{}' (expected json, junit, markdown, html)", k));
+            c, fmt::format(
+                   "unknown key 'output.{}' (expected json, junit, markdown, html, records)", k));
       if (c.value.is_null()) continue;
       if (!c.value.is_string() || c.value.as_string().empty())
         fail_at(c, fmt::format("output.{} expects a file name, found {}", k, found(c)));
@@ -720,6 +722,45 @@ Config Config::parse(const std::string& yaml_text, const std::string& source,
       fail_at(*ck, "checkpoint: missing 'every_n_batches' (write a checkpoint every N batches)");
     cfg.checkpoint = std::move(cc);
   }
+
+  // intervals: bootstrap confidence intervals over units (docs/significance.md).
+  if (const Located* iv = root.child("intervals"); iv && !iv->value.is_null()) {
+    require_map(*iv, "intervals");
+    IntervalSettings is;
+    for (const auto& [k, c] : iv->children) {
+      if (k == "confidence") {
+        if (!c.value.is_number() || !(c.value.as_double() > 0 && c.value.as_double() < 1))
+          fail_at(c, fmt::format("intervals.confidence expects a number in (0, 1) such as 0.95, "
+                                 "found {}",
+                                 found(c)));
+        is.confidence = c.value.as_double();
+      } else if (k == "resamples") {
+        if (!c.value.is_int() || c.value.as_int() < 2 || c.value.as_int() > 1000000)
+          fail_at(c, fmt::format("intervals.resamples expects an integer in [2, 1000000], found {}",
+                                 found(c)));
+        is.resamples = static_cast<std::uint64_t>(c.value.as_int());
+      } else if (k == "seed") {
+        if (!c.value.is_int() || c.value.as_int() < 0)
+          fail_at(c, fmt::format("intervals.seed expects an integer >= 0, found {}", found(c)));
+        is.seed = static_cast<std::uint64_t>(c.value.as_int());
+      } else if (k == "method") {
+        if (!c.value.is_string() ||
+            (c.value.as_string() != "percentile" && c.value.as_string() != "bca"))
+          fail_at(c, fmt::format("intervals.method expects percentile or bca, found {}", found(c)));
+        is.method = c.value.as_string();
+      } else {
+        fail_at_key(c, fmt::format("unknown key 'intervals.{}' (expected confidence, resamples, "
+                                   "seed, method)",
+                                   k));
+      }
+    }
+    cfg.intervals = std::move(is);
+  }
+  if (cfg.checkpoint && (cfg.intervals || cfg.output_records))
+    throw ConfigError(fmt::format(
+        "{}: checkpoint: cannot be combined with {} yet: per-sample records are not saved in "
+        "checkpoints",
+        cfg.checkpoint->where, cfg.intervals ? "intervals:" : "output.records"));
   return cfg;
 }
 

@@ -13,6 +13,7 @@
 
 #include "tally/params.hpp"
 #include "tally/plugin.hpp"
+#include "tally/records.hpp"
 #include "tally/settings.hpp"
 #include "tally/value.hpp"
 
@@ -88,8 +89,12 @@ struct Config {
   std::optional<std::filesystem::path> output_junit;
   std::optional<std::filesystem::path> output_markdown;
   std::optional<std::filesystem::path> output_html;
+  /// output.records: the per-sample records file (tally/records.hpp).
+  std::optional<std::filesystem::path> output_records;
   std::optional<RegressionConfig> regression;
   std::optional<CheckpointConfig> checkpoint;
+  /// intervals: bootstrap confidence intervals (docs/significance.md).
+  std::optional<IntervalSettings> intervals;
 
   /// Parses YAML text; `source` names it in messages, `base_dir` anchors relative data paths.
   /// `overrides` are "KEY=VALUE" strings (KEY dotted, list indices as numbers; VALUE is YAML).

@@ -162,6 +162,7 @@ void Evaluator::Impl::build_metrics(const std::string& source) {
     slot.inputs = mc.inputs;
     slot.where = mc.where;
     slot.metric = at(mc.where, [&] { return Registry::make_metric(comp, params); });
+    slot.params = params;
     metrics.push_back(std::move(slot));
     canonical += fmt::format("{}|{}|{}@{}|{}|", mc.label, comp.info->name, comp.plugin_name,
                              comp.plugin_version, Value(params.values()).to_json());
@@ -170,6 +171,14 @@ void Evaluator::Impl::build_metrics(const std::string& source) {
   }
   fingerprint = sync::fingerprint(canonical);
   metrics_canonical = std::move(canonical);
+  if (c.output_records || c.intervals) {
+    std::vector<UnitRecorder::Slot> slots;
+    for (const auto& m : metrics)
+      slots.push_back({m.label, m.component->info->name, Value(m.params.values()),
+                       at(m.where, [&] { return Registry::make_metric(*m.component, m.params); }),
+                       m.inputs});
+    recorder = std::make_unique<UnitRecorder>(std::move(slots));
+  }
 }
 
 int Evaluator::rank() const { return impl_->backend ? impl_->backend->rank() : 0; }
@@ -179,7 +188,7 @@ const std::string& Evaluator::backend_choice() const { return impl_->backend_cho
 std::optional<fs::path> Evaluator::output_json() const { return impl_->config.output_json; }
 OutputPaths Evaluator::outputs() const {
   const auto& c = impl_->config;
-  return {c.output_json, c.output_junit, c.output_markdown, c.output_html};
+  return {c.output_json, c.output_junit, c.output_markdown, c.output_html, c.output_records};
 }
 const std::optional<RegressionSettings>& Evaluator::regression() const {
   return impl_->config.regression;
@@ -267,6 +276,7 @@ void Evaluator::barrier() {
 
 void Evaluator::reset() {
   for (auto& m : impl_->metrics) m.metric->reset();
+  if (impl_->recorder) impl_->recorder->clear();
   impl_->held.reset();
   impl_->samples = 0;
   impl_->error.reset();
@@ -309,6 +319,7 @@ Results Evaluator::compute(std::optional<std::int64_t> dataset_size) {
                      [&](const auto& p) { return p.first == plugin; }))
       r.run.plugins.emplace_back(plugin, m.component->plugin_version);
   }
+  if (s.recorder) s.gather_records(r);
   return r;
 }
 

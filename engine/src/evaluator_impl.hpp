@@ -20,6 +20,7 @@
 #include "tally/collectives.hpp"
 #include "tally/error.hpp"
 #include "tally/evaluator.hpp"
+#include "unit_records.hpp"
 
 namespace tally {
 
@@ -29,6 +30,7 @@ struct MetricSlot {
   std::vector<std::pair<std::string, std::string>> inputs;  // metric input -> data field
   std::shared_ptr<Metric> metric;
   std::string where;
+  Params params;  // checked, defaults filled in: the records' shadow metrics are made from them
 };
 
 /// The last sample of a batch, held back: a copy of its CPU memory, since the caller may reuse its
@@ -82,6 +84,9 @@ struct Evaluator::Impl {
     return *collectives_;
   }
   std::vector<MetricSlot> metrics;
+  /// With output.records or intervals: every sample's contribution to every metric, taken by
+  /// shadow metrics (unit_records.hpp).
+  std::unique_ptr<UnitRecorder> recorder;
   std::uint64_t fingerprint = 0;
   // What a checkpoint's config fingerprint covers: the metrics (with their plugin versions), the
   // data (reader, its plugin version and parameters: set by make_reader) and the backend type.
@@ -164,7 +169,13 @@ struct Evaluator::Impl {
         throw RuntimeError(fmt::format("{}: {}", prefix, msg));
       }
     }
+    if (recorder) recorder->record(batch);
   }
+
+  /// After the sync, with a recorder: every rank's records to rank 0 (rank order = dataset
+  /// order), where they are merged and the intervals computed; collective. Fills
+  /// results.records (rank 0) and results.intervals (every rank).
+  void gather_records(Results& results);
 };
 
 }  // namespace tally

@@ -12,6 +12,7 @@ namespace tally {
 std::string Results::to_json() const {
   nlohmann::ordered_json doc;
   doc["results"] = detail::value_to_json(metrics);
+  if (!intervals.is_null()) doc["intervals"] = detail::value_to_json(intervals);
   // The config's file name need not be UTF-8: its stray bytes are written as \xNN, never an error
   // after the work; any other such text (a plugin's result keys) becomes U+FFFD in the dump.
   doc["run"] = {{"tally_version", kVersion}, {"config", escape_invalid_utf8(run.config)},

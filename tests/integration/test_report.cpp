@@ -454,7 +454,8 @@ TEST_F(ReportTest, ConfigAndCommandLineErrorsAreOneClearLine) {
     EXPECT_NE(r.err.find(needle), std::string::npos) << r.err;
   };
   expect_error("run " + config(kMetricsYaml, "output:\n  pdf: x.pdf\n").string(),
-               "eval.yaml:18:3: unknown key 'output.pdf' (expected json, junit, markdown, html)");
+               "eval.yaml:18:3: unknown key 'output.pdf' (expected json, junit, markdown, html, "
+               "records)");
   expect_error("run " + config(kMetricsYaml, "regression:\n  rtol: 0.1\n").string(),
                "regression: missing 'baseline'");
   expect_error(

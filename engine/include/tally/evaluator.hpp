@@ -45,6 +45,8 @@
 
 namespace tally {
 
+struct Records;
+
 struct RunInfo {
   std::string config;
   std::string backend;
@@ -66,7 +68,13 @@ struct Results {
   /// reports. Filled by Evaluator::compute(); not part of the results JSON (run.types names each
   /// label's metric type instead), so a Results read back from a file has none.
   std::vector<std::pair<std::string, std::vector<ResultSpec>>> specs;
-  /// The results JSON document: {"results": ..., "run": ...}, pretty-printed.
+  /// With an `intervals:` section: {label: {key: {"low", "high", "standard_error"}}, ...,
+  /// "confidence", "method", "resamples", "seed"} (docs/significance.md); null otherwise.
+  Value intervals;
+  /// With output.records or intervals, on rank 0: every sample's records (tally/records.hpp;
+  /// pack_records() gives the file's bytes). Null on the other ranks and without them.
+  std::shared_ptr<const Records> records;
+  /// The results JSON document: {"results": ..., "intervals": ..., "run": ...}, pretty-printed.
   std::string to_json() const;
 };
 

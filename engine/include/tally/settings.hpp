@@ -14,9 +14,12 @@
 
 namespace tally {
 
-/// The `output:` section: json, junit, markdown, html (relative to the working directory).
+/// The `output:` section: json, junit, markdown, html, records (relative to the working
+/// directory).
 struct OutputPaths {
   std::optional<std::filesystem::path> json, junit, markdown, html;
+  /// The per-sample records file (tally/records.hpp), written by rank 0 with the others.
+  std::optional<std::filesystem::path> records;
 };
 
 /// One entry of a tolerances map, `PATTERN: {rtol: X, atol: Y, better: higher|lower|neither}`

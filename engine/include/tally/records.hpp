@@ -1,0 +1,145 @@
+// Per-sample records (docs/significance.md): what each unit (a sample: a batch row, an image for
+// the detection readers) contributed to each metric, kept by the engine without any metric code,
+// and the re-evaluation of a metric on a reweighted set of units (the bootstrap, paired tests).
+//
+// How a unit's contribution is taken: the evaluator keeps, per metric, a shadow instance made by
+// the same factory with the same parameters; for each unit it calls shadow.add(batch.slice(i, i +
+// 1)), keeps the nonzero entries of shadow.write_sums() (sparse index/count pairs) and, when
+// shadow.gathers(), the unit's pack_gathered() bytes, then shadow.reset(). Because the engine's
+// own sync merges ranks exactly this way (counts summed, gathered parts merged in rank order),
+// Metric::compute_synced over the units' records reproduces the metric on any subset or
+// reweighting of the units: a unit's gathered object repeated w times and its counts times w.
+//
+// The records file (output.records) is msgpack, written whole or not at all by rank 0:
+//   {"format": "tally-records", "version": 1, "tally_version": "...", "units": N,
+//    "sample_hash": uint64, "sample_hash_of": "dataset index" | "dataset index, FIELD",
+//    "metrics": [{"label", "type", "parameters": {...}, "summed_size": S,
+//                 "offsets": bin (uint64 LE x N+1), "index": bin (uint32 LE), "count": bin
+//                 (int64 LE),   -- the nonzero counts of unit u at [offsets[u], offsets[u+1])
+//                 "gathered_offsets": bin (uint64 LE x N+1) | nil,
+//                 "gathered": bin (the units' msgpack objects, back to back) | nil}, ...]}
+// It is the same, byte for byte, on any number of ranks and for any batch size.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <msgpack.hpp>
+
+#include "tally/export.hpp"
+#include "tally/metric.hpp"
+#include "tally/value.hpp"
+
+namespace tally {
+
+inline constexpr std::string_view kRecordsFormat = "tally-records";
+inline constexpr std::uint64_t kRecordsVersion = 1;
+
+/// One metric's per-unit records.
+struct MetricRecords {
+  std::string label;
+  std::string type;
+  Value parameters = Value::map();  ///< the metric's checked parameters (defaults filled in)
+  std::uint64_t summed_size = 0;    ///< Metric::summed_size()
+  /// CSR: unit u's nonzero counts are index[j], count[j] for j in [offsets[u], offsets[u + 1]).
+  std::vector<std::uint64_t> offsets{0};
+  std::vector<std::uint32_t> index;
+  std::vector<std::int64_t> count;
+  /// Metric::gathers(): unit u's pack_gathered() bytes are gathered[gathered_offsets[u] ..
+  /// gathered_offsets[u + 1]).
+  bool gathers = false;
+  std::vector<std::uint64_t> gathered_offsets{0};
+  std::string gathered;
+
+  std::size_t units() const noexcept { return offsets.empty() ? 0 : offsets.size() - 1; }
+  std::string_view gathered_of(std::size_t u) const noexcept {
+    return std::string_view(gathered).substr(gathered_offsets[u],
+                                             gathered_offsets[u + 1] - gathered_offsets[u]);
+  }
+};
+
+/// Every metric's records over the same units (dataset order).
+struct Records {
+  std::string tally_version;
+  std::uint64_t units = 0;
+  /// FNV-1a 64 over the units in order: for unit u the 8 little-endian bytes of u (its dataset
+  /// index), then, when the reader has an id field (sample_hash_of names it), the 8 bytes of the
+  /// unit's id as int64. Two runs with equal hashes cover the same samples in the same order.
+  std::uint64_t sample_hash = 0;
+  std::string sample_hash_of = "dataset index";
+  std::vector<MetricRecords> metrics;
+
+  const MetricRecords* find(std::string_view label) const;
+};
+
+/// The records file's bytes (see the top of this file).
+TALLY_API std::string pack_records(const Records& records);
+/// Records from the bytes of a records file; InputError naming `source` and what is wrong (not
+/// msgpack, another format or version, a field missing or of another type, offsets that do not
+/// fit the data) for anything but what pack_records() writes.
+TALLY_API Records unpack_records(std::string_view bytes, const std::string& source);
+/// A records file read back (bounded read; errors as unpack_records, exit 2).
+TALLY_API Records read_records(const std::filesystem::path& path);
+
+/// One metric's records ready to be re-evaluated with multiplicities per unit: the units'
+/// gathered objects are unpacked once. Holds a reference to `records`, which must outlive it.
+/// compute() is const and may be called from several threads at once with distinct metrics.
+class TALLY_API UnitReplay {
+ public:
+  explicit UnitReplay(const MetricRecords& records);
+  UnitReplay(UnitReplay&&) noexcept;
+  ~UnitReplay();
+
+  std::size_t units() const noexcept { return records_->units(); }
+  const MetricRecords& records() const noexcept { return *records_; }
+  /// Unit u's gathered object (records().gathers only).
+  const msgpack::object& gathered(std::size_t u) const { return objects_[u]; }
+
+  /// The metric (of the records' type and parameters) on the units weighted by `weights` (one
+  /// per unit): sums = sum_u w_u * counts_u, gathered = each unit's object repeated w_u times in
+  /// unit order; returns metric.compute_synced(gathered, sums). RuntimeError when a weighted sum
+  /// overflows. Throws what the metric throws.
+  Value compute(const Metric& metric, std::span<const std::uint32_t> weights) const;
+  /// The same with every weight 1 (the point estimate).
+  Value compute(const Metric& metric) const;
+
+ private:
+  const MetricRecords* records_;
+  std::vector<msgpack::object_handle> handles_;
+  std::vector<msgpack::object> objects_;
+};
+
+/// The scalar result keys of one metric's results: "key" for a number, "key.sub" for a number in
+/// a map (any depth); arrays, strings, booleans and nulls are left out. In the metric's order.
+TALLY_API std::vector<std::pair<std::string, double>> flatten_scalars(const Value& results);
+
+/// The `intervals:` section: bootstrap confidence intervals over units for every scalar key.
+struct IntervalSettings {
+  double confidence = 0.95;  ///< in (0, 1)
+  std::uint64_t resamples = 1000;
+  std::uint64_t seed = 0;
+  std::string method = "percentile";  ///< percentile | bca
+  unsigned threads = 0;               ///< 0: every hardware thread
+};
+
+/// Makes a fresh metric of one label's type and parameters (the registry's factory).
+using MetricMaker = std::function<std::shared_ptr<Metric>()>;
+
+/// Bootstrap intervals of every scalar key of every metric in `records` (rank 0, after compute):
+/// {label: {key: {"low", "high", "standard_error"}}, ...}. `factory(label)` makes a metric of
+/// that label's type and parameters (one per thread: compute_synced is never called on one
+/// metric from two threads). Sum-only metrics take the fast path (the stats core's CSR sums);
+/// metrics with gathered state re-run compute_synced on each resample.
+TALLY_API Value bootstrap_intervals(const Records& records,
+                                    const std::function<MetricMaker(const std::string&)>& factory,
+                                    const IntervalSettings& settings);
+
+}  // namespace tally

@@ -1,0 +1,298 @@
+// The records file (tally/records.hpp): packing, reading back with bounds checks, and replaying a
+// metric on reweighted units.
+#include "tally/records.hpp"
+
+#include <bit>
+#include <cstring>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "file_io.hpp"
+#include "msgpack_bounds.hpp"
+#include "tally/error.hpp"
+#include "tally/file_io.hpp"
+
+namespace tally {
+
+static_assert(std::endian::native == std::endian::little,
+              "the records file stores raw little-endian arrays");
+
+namespace {
+
+template <class T>
+void pack_raw(Packer& p, const std::vector<T>& v) {
+  const auto bytes = v.size() * sizeof(T);
+  p.pack_bin(static_cast<std::uint32_t>(bytes));
+  p.pack_bin_body(reinterpret_cast<const char*>(v.data()), static_cast<std::uint32_t>(bytes));
+}
+
+void check_bin_size(std::size_t bytes, const std::string& what) {
+  if (bytes > std::numeric_limits<std::uint32_t>::max())
+    throw RuntimeError(fmt::format(
+        "records: {} takes {} bytes, more than a msgpack bin holds (4 GiB)", what, bytes));
+}
+
+struct Reader {
+  const std::string& source;
+
+  [[noreturn]] void bad(const std::string& what) const {
+    throw InputError(fmt::format("{}: not a valid tally records file: {}", source, what));
+  }
+
+  const msgpack::object& field(const msgpack::object& map, std::string_view key,
+                               const std::string& where) const {
+    if (map.type != msgpack::type::MAP) bad(fmt::format("{} is not a map", where));
+    for (std::uint32_t i = 0; i < map.via.map.size; ++i) {
+      const auto& kv = map.via.map.ptr[i];
+      if (kv.key.type == msgpack::type::STR &&
+          std::string_view(kv.key.via.str.ptr, kv.key.via.str.size) == key)
+        return kv.val;
+    }
+    bad(fmt::format("{} has no '{}'", where, key));
+  }
+  std::string str(const msgpack::object& o, std::string_view key, const std::string& where) const {
+    const auto& v = field(o, key, where);
+    if (v.type != msgpack::type::STR) bad(fmt::format("{}.{} is not a string", where, key));
+    return std::string(v.via.str.ptr, v.via.str.size);
+  }
+  std::uint64_t uint(const msgpack::object& o, std::string_view key,
+                     const std::string& where) const {
+    const auto& v = field(o, key, where);
+    if (v.type != msgpack::type::POSITIVE_INTEGER)
+      bad(fmt::format("{}.{} is not an integer >= 0", where, key));
+    return v.via.u64;
+  }
+  template <class T>
+  std::vector<T> raw(const msgpack::object& o, std::string_view key,
+                     const std::string& where) const {
+    const auto& v = field(o, key, where);
+    if (v.type != msgpack::type::BIN) bad(fmt::format("{}.{} is not a bin", where, key));
+    if (v.via.bin.size % sizeof(T) != 0)
+      bad(fmt::format("{}.{} holds {} bytes, not a whole number of {}-byte values", where, key,
+                      v.via.bin.size, sizeof(T)));
+    std::vector<T> out(v.via.bin.size / sizeof(T));
+    if (!out.empty()) std::memcpy(out.data(), v.via.bin.ptr, v.via.bin.size);
+    return out;
+  }
+
+  void check_offsets(const std::vector<std::uint64_t>& offsets, std::uint64_t units,
+                     std::uint64_t end, const std::string& what) const {
+    if (offsets.size() != units + 1)
+      bad(fmt::format("{} has {} entries, expected units + 1 = {}", what, offsets.size(),
+                      units + 1));
+    if (offsets.front() != 0) bad(fmt::format("{} does not start at 0", what));
+    for (std::size_t u = 0; u < units; ++u)
+      if (offsets[u + 1] < offsets[u]) bad(fmt::format("{} decreases at unit {}", what, u));
+    if (offsets.back() != end)
+      bad(fmt::format("{} ends at {}, the data holds {}", what, offsets.back(), end));
+  }
+};
+
+}  // namespace
+
+const MetricRecords* Records::find(std::string_view label) const {
+  for (const auto& m : metrics)
+    if (m.label == label) return &m;
+  return nullptr;
+}
+
+std::string pack_records(const Records& records) {
+  msgpack::sbuffer buf;
+  Packer p(buf);
+  p.pack_map(7);
+  p.pack("format");
+  p.pack(std::string(kRecordsFormat));
+  p.pack("version");
+  p.pack(kRecordsVersion);
+  p.pack("tally_version");
+  p.pack(records.tally_version);
+  p.pack("units");
+  p.pack(records.units);
+  p.pack("sample_hash");
+  p.pack(records.sample_hash);
+  p.pack("sample_hash_of");
+  p.pack(records.sample_hash_of);
+  p.pack("metrics");
+  p.pack_array(static_cast<std::uint32_t>(records.metrics.size()));
+  for (const auto& m : records.metrics) {
+    const std::string what = fmt::format("metric '{}'", m.label);
+    check_bin_size(m.offsets.size() * 8, what + " offsets");
+    check_bin_size(m.count.size() * 8, what + " counts");
+    check_bin_size(m.gathered.size(), what + " gathered bytes");
+    p.pack_map(9);
+    p.pack("label");
+    p.pack(m.label);
+    p.pack("type");
+    p.pack(m.type);
+    p.pack("parameters");
+    p.pack(m.parameters);
+    p.pack("summed_size");
+    p.pack(m.summed_size);
+    p.pack("offsets");
+    pack_raw(p, m.offsets);
+    p.pack("index");
+    pack_raw(p, m.index);
+    p.pack("count");
+    pack_raw(p, m.count);
+    p.pack("gathered_offsets");
+    if (m.gathers)
+      pack_raw(p, m.gathered_offsets);
+    else
+      p.pack_nil();
+    p.pack("gathered");
+    if (m.gathers) {
+      p.pack_bin(static_cast<std::uint32_t>(m.gathered.size()));
+      p.pack_bin_body(m.gathered.data(), static_cast<std::uint32_t>(m.gathered.size()));
+    } else {
+      p.pack_nil();
+    }
+  }
+  return std::string(buf.data(), buf.size());
+}
+
+Records unpack_records(std::string_view bytes, const std::string& source) {
+  const Reader r{source};
+  msgpack::object_handle h;
+  try {
+    h = unpack_bounded(std::as_bytes(std::span(bytes.data(), bytes.size())),
+                       /*reference_bins=*/true);
+  } catch (const std::exception& e) {
+    r.bad(fmt::format("not one msgpack document ({} bytes): {}", bytes.size(), e.what()));
+  }
+  const msgpack::object& root = h.get();
+  if (root.type != msgpack::type::MAP) r.bad("the document is not a map");
+  if (r.str(root, "format", "the document") != kRecordsFormat)
+    r.bad(fmt::format("format is not '{}'", kRecordsFormat));
+  if (const auto v = r.uint(root, "version", "the document"); v != kRecordsVersion)
+    r.bad(fmt::format("version {}, this tally reads version {}", v, kRecordsVersion));
+  Records out;
+  out.tally_version = r.str(root, "tally_version", "the document");
+  out.units = r.uint(root, "units", "the document");
+  out.sample_hash = r.uint(root, "sample_hash", "the document");
+  out.sample_hash_of = r.str(root, "sample_hash_of", "the document");
+  const auto& ms = r.field(root, "metrics", "the document");
+  if (ms.type != msgpack::type::ARRAY) r.bad("metrics is not an array");
+  for (std::uint32_t i = 0; i < ms.via.array.size; ++i) {
+    const auto& o = ms.via.array.ptr[i];
+    const std::string where = fmt::format("metrics[{}]", i);
+    MetricRecords m;
+    m.label = r.str(o, "label", where);
+    m.type = r.str(o, "type", where);
+    try {
+      r.field(o, "parameters", where).convert(m.parameters);
+    } catch (const std::exception&) {
+      r.bad(where + ".parameters is not a map of values");
+    }
+    if (!m.parameters.is_map()) r.bad(where + ".parameters is not a map");
+    m.summed_size = r.uint(o, "summed_size", where);
+    if (m.summed_size > std::numeric_limits<std::uint32_t>::max())
+      r.bad(where + ".summed_size is too large");
+    const std::string label = fmt::format("{} ('{}')", where, m.label);
+    m.offsets = r.raw<std::uint64_t>(o, "offsets", where);
+    m.index = r.raw<std::uint32_t>(o, "index", where);
+    m.count = r.raw<std::int64_t>(o, "count", where);
+    if (m.index.size() != m.count.size())
+      r.bad(fmt::format("{}: {} indices but {} counts", label, m.index.size(), m.count.size()));
+    r.check_offsets(m.offsets, out.units, m.index.size(), label + ".offsets");
+    for (std::size_t j = 0; j < m.index.size(); ++j) {
+      if (m.index[j] >= m.summed_size)
+        r.bad(fmt::format("{}: count index {} is not below summed_size {}", label, m.index[j],
+                          m.summed_size));
+      if (m.count[j] < 0) r.bad(fmt::format("{}: a count is negative ({})", label, m.count[j]));
+    }
+    const auto& go = r.field(o, "gathered_offsets", where);
+    m.gathers = go.type != msgpack::type::NIL;
+    if (m.gathers) {
+      m.gathered_offsets = r.raw<std::uint64_t>(o, "gathered_offsets", where);
+      const auto& g = r.field(o, "gathered", where);
+      if (g.type != msgpack::type::BIN) r.bad(label + ".gathered is not a bin");
+      m.gathered.assign(g.via.bin.ptr, g.via.bin.size);
+      r.check_offsets(m.gathered_offsets, out.units, m.gathered.size(),
+                      label + ".gathered_offsets");
+    } else {
+      m.gathered_offsets.assign(out.units + 1, 0);
+    }
+    for (const auto& earlier : out.metrics)
+      if (earlier.label == m.label) r.bad(fmt::format("two metrics labelled '{}'", m.label));
+    out.metrics.push_back(std::move(m));
+  }
+  return out;
+}
+
+Records read_records(const std::filesystem::path& path) {
+  const std::string bytes = read_whole_file(path, "records", 64 * 1024 * kMiB);
+  return unpack_records(bytes, path.string());
+}
+
+// ---- replay -----------------------------------------------------------------------------------
+
+UnitReplay::UnitReplay(const MetricRecords& records) : records_(&records) {
+  if (!records.gathers) return;
+  const auto n = records.units();
+  handles_.reserve(n);
+  objects_.reserve(n);
+  for (std::size_t u = 0; u < n; ++u) {
+    const auto bytes = records.gathered_of(u);
+    try {
+      handles_.push_back(unpack_bounded(std::as_bytes(std::span(bytes.data(), bytes.size())),
+                                        /*reference_bins=*/true));
+    } catch (const std::exception& e) {
+      throw InputError(
+          fmt::format("records of metric '{}': unit {}'s gathered state is not "
+                      "valid msgpack: {}",
+                      records.label, u, e.what()));
+    }
+    objects_.push_back(handles_.back().get());
+  }
+}
+UnitReplay::UnitReplay(UnitReplay&&) noexcept = default;
+UnitReplay::~UnitReplay() = default;
+
+Value UnitReplay::compute(const Metric& metric, std::span<const std::uint32_t> weights) const {
+  const auto& r = *records_;
+  const auto n = r.units();
+  if (weights.size() != n)
+    throw RuntimeError(
+        fmt::format("records of metric '{}': {} weights for {} units", r.label, weights.size(), n));
+  std::vector<std::int64_t> sums(r.summed_size, 0);
+  std::vector<msgpack::object> gathered;
+  for (std::size_t u = 0; u < n; ++u) {
+    const std::uint32_t w = weights[u];
+    if (w == 0) continue;
+    for (auto j = r.offsets[u]; j < r.offsets[u + 1]; ++j) {
+      std::int64_t add = 0;
+      if (__builtin_mul_overflow(r.count[j], static_cast<std::int64_t>(w), &add) ||
+          __builtin_add_overflow(sums[r.index[j]], add, &sums[r.index[j]]))
+        throw RuntimeError(
+            fmt::format("records of metric '{}': a weighted count overflows", r.label));
+    }
+    if (r.gathers) gathered.insert(gathered.end(), w, objects_[u]);
+  }
+  return metric.compute_synced(gathered, sums);
+}
+
+Value UnitReplay::compute(const Metric& metric) const {
+  const std::vector<std::uint32_t> ones(records_->units(), 1);
+  return compute(metric, ones);
+}
+
+namespace {
+void flatten_into(const Value& v, const std::string& prefix,
+                  std::vector<std::pair<std::string, double>>& out) {
+  if (v.is_number()) {
+    out.emplace_back(prefix, v.as_double());
+  } else if (v.is_map()) {
+    for (const auto& [k, sub] : v.as_map())
+      flatten_into(sub, prefix.empty() ? k : prefix + "." + k, out);
+  }
+}
+}  // namespace
+
+std::vector<std::pair<std::string, double>> flatten_scalars(const Value& results) {
+  std::vector<std::pair<std::string, double>> out;
+  if (results.is_map()) flatten_into(results, "", out);
+  return out;
+}
+
+}  // namespace tally
