@@ -765,6 +765,24 @@ class CurveMetric : public TypedMetric<CurveState> {
     return out;
   }
 
+  /// SensitivityAtSpecificity (sensitivity_first) and SpecificityAtSensitivity: per ROC curve,
+  /// the best sensitivity (tpr) where the specificity (1 - fpr) reaches min_value, or the other
+  /// way round, and its threshold.
+  Value roc_operating_point(const CurveState& s, double min_value, bool sensitivity_first) const {
+    checked(s);
+    const RocCurves c = roc_curves(s);
+    const std::vector<double> binned(cp_.thresholds.rbegin(), cp_.thresholds.rend());
+    std::vector<std::pair<double, double>> best;
+    for (std::size_t k = 0; k < c.fpr.size(); ++k) {
+      const auto& t = cp_.binned ? binned : c.thresholds[k];
+      std::vector<double> spec;
+      for (const double f : c.fpr[k]) spec.push_back(1 - f);
+      best.push_back(sensitivity_first ? best_where(c.tpr[k], spec, t, min_value)
+                                       : best_where(spec, c.tpr[k], t, min_value));
+    }
+    return operating_point(sensitivity_first ? "sensitivity" : "specificity", best);
+  }
+
   /// The thresholds of binned results (one array for every curve, as torchmetrics returns).
   Value binned_thresholds(bool reversed) const {
     std::vector<double> t = cp_.thresholds;

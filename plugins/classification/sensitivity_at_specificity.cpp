@@ -36,17 +36,7 @@ class SensitivityAtSpecificity final : public CurveMetric {
 
  protected:
   Value compute(const CurveState& s) const override {
-    checked(s);
-    const RocCurves c = roc_curves(s);
-    const std::vector<double> binned(cp_.thresholds.rbegin(), cp_.thresholds.rend());
-    std::vector<std::pair<double, double>> best;
-    for (std::size_t k = 0; k < c.fpr.size(); ++k) {
-      const auto& t = cp_.binned ? binned : c.thresholds[k];
-      std::vector<double> spec;
-      for (const double f : c.fpr[k]) spec.push_back(1 - f);
-      best.push_back(best_where(c.tpr[k], spec, t, min_));
-    }
-    return operating_point("sensitivity", best);
+    return roc_operating_point(s, min_, /*sensitivity_first=*/true);
   }
 
  private:
