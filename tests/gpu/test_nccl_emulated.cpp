@@ -422,6 +422,20 @@ std::vector<RankRun> run_job(const std::vector<int>& ranks, int world, std::uint
     r.out = tally::test::read_file(dir / fmt::format("rank-{}.out", r.rank));
     r.err += tally::test::read_file(dir / fmt::format("rank-{}.err", r.rank));
   }
+  for (auto& r : runs) {
+    // A rank whose own test passed, then whose exit LeakSanitizer's tracer crashed (a sanitizer
+    // flake, tests/support/process.hpp): its work is done; the job is not run again (the other
+    // ranks' state is gone), the rank counts as passed and says so.
+    if (r.exit_code != 0 && tally::test::lsan_tracer_crashed(r.err) &&
+        r.out.find("[  PASSED  ] 1 test") != std::string::npos &&
+        r.out.find("[  FAILED  ]") == std::string::npos) {
+      std::fprintf(stderr,
+                   "note: rank %d passed, then LeakSanitizer's tracer crashed at its exit (a "
+                   "sanitizer flake, not a leak report); counted as passed\n",
+                   r.rank);
+      r.exit_code = 0;
+    }
+  }
   return runs;
 }
 
@@ -627,10 +641,18 @@ class NcclEmulatedRanks : public ::testing::TestWithParam<int> {
   }
 };
 
+// The ranks' output for a failure message: the ranks that failed first (a CI log keeps the head
+// of a long message), each rank's output cut to its last 6000 characters.
 std::string describe(const std::vector<RankRun>& runs) {
+  const auto tail = [](const std::string& t) {
+    return t.size() <= 6000 ? t : "[...]" + t.substr(t.size() - 6000);
+  };
   std::string s;
-  for (const auto& r : runs)
-    s += fmt::format("--- rank {}: exit {}\n{}{}\n", r.rank, r.exit_code, r.out, r.err);
+  for (const bool failed : {true, false})
+    for (const auto& r : runs)
+      if ((r.exit_code != 0) == failed)
+        s += fmt::format("--- rank {}: exit {}\n{}{}\n", r.rank, r.exit_code, tail(r.out),
+                         tail(r.err));
   return s;
 }
 
