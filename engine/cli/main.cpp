@@ -28,6 +28,7 @@
 #include "tally/error.hpp"
 #include "tally/evaluator.hpp"
 #include "tally/file_io.hpp"
+#include "tally/history.hpp"
 #include "tally/records.hpp"
 #include "tally/registry.hpp"
 #include "tally/reports.hpp"
@@ -256,6 +257,7 @@ int run_evaluation(const RunOptions& o, std::optional<tally::Evaluator>& ev) {
     bool comparing = false;
     tally::Tolerances tolerances;
     std::optional<tally::Results> baseline;
+    std::optional<tally::History> history;
     std::string chartjs;
     std::shared_ptr<tally::Reader> reader;
     std::optional<tally::Progress> progress;
@@ -286,11 +288,21 @@ int run_evaluation(const RunOptions& o, std::optional<tally::Evaluator>& ev) {
         paths.check_writable();
         if (configured.records) tally::check_writable(*configured.records, "output.records");
         if (o.update_baseline) tally::check_writable(regression->baseline, "regression.baseline");
+        if (o.update_baseline && regression->baseline_records)
+          tally::check_writable(*regression->baseline_records, "regression.baseline_records");
+
         if (paths.html) chartjs = load_chartjs();
       }
       if (comparing) {
         tolerances = tally::Tolerances::of(*regression);
         baseline = tally::read_baseline(*regression, o.config);
+        if (rank == 0 && regression->history) history = tally::read_history(*regression->history);
+        // The baseline's records are read on rank 0 only, after the run (Evaluator::paired_tests).
+        if (rank == 0 && regression->baseline_records && !fs::exists(*regression->baseline_records))
+          throw tally::InputError(fmt::format(
+              "regression.baseline_records: {} does not exist: write it with the baseline (tally "
+              "run {} --update-baseline)",
+              shown_path(*regression->baseline_records), o.config));
       }
       reader = ev->make_reader();
       const bool tty = ::isatty(STDERR_FILENO) != 0;
@@ -322,31 +334,69 @@ int run_evaluation(const RunOptions& o, std::optional<tally::Evaluator>& ev) {
     if (comparing) {
       comparison = tally::compare(results.metrics, baseline->metrics, specs, tolerances);
       comparison->baseline_source = shown_path(regression->baseline);
+      if (regression->baseline_records) {
+        // Collective: rank 0 runs the tests on both runs' records, every rank gets them.
+        tally::PairedTestSettings ps;
+        ps.alpha = regression->alpha;
+        ps.resamples = regression->resamples;
+        ps.seed = regression->seed;
+        ps.mcnemar = regression->mcnemar;
+        tally::apply_paired_tests(*comparison,
+                                  ev->paired_tests(results, *regression->baseline_records, ps),
+                                  "this run's records", shown_path(*regression->baseline_records));
+      }
+    }
+    // The trends over the history folder (rank 0, which alone writes the reports); a drift fails
+    // the run only with regression.fail_on_drift, on every rank alike (broadcast below).
+    std::optional<tally::Trends> trends;
+    if (rank == 0 && history) {
+      tally::DriftOptions drift;
+      drift.current_name = "this run";
+      drift.alpha = regression->alpha;
+      trends = tally::trends(*history, results, specs, tolerances, drift);
     }
     if (rank == 0) {
       if (!o.quiet) {
         fmt::print("{}", tally::format_table(results));
         if (comparison)
           fmt::print("\n{}", tally::format_comparison(*comparison, use_color(o.color)));
+        if (trends) fmt::print("\n{}", tally::format_trends(*trends, use_color(o.color)));
       }
       std::fflush(stdout);
       // Every output is staged (written to a temporary file, or opened when it is a device or
       // FIFO) and put in place only once all are: a run that fails on any leaves none, and
       // earlier files at those paths intact.
       tally::OutputSet out;
-      const tally::ReportInput input{results, specs, comparison ? &*comparison : nullptr,
-                                     baseline ? &baseline->metrics : nullptr, o.config};
+      const tally::ReportInput input{results,
+                                     specs,
+                                     comparison ? &*comparison : nullptr,
+                                     baseline ? &baseline->metrics : nullptr,
+                                     o.config,
+                                     trends ? &*trends : nullptr};
       paths.stage(out, input, chartjs);
       if (configured.records && results.records)
         out.stage(*configured.records, tally::pack_records(*results.records), "output.records");
       if (o.update_baseline)
         out.stage(regression->baseline, results.to_json(), "regression.baseline");
+      if (o.update_baseline && regression->baseline_records && results.records)
+        out.stage(*regression->baseline_records, tally::pack_records(*results.records),
+                  "regression.baseline_records");
       out.commit();
       if (o.update_baseline)
-        print_line("", "baseline written: " + shown_path(regression->baseline));
+        print_line("", "baseline written: " + shown_path(regression->baseline) +
+                           (regression->baseline_records
+                                ? " (records: " + shown_path(*regression->baseline_records) + ")"
+                                : ""));
       if (comparison && comparison->regressed()) print_regressions(*comparison);
+      if (trends && trends->drifted() > 0)
+        print_line("", fmt::format("history: {} key{} drifted{}", trends->drifted(),
+                                   trends->drifted() == 1 ? "" : "s",
+                                   regression->fail_on_drift ? " (regression.fail_on_drift)" : ""));
     }
-    return comparison && comparison->regressed() ? tally::kExitRegression : 0;
+    bool drifted = trends && trends->drifted() > 0 && regression->fail_on_drift;
+    if (comparing && regression->history && regression->fail_on_drift && ev->world_size() > 1)
+      drifted = ev->all_gather(static_cast<int>(drifted))[0] != 0;  // rank 0's verdict
+    return (comparison && comparison->regressed()) || drifted ? tally::kExitRegression : 0;
   } catch (const tally::Error& e) {
     if (rank == 0) {
       print_error(e.what());
@@ -381,6 +431,15 @@ int run(const RunOptions& o) {
 
 struct CompareOptions {
   std::string results, baseline;
+  std::optional<std::string> records, baseline_records;
+  double alpha = 0.05;
+  std::uint64_t resamples = 1000;
+  std::uint64_t seed = 0;
+  std::string test = "auto";
+  std::optional<std::string> json;
+  std::optional<std::string> history;
+  std::size_t drift_window = 10;
+  bool fail_on_drift = false;
   std::optional<double> rtol, atol;
   std::optional<std::string> tolerances;
   std::vector<std::string> paths;
@@ -402,6 +461,7 @@ int compare(const CompareOptions& o) {
     paths.markdown = chosen(o.reports.markdown, "--markdown", std::nullopt);
     paths.html = chosen(o.reports.html, "--html", std::nullopt);
     paths.check_writable();
+    if (o.json) tally::check_writable(*o.json, "--json");
     const std::string chartjs = paths.html ? load_chartjs() : std::string();
 
     // The results' metric types first; labels only the baseline has take the baseline's.
@@ -415,22 +475,70 @@ int compare(const CompareOptions& o) {
           "'{}' records no metric types (run.types; written by an older tally?): every key is "
           "taken as higher-is-better",
           o.results));
+    if (!(o.alpha > 0 && o.alpha < 1))
+      throw tally::ConfigError(
+          fmt::format("--alpha expects a number in (0, 1) such as 0.05, found {}", o.alpha));
+    if (o.records.has_value() != o.baseline_records.has_value())
+      throw tally::ConfigError(
+          fmt::format("{} needs {} too: a paired test reads both runs' per-sample records",
+                      o.records ? "--records" : "--baseline-records",
+                      o.records ? "--baseline-records" : "--records"));
+    std::optional<tally::Records> records, baseline_records;
+    if (o.records) {
+      records = tally::read_records(*o.records);
+      baseline_records = tally::read_records(*o.baseline_records);
+    }
     std::vector<fs::path> plugin_paths(o.paths.begin(), o.paths.end());
     const auto specs = specs_for(plugin_paths, types);
 
     auto comparison = tally::compare(results.metrics, baseline.metrics, specs, tolerances);
     comparison.baseline_source = o.baseline;
-    if (!o.quiet) fmt::print("{}", tally::format_comparison(comparison, use_color(o.color)));
+    if (records) {
+      // The metrics are rebuilt from each records file's types and parameters.
+      const auto reg = tally::Registry::load(plugin_paths);
+      const auto factory = [&reg](const tally::MetricRecords& m) -> tally::MetricMaker {
+        const tally::Component& comp = reg.get(tally::ComponentKind::Metric, m.type);
+        tally::Params params(fmt::format("metric '{}' ({})", m.label, m.type),
+                             m.parameters.is_map() ? m.parameters.as_map() : tally::Value::Map{});
+        return [&comp, params] { return tally::Registry::make_metric(comp, params); };
+      };
+      tally::PairedTestSettings ps;
+      ps.alpha = o.alpha;
+      ps.resamples = o.resamples;
+      ps.seed = o.seed;
+      ps.mcnemar = o.test == "auto";
+      tally::apply_paired_tests(comparison,
+                                tally::paired_tests(*baseline_records, *records, factory, ps,
+                                                    *o.baseline_records, *o.records),
+                                *o.records, *o.baseline_records);
+    }
+    std::optional<tally::Trends> trends;
+    if (o.history) {
+      tally::DriftOptions drift;
+      drift.window = o.drift_window;
+      drift.alpha = o.alpha;
+      drift.current_name = fs::path(o.results).stem().string();
+      trends = tally::trends(tally::read_history(*o.history), results, specs, tolerances, drift);
+    }
+    if (!o.quiet) {
+      fmt::print("{}", tally::format_comparison(comparison, use_color(o.color)));
+      if (trends) fmt::print("\n{}", tally::format_trends(*trends, use_color(o.color)));
+    }
     std::fflush(stdout);
-    const tally::ReportInput input{results, specs, &comparison, &baseline.metrics, o.results};
+    const tally::ReportInput input{results,           specs,     &comparison,
+                                   &baseline.metrics, o.results, trends ? &*trends : nullptr};
     tally::OutputSet out;
     paths.stage(out, input, chartjs);
+    if (o.json) out.stage(*o.json, tally::comparison_json(comparison), "--json");
     out.commit();
-    if (comparison.regressed()) {
-      print_regressions(comparison);
-      return tally::kExitRegression;
-    }
-    return 0;
+    if (comparison.regressed()) print_regressions(comparison);
+    if (trends && trends->drifted() > 0)
+      print_line("", fmt::format("history: {} key{} drifted{}", trends->drifted(),
+                                 trends->drifted() == 1 ? "" : "s",
+                                 o.fail_on_drift ? " (--fail-on-drift)" : ""));
+    return comparison.regressed() || (o.fail_on_drift && trends && trends->drifted() > 0)
+               ? tally::kExitRegression
+               : 0;
   } catch (const tally::Error& e) {
     print_error(e.what());
     return e.exit_code();
@@ -587,8 +695,34 @@ int main(int argc, char** argv) {
   cmp_cmd->add_option("--tolerances", co.tolerances,
                       "YAML file of per-key tolerances: KEY_PATTERN: {rtol: X, atol: Y, better: "
                       "higher|lower|neither}");
+  cmp_cmd->add_option("--records", co.records,
+                      "The per-sample records of the results (output.records): with "
+                      "--baseline-records, a key beyond its tolerance regresses only when a "
+                      "paired test finds the change significant");
+  cmp_cmd->add_option("--baseline-records", co.baseline_records,
+                      "The per-sample records of the baseline");
+  cmp_cmd->add_option("--alpha", co.alpha, "Significance level of the paired tests (default 0.05)")
+      ->check(CLI::Range(0.0, 1.0));
+  cmp_cmd->add_option("--resamples", co.resamples, "Paired bootstrap resamples (default 1000)")
+      ->check(CLI::Range(std::uint64_t{2}, std::uint64_t{1000000}));
+  cmp_cmd->add_option("--seed", co.seed, "Seed of the paired bootstrap (default 0)");
+  cmp_cmd
+      ->add_option("--test", co.test,
+                   "auto: McNemar's exact test for accuracy-like keys, the paired bootstrap for "
+                   "the others; bootstrap: the paired bootstrap for every key")
+      ->check(CLI::IsMember({"auto", "bootstrap"}));
+  cmp_cmd->add_option("--history", co.history,
+                      "A folder of earlier results files (natural order of their names): trends in "
+                      "the HTML report and a slow-drift check (docs/history.md)");
+  cmp_cmd
+      ->add_option("--drift-window", co.drift_window,
+                   "How many of the latest history runs the drift check looks at (default 10)")
+      ->check(CLI::Range(std::size_t{3}, std::size_t{10000}));
+  cmp_cmd->add_flag("--fail-on-drift", co.fail_on_drift, "Exit 3 when a key drifted, too");
   cmp_cmd->add_option("--path", co.paths,
                       "Also search this folder for plugins (their ResultSpecs), repeatable");
+  cmp_cmd->add_option("--json", co.json,
+                      "Write the comparison as JSON here (verdicts, deltas, tolerances, tests)");
   cmp_cmd->add_option("--junit", co.reports.junit, "Write a JUnit XML report here");
   cmp_cmd->add_option("--markdown", co.reports.markdown, "Write a Markdown summary here");
   cmp_cmd->add_option("--html", co.reports.html, "Write a self-contained HTML report here");

@@ -5,10 +5,12 @@
 #include <cstdlib>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "tally/error.hpp"
 #include "tally/registry.hpp"
 #include "tally/text_safety.hpp"
+#include "value_json.hpp"
 
 namespace tally {
 
@@ -28,6 +30,8 @@ const char* verdict_name(Verdict v) {
       return "missing";
     case Verdict::New:
       return "new";
+    case Verdict::WithinNoise:
+      return "within noise";
   }
   return "?";
 }
@@ -210,8 +214,8 @@ std::size_t Comparison::count(Verdict v) const {
 
 std::string Comparison::summary() const {
   std::string out;
-  for (auto v : {Verdict::Regressed, Verdict::Changed, Verdict::Improved, Verdict::Ok,
-                 Verdict::Missing, Verdict::New}) {
+  for (auto v : {Verdict::Regressed, Verdict::Changed, Verdict::Improved, Verdict::WithinNoise,
+                 Verdict::Ok, Verdict::Missing, Verdict::New}) {
     const auto n = count(v);
     if (n == 0) continue;
     if (!out.empty()) out += ", ";
@@ -490,6 +494,93 @@ Comparison compare(const Value& results, const Value& baseline, const ResultSpec
   return out;
 }
 
+// ---- paired tests -------------------------------------------------------------------------------
+
+namespace {
+
+std::string format_p(double p) {
+  if (std::isnan(p)) return "NaN";
+  if (p != 0 && p < 1e-4) return fmt::format("{:.1e}", p);
+  return fmt::format("{:.3g}", p);
+}
+
+/// "p = 0.003 (McNemar exact: 17 worse, 3 better)" / "p = 0.21 (paired bootstrap, 1000 resamples)"
+std::string describe_test(const PairedTest& t) {
+  if (t.method == "McNemar exact")
+    return fmt::format("p = {} (McNemar exact: {} worse, {} better of {})", format_p(t.p_value),
+                       t.worse, t.better, t.units);
+  // The bootstrap's p-value has a resolution of 1 / (resamples used): 0 reads "below that".
+  const std::size_t used = t.resamples - std::min(t.resamples, t.dropped);
+  const std::string p = t.p_value == 0 && used > 0
+                            ? fmt::format("p < {:.2g}", 1.0 / static_cast<double>(used))
+                            : "p = " + format_p(t.p_value);
+  return fmt::format("{} ({}, {} resamples{})", p, t.method, t.resamples,
+                     t.dropped ? fmt::format(", {} left out", t.dropped) : "");
+}
+
+bool reproduces(const Value& v, double from_records) {
+  if (!v.is_number()) return v.is_null() && std::isnan(from_records);
+  const double x = v.as_double();
+  if (std::isnan(x) || std::isnan(from_records)) return std::isnan(x) && std::isnan(from_records);
+  return std::abs(x - from_records) <= 1e-9 * std::max(1.0, std::abs(x));
+}
+
+}  // namespace
+
+void apply_paired_tests(Comparison& comparison, std::vector<MetricPairedTests> tests,
+                        const std::string& results_source, const std::string& baseline_source) {
+  for (auto& mt : tests) {
+    std::vector<KeyDiff*> diffs;
+    for (auto& kd : comparison.keys)
+      if (kd.label == mt.label && kd.verdict != Verdict::Missing && kd.verdict != Verdict::New &&
+          !kd.is_array)
+        diffs.push_back(&kd);
+    if (!mt.skipped.empty()) {
+      for (KeyDiff* kd : diffs) kd->note += (kd->note.empty() ? "" : "; ") + mt.skipped;
+      continue;
+    }
+    for (auto& t : mt.tests) {
+      KeyDiff* kd = nullptr;
+      for (KeyDiff* d : diffs)
+        if (d->key == t.key) kd = d;
+      if (kd == nullptr) continue;
+      // The records must be those of the results compared: the same numbers, recomputed.
+      if (!reproduces(kd->value, t.value))
+        throw InputError(fmt::format(
+            "{}: its records give {}.{} = {:.17g}, the results compared hold {}: were the records "
+            "written by another run than the results?",
+            results_source, mt.label, t.key, t.value, format_number(kd->value)));
+      if (!reproduces(kd->baseline, t.baseline))
+        throw InputError(fmt::format(
+            "{}: its records give {}.{} = {:.17g}, the baseline holds {}: were the records "
+            "written by another run than the baseline?",
+            baseline_source, mt.label, t.key, t.baseline, format_number(kd->baseline)));
+      const std::string said = describe_test(t);
+      const std::string before = kd->note.empty() ? "" : kd->note + "; ";
+      if (kd->better != Better::Neither) {
+        decide_gate(t, kd->better == Better::Higher);
+        const bool beyond = kd->verdict == Verdict::Regressed || kd->verdict == Verdict::Improved;
+        if (beyond && t.gate == "within noise") {
+          kd->verdict = Verdict::WithinNoise;
+          kd->note = fmt::format("not significant at alpha {}: {}", t.alpha, said);
+        } else if (beyond && t.gate == "undetermined") {
+          kd->note = fmt::format("{}the paired test is undetermined ({}): the tolerance decides",
+                                 before, said);
+        } else if (beyond) {
+          kd->note = fmt::format("significant: {}", said);
+        } else if (kd->verdict == Verdict::Ok && (t.gate == "regressed" || t.gate == "improved")) {
+          kd->note = fmt::format("{} significantly ({}) but within the tolerance", t.gate, said);
+        } else {
+          kd->note = before + said;
+        }
+      } else {
+        kd->note = before + said;
+      }
+      kd->test = std::move(t);
+    }
+  }
+}
+
 // ---- formatting ---------------------------------------------------------------------------------
 
 std::string format_number(const Value& v) {
@@ -535,12 +626,64 @@ const char* ansi_of(Verdict v) {
     case Verdict::New:
       return "\x1b[33m";
     case Verdict::Ok:
+    case Verdict::WithinNoise:
       return "";
   }
   return "";
 }
 
 }  // namespace
+
+std::string comparison_json(const Comparison& c) {
+  using J = nlohmann::ordered_json;
+  const auto num = [](double x) -> J { return std::isfinite(x) ? J(x) : J(nullptr); };
+  J out = J::object();
+  out["baseline"] = c.baseline_source;
+  out["summary"] = c.summary();
+  out["regressed"] = c.regressed();
+  J counts = J::object();
+  for (auto v : {Verdict::Regressed, Verdict::Changed, Verdict::Improved, Verdict::WithinNoise,
+                 Verdict::Ok, Verdict::Missing, Verdict::New})
+    counts[verdict_name(v)] = c.count(v);
+  out["counts"] = std::move(counts);
+  J keys = J::array();
+  for (const auto& k : c.keys) {
+    J e = J::object();
+    e["label"] = k.label;
+    e["key"] = k.key;
+    e["element"] = k.element;
+    e["verdict"] = verdict_name(k.verdict);
+    e["better"] = k.better == Better::Higher  ? "higher"
+                  : k.better == Better::Lower ? "lower"
+                                              : "neither";
+    e["baseline"] = detail::value_to_json(k.baseline);
+    e["value"] = detail::value_to_json(k.value);
+    e["delta"] = k.delta ? num(*k.delta) : J(nullptr);
+    e["tolerance"] = num(k.tolerance);
+    e["note"] = k.note;
+    if (k.test) {
+      const PairedTest& t = *k.test;
+      e["test"] = J{{"method", t.method},
+                    {"units", t.units},
+                    {"resamples", t.resamples},
+                    {"alpha", t.alpha},
+                    {"difference", num(t.difference)},
+                    {"low", num(t.low)},
+                    {"high", num(t.high)},
+                    {"standard_error", num(t.standard_error)},
+                    {"p_value", num(t.p_value)},
+                    {"worse", t.worse},
+                    {"better", t.better},
+                    {"dropped", t.dropped},
+                    {"gate", t.gate}};
+    } else {
+      e["test"] = nullptr;
+    }
+    keys.push_back(std::move(e));
+  }
+  out["keys"] = std::move(keys);
+  return out.dump(2, ' ', false, J::error_handler_t::replace) + "\n";
+}
 
 std::string format_comparison(const Comparison& c, bool color) {
   struct Row {

@@ -156,6 +156,45 @@ std::string script_json(const nlohmann::ordered_json& j) {
   return out;
 }
 
+std::string paired_test_text(const PairedTest& t) {
+  // A bootstrap's p-value has a resolution of 1 / (resamples used): 0 reads "below that".
+  const std::size_t used = t.resamples - std::min(t.resamples, t.dropped);
+  std::string out = std::isnan(t.p_value) ? std::string("p n/a")
+                    : t.p_value == 0 && t.method != "McNemar exact" && used > 0
+                        ? fmt::format("p < {:.2g}", 1.0 / static_cast<double>(used))
+                        : fmt::format("p = {:.3g}", t.p_value);
+  if (!t.method.empty()) out += fmt::format(" ({})", t.method);
+  if (!std::isnan(t.low) && !std::isnan(t.high))
+    out += fmt::format(", Δ {:g}% CI [{:.3g}, {:.3g}]", 100 * (1 - t.alpha), t.low, t.high);
+  return out;
+}
+
+std::string verdict_slug(Verdict v) {
+  std::string s = verdict_name(v);
+  std::replace(s.begin(), s.end(), ' ', '-');
+  return s;
+}
+
+int verdict_rank(Verdict v) {
+  switch (v) {
+    case Verdict::Regressed:
+      return 0;
+    case Verdict::Missing:
+      return 1;
+    case Verdict::Changed:
+      return 2;
+    case Verdict::WithinNoise:
+      return 3;
+    case Verdict::New:
+      return 4;
+    case Verdict::Improved:
+      return 5;
+    case Verdict::Ok:
+      return 6;
+  }
+  return 7;
+}
+
 std::string utc_timestamp() {
   const std::time_t now = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
   std::tm tm{};

@@ -7,6 +7,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tally/compare.hpp"
+#include "tally/records.hpp"
 #include "tally/value.hpp"
 #include "value_json.hpp"
 
@@ -48,6 +50,16 @@ std::string interval_suffix(const Value& intervals, std::string_view label, std:
   if (lo == nullptr || hi == nullptr) return {};
   return " [" + fmt_number(*lo) + ", " + fmt_number(*hi) + "]";
 }
+
+/// A paired test in one line: "p = 0.003 (McNemar exact), Δ 95% CI [-0.012, -0.004]".
+std::string paired_test_text(const PairedTest& t);
+
+/// A verdict's name usable in a CSS class or an id: "within-noise" for "within noise".
+std::string verdict_slug(Verdict v);
+
+/// Where a verdict sorts in the comparison tables: what a reader came for first (regressed,
+/// missing, changed, within noise, new, improved, ok).
+int verdict_rank(Verdict v);
 
 /// "2024-05-01T12:34:56" (UTC, now).
 std::string utc_timestamp();

@@ -65,6 +65,12 @@ code { font-family: ui-monospace, "DejaVu Sans Mono", monospace; font-size: 13px
 .v-ok { background: var(--panel); color: var(--muted); }
 .v-changed { background: #e3f2fd; color: var(--info); }
 .v-missing, .v-new { background: #fff4e0; color: var(--warn); }
+.v-within-noise { background: #f3e5f5; color: #6a1b9a; }
+.v-drift { background: #fdecea; color: var(--bad); }
+td.test { font-size: 12px; white-space: nowrap; }
+figure.drift { border: 2px solid var(--bad); }
+.trend-note { font-size: 12px; color: var(--muted); margin: 6px 0 0; }
+figure.drift .trend-note { color: var(--bad); }
 .d-regressed { color: var(--bad); font-weight: 600; }
 .d-improved { color: var(--good); }
 .note { color: var(--muted); }
@@ -136,6 +142,39 @@ constexpr const char* kPageScript = R"js(
       }
     };
   }
+  function trendConfig(spec) {
+    var n = spec.labels.length;
+    var color = spec.drift ? '#c62828' : '#1f77b4';
+    var band = spec.drift ? 'rgba(198, 40, 40, 0.15)' : 'rgba(31, 119, 180, 0.15)';
+    var datasets = [];
+    if (spec.low && spec.high) {
+      datasets.push({ label: 'interval low', data: spec.low, borderWidth: 0, pointRadius: 0,
+                      borderColor: 'rgba(0, 0, 0, 0)', backgroundColor: band, fill: false, spanGaps: false });
+      datasets.push({ label: 'interval', data: spec.high, borderWidth: 0, pointRadius: 0,
+                      borderColor: 'rgba(0, 0, 0, 0)', backgroundColor: band, fill: '-1', spanGaps: false });
+    }
+    datasets.push({
+      label: spec.key, data: spec.values, borderColor: color, backgroundColor: color, borderWidth: 2,
+      pointRadius: spec.values.map(function (_, i) { return i === n - 1 ? 7 : 3; }),
+      pointStyle: spec.values.map(function (_, i) { return i === n - 1 ? 'rectRot' : 'circle'; }),
+      spanGaps: false, fill: false, tension: 0
+    });
+    if (spec.fit) {
+      datasets.push({ label: 'Theil-Sen trend', data: spec.fit, borderColor: '#5f6b76', backgroundColor: '#5f6b76',
+                      borderWidth: 1, borderDash: [6, 4], pointRadius: 0, spanGaps: true, fill: false });
+    }
+    return {
+      type: 'line',
+      data: { labels: spec.labels, datasets: datasets },
+      options: {
+        animation: false, responsive: true, maintainAspectRatio: false,
+        plugins: { legend: { display: true, labels: { filter: function (item) { return item.text !== 'interval low'; } } },
+                   title: { display: false } },
+        scales: { x: { title: { display: true, text: 'run (oldest first; the last is this run)' } },
+                  y: { title: { display: true, text: spec.key } } }
+      }
+    };
+  }
   var specs = [];
   try {
     specs = JSON.parse(document.getElementById('tally-charts').textContent);
@@ -159,7 +198,7 @@ constexpr const char* kPageScript = R"js(
     specs.forEach(function (spec) {
       try {
         var canvas = document.getElementById(spec.id);
-        var chart = new Chart(canvas.getContext('2d'), config(spec));
+        var chart = new Chart(canvas.getContext('2d'), spec.type === 'trend' ? trendConfig(spec) : config(spec));
         var points = 0;
         chart.data.datasets.forEach(function (d, i) { points += chart.getDatasetMeta(i).data.length; });
         canvas.setAttribute('data-points', String(points));
@@ -208,7 +247,24 @@ std::string text_field(const Value& c, std::string_view key) {
 }
 
 std::string verdict_pill(Verdict v) {
-  return fmt::format("<span class=\"pill v-{0}\">{0}</span>", verdict_name(v));
+  return fmt::format("<span class=\"pill v-{}\">{}</span>", report::verdict_slug(v),
+                     verdict_name(v));
+}
+
+std::string test_html(const KeyDiff& k) {
+  if (!k.test) return "";
+  return html_escape(report::paired_test_text(*k.test));
+}
+
+json optional_numbers(const std::vector<std::optional<double>>& xs) {
+  auto a = json::array();
+  for (const auto& x : xs) {
+    if (x)
+      a.push_back(*x);
+    else
+      a.push_back(nullptr);
+  }
+  return a;
 }
 
 std::string delta_html(const KeyDiff& k) {
@@ -239,6 +295,7 @@ class Page {
     out += fmt::format("<meta name=\"generator\" content=\"tally {}\">\n", kVersion);
     out += fmt::format("<title>tally report: {}</title>\n<style>{}</style>\n</head>\n",
                        html_escape(title), kStyle);
+    with_charts_ = !chartjs.empty();
     std::string main_html = body_html(title);
     out += fmt::format("<body data-errors=\"0\" data-charts=\"{}\">\n<script>{}</script>\n",
                        charts_.size(), kGuardScript);
@@ -285,6 +342,7 @@ class Page {
       out += "<div class=\"summary none\" id=\"summary\">No baseline: results only.</div>\n";
     }
     if (cmp != nullptr) out += comparison_html(*cmp);
+    if (in_.trends != nullptr) out += trends_html(*in_.trends);
     out += "<h2 id=\"results\">Results</h2>\n";
     for (const auto& [label, res] : in_.results.metrics.as_map()) out += metric_html(label, res);
     out += fmt::format(
@@ -301,28 +359,11 @@ class Page {
         "<table "
         "class=\"comparison\">\n<tr><th>verdict</th><th>key</th><th>baseline</th><th>value</"
         "th><th>delta</th>"
-        "<th>tolerance</th><th>direction</th><th>note</th></tr>\n";
+        "<th>tolerance</th><th>direction</th><th>test</th><th>note</th></tr>\n";
     std::vector<const KeyDiff*> rows;
     for (const auto& k : cmp.keys) rows.push_back(&k);
-    const auto rank = [](Verdict v) {
-      switch (v) {
-        case Verdict::Regressed:
-          return 0;
-        case Verdict::Missing:
-          return 1;
-        case Verdict::Changed:
-          return 2;
-        case Verdict::New:
-          return 3;
-        case Verdict::Improved:
-          return 4;
-        case Verdict::Ok:
-          return 5;
-      }
-      return 6;
-    };
     std::stable_sort(rows.begin(), rows.end(), [&](const KeyDiff* a, const KeyDiff* b) {
-      return rank(a->verdict) < rank(b->verdict);
+      return report::verdict_rank(a->verdict) < report::verdict_rank(b->verdict);
     });
     for (const KeyDiff* k : rows) {
       std::string note = html_escape(k->note);
@@ -346,16 +387,138 @@ class Page {
           "<tr data-key=\"{}\" data-verdict=\"{}\"><td>{}</td><td><code>{}{}</code></td><td "
           "class=\"num\">{}</td>"
           "<td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td "
-          "class=\"note\">{}</td>"
+          "class=\"note\">{}</td><td class=\"test\">{}</td>"
           "<td class=\"note\">{}</td></tr>\n",
           html_escape(k->name()), verdict_name(k->verdict), verdict_pill(k->verdict),
           html_escape(k->name()), html_escape(k->element),
           k->verdict == Verdict::New ? "—" : html_escape(format_number(k->baseline)),
           k->verdict == Verdict::Missing ? "—" : html_escape(format_number(k->value)),
-          delta_html(*k), tolerance_html(*k), better_name(k->better), note);
+          delta_html(*k), tolerance_html(*k), better_name(k->better), test_html(*k), note);
     }
     out += "</table>\n";
     return out;
+  }
+
+  // The trends over a history folder: a summary, then one line chart per key (drifted keys first,
+  // then the keys the test ran on), or a table per key when Chart.js is not inlined.
+  std::string trends_html(const Trends& t) {
+    std::string out = "<h2 id=\"trends\">Trends</h2>\n";
+    const std::size_t runs = t.history_runs();
+    if (runs == 0)
+      return out + fmt::format(
+                       "<div class=\"summary none\" id=\"trends-summary\">No earlier runs in "
+                       "<code>{}</code>.</div>\n",
+                       html_escape(t.dir.string()));
+    const std::size_t drifted = t.drifted();
+    const std::size_t window = std::min(runs, t.window);
+    if (drifted > 0) {
+      out += fmt::format(
+          "<div class=\"summary bad\" id=\"trends-summary\">Slow drift: {} key{} drifted over "
+          "the last {} runs and this one<ul>",
+          drifted, drifted == 1 ? "" : "s", window);
+      for (const auto& k : t.keys)
+        if (k.drift)
+          out += fmt::format("<li><code>{}</code>: {}</li>", html_escape(k.name()),
+                             html_escape(k.note));
+      out += "</ul></div>\n";
+    } else {
+      out += fmt::format(
+          "<div class=\"summary good\" id=\"trends-summary\">No drift over the last {} runs "
+          "and this one</div>\n",
+          window);
+    }
+    out += fmt::format(
+        "<p class=\"note\">{} earlier run{} in <code>{}</code>, oldest first; the last point "
+        "(&#9670;) is this run. A key drifts when its Mann-Kendall trend over the window goes its "
+        "bad way at p &lt; {:g} and the change from the window's first run passes its "
+        "tolerance.</p>\n",
+        runs, runs == 1 ? "" : "s", html_escape(t.dir.string()), t.alpha);
+    std::vector<const KeyTrend*> keys;
+    for (const auto& k : t.keys) keys.push_back(&k);
+    std::stable_sort(keys.begin(), keys.end(), [](const KeyTrend* a, const KeyTrend* b) {
+      return (a->drift ? 0 : a->tested ? 1 : 2) < (b->drift ? 0 : b->tested ? 1 : 2);
+    });
+    auto labels = json::array();
+    for (const auto& r : t.runs) labels.push_back(r);
+    out += "<div class=\"figures trends\">\n";
+    for (const KeyTrend* k : keys) {
+      const std::string name = k->name();
+      std::string stats = better_name(k->better);
+      if (k->tested)
+        stats += fmt::format(" · Mann-Kendall p = {:.3g}, tau = {:.3f} · Theil-Sen {} a run",
+                             k->p_value, k->tau, format_delta(k->slope, false));
+      out += fmt::format(
+          "<figure class=\"trend{}\" data-key=\"{}\" data-drift=\"{}\"><figcaption>{}{}<span "
+          "class=\"doc\">{}</span></figcaption>",
+          k->drift ? " drift" : "", html_escape(name), k->drift ? 1 : 0, html_escape(name),
+          k->drift ? " <span class=\"pill v-drift\">drift</span>" : "", html_escape(stats));
+      const bool any_interval =
+          std::any_of(k->lows.begin(), k->lows.end(), [](const auto& x) { return x.has_value(); });
+      if (with_charts_) {
+        const std::string id = new_chart_id();
+        json spec = {{"id", id},
+                     {"type", "trend"},
+                     {"key", name},
+                     {"labels", labels},
+                     {"values", optional_numbers(k->values)},
+                     {"drift", k->drift}};
+        if (any_interval) {
+          spec["low"] = optional_numbers(k->lows);
+          spec["high"] = optional_numbers(k->highs);
+        }
+        if (k->tested && std::isfinite(k->slope) && std::isfinite(k->intercept)) {
+          auto fit = json::array();
+          for (std::size_t r = 0; r < k->values.size(); ++r) {
+            if (r < k->window_begin)
+              fit.push_back(nullptr);
+            else
+              fit.push_back(k->intercept + k->slope * static_cast<double>(r - k->window_begin));
+          }
+          spec["fit"] = fit;
+        }
+        charts_.push_back(std::move(spec));
+        out += fmt::format(
+            "<div class=\"chart\"><canvas id=\"{}\" role=\"img\" aria-label=\"trend of "
+            "{}\"></canvas></div>",
+            id, html_escape(name));
+        out +=
+            "<details><summary>values</summary>" + trend_table(t, *k, any_interval) + "</details>";
+      } else {
+        out += trend_table(t, *k, any_interval);
+      }
+      if (!k->note.empty())
+        out += fmt::format("<p class=\"trend-note\">{}</p>", html_escape(k->note));
+      out += "</figure>\n";
+    }
+    out += "</div>\n";
+    return out;
+  }
+
+  static std::string trend_table(const Trends& t, const KeyTrend& k, bool intervals) {
+    std::string out =
+        fmt::format("<table class=\"trend\" data-key=\"{}\"><tr><th>run</th><th>value</th>{}</tr>",
+                    html_escape(k.name()), intervals ? "<th>interval</th>" : "");
+    const std::size_t n = k.values.size();
+    const std::size_t from = n > kMaxTableRows ? n - kMaxTableRows : 0;
+    if (from > 0)
+      out += fmt::format("<tr><td colspan=\"{}\" class=\"note\">{} earlier runs left out</td></tr>",
+                         intervals ? 3 : 2, from);
+    for (std::size_t r = from; r < n; ++r) {
+      const bool current = r + 1 == n;
+      out += fmt::format(
+          "<tr{}><td>{}{}</td><td class=\"num\">{}</td>", current ? " class=\"current\"" : "",
+          html_escape(r < t.runs.size() ? t.runs[r] : std::string()), current ? " &#9670;" : "",
+          k.values[r] ? html_escape(format_number(Value(*k.values[r]))) : "—");
+      if (intervals)
+        out +=
+            fmt::format("<td class=\"num\">{}</td>",
+                        k.lows[r] && k.highs[r]
+                            ? html_escape(fmt::format("[{}, {}]", format_number(Value(*k.lows[r])),
+                                                      format_number(Value(*k.highs[r]))))
+                            : "");
+      out += "</tr>";
+    }
+    return out + "</table>";
   }
 
   std::string metric_html(const std::string& label, const Value& res) {
@@ -573,6 +736,7 @@ class Page {
 
   const ReportInput& in_;
   json charts_ = json::array();
+  bool with_charts_ = true;
 };
 
 }  // namespace

@@ -29,6 +29,17 @@ std::string tolerance_text(const KeyDiff& k) {
                      k.tol.rtol);
 }
 
+// The paired test's lines of a testcase's text.
+std::string test_text(const PairedTest& t) {
+  std::string out = fmt::format("test: {}\n", report::paired_test_text(t));
+  if (!std::isnan(t.difference)) out += fmt::format("test difference: {:.6g}\n", t.difference);
+  if (t.units) out += fmt::format("test units: {}\n", t.units);
+  if (t.method == "McNemar exact")
+    out += fmt::format("test discordant units: {} worse, {} better\n", t.worse, t.better);
+  if (!t.gate.empty()) out += fmt::format("test verdict: {}\n", t.gate);
+  return out;
+}
+
 struct Case {
   std::string classname, name, body;  // body: the child elements, already XML
   bool failed = false, skipped = false;
@@ -48,11 +59,13 @@ Case case_for(const KeyDiff& k) {
                                 k.name(), where, format_number(k.baseline), format_number(k.value),
                                 format_delta(k.delta, integral), k.tolerance, better_name(k.better))
                   : fmt::format("{} regressed: {}", k.name(), k.note);
+      if (k.test) message += "; test: " + report::paired_test_text(*k.test);
       std::string text = fmt::format(
           "key: {}{}\nbaseline: {}\nvalue: {}\ndelta: {}\ntolerance: {}\ndirection: {}\n", k.name(),
           k.element, format_number(k.baseline), format_number(k.value),
           k.delta ? format_delta(k.delta, integral) : "n/a", tolerance_text(k),
           better_name(k.better));
+      if (k.test) text += test_text(*k.test);
       if (!k.note.empty()) text += fmt::format("note: {}\n", k.note);
       for (const auto& e : k.elements)
         if (e.verdict == Verdict::Regressed)
@@ -84,6 +97,7 @@ Case case_for(const KeyDiff& k) {
         text += fmt::format("delta: {}\ntolerance: {}\n", format_delta(k.delta, integral),
                             tolerance_text(k));
       text += fmt::format("verdict: {}\n", verdict_name(k.verdict));
+      if (k.test) text += test_text(*k.test);
       if (!k.note.empty()) text += fmt::format("note: {}\n", k.note);
       c.body = fmt::format("<system-out>{}</system-out>", xml_escape(text));
     }

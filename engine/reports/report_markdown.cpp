@@ -27,6 +27,8 @@ std::string verdict_badge(Verdict v) {
       return "⚠️ missing";
     case Verdict::New:
       return "🆕 new";
+    case Verdict::WithinNoise:
+      return "〰️ within noise";
   }
   return "";
 }
@@ -53,6 +55,25 @@ std::string value_cell(const Value& v) {
   return format_number(v);
 }
 
+// The drifted keys of a history, one line each (none: one line that says so).
+std::string drift_markdown(const Trends& t) {
+  std::string out = "\n### Drift\n\n";
+  const std::size_t runs = t.history_runs();
+  if (runs == 0) return out + "No earlier runs in the history folder.\n";
+  const std::size_t drifted = t.drifted();
+  if (drifted == 0)
+    return out + fmt::format(
+                     "No key drifted over the last {} runs and this one ({} in the history, "
+                     "Mann-Kendall at alpha {:g}).\n",
+                     std::min(runs, t.window), runs, t.alpha);
+  out += fmt::format(
+      "**📉 {} key{} drifted** over the last {} runs and this one ({} in the history):\n\n", drifted,
+      drifted == 1 ? "" : "s", std::min(runs, t.window), runs);
+  for (const auto& k : t.keys)
+    if (k.drift) out += fmt::format("- **{}**: {}\n", md_escape(k.name()), md_escape(k.note));
+  return out;
+}
+
 }  // namespace
 
 std::string markdown_report(const ReportInput& in) {
@@ -68,9 +89,11 @@ std::string markdown_report(const ReportInput& in) {
     out += fmt::format("{} (baseline `{}`)\n\n", cmp->summary(), md_escape(cmp->baseline_source));
     for (const auto& k : cmp->keys) {
       if (k.verdict != Verdict::Regressed) continue;
-      out += fmt::format("- **{}{}**: {} → {} ({}){}\n", md_escape(k.name()), md_escape(k.element),
-                         format_number(k.baseline), format_number(k.value), arrow_delta(k),
-                         k.note.empty() ? "" : fmt::format(" — {}", md_escape(k.note)));
+      out +=
+          fmt::format("- **{}{}**: {} → {} ({}){}{}\n", md_escape(k.name()), md_escape(k.element),
+                      format_number(k.baseline), format_number(k.value), arrow_delta(k),
+                      k.test ? "; " + md_escape(report::paired_test_text(*k.test)) : "",
+                      k.note.empty() ? "" : fmt::format(" — {}", md_escape(k.note)));
     }
     if (cmp->regressed()) out += "\n";
   }
@@ -95,34 +118,17 @@ std::string markdown_report(const ReportInput& in) {
   if (cmp != nullptr) {
     out += "\n### Comparison with the baseline\n\n";
     out +=
-        "| verdict | key | baseline | value | delta | tolerance | note "
-        "|\n|---|---|---|---|---|---|---|\n";
+        "| verdict | key | baseline | value | delta | tolerance | test | note "
+        "|\n|---|---|---|---|---|---|---|---|\n";
     // Regressions first: they are what a reader came for.
     std::vector<const KeyDiff*> rows;
     for (const auto& k : cmp->keys) rows.push_back(&k);
-    const auto rank = [](Verdict v) {
-      switch (v) {
-        case Verdict::Regressed:
-          return 0;
-        case Verdict::Missing:
-          return 1;
-        case Verdict::Changed:
-          return 2;
-        case Verdict::New:
-          return 3;
-        case Verdict::Improved:
-          return 4;
-        case Verdict::Ok:
-          return 5;
-      }
-      return 6;
-    };
     std::stable_sort(rows.begin(), rows.end(), [&](const KeyDiff* a, const KeyDiff* b) {
-      return rank(a->verdict) < rank(b->verdict);
+      return report::verdict_rank(a->verdict) < report::verdict_rank(b->verdict);
     });
     for (const KeyDiff* k : rows) {
       const bool one_sided = k->verdict == Verdict::Missing || k->verdict == Verdict::New;
-      out += fmt::format("| {} | {}{} | {} | {} | {} | {} | {} |\n", verdict_badge(k->verdict),
+      out += fmt::format("| {} | {}{} | {} | {} | {} | {} | {} | {} |\n", verdict_badge(k->verdict),
                          md_escape(k->name()), md_escape(k->element),
                          k->verdict == Verdict::New ? "—" : md_escape(format_number(k->baseline)),
                          k->verdict == Verdict::Missing ? "—" : md_escape(format_number(k->value)),
@@ -130,9 +136,11 @@ std::string markdown_report(const ReportInput& in) {
                          one_sided || !k->delta ? ""
                          : k->tolerance == 0    ? "exact"
                                                 : fmt::format("±{:.3g}", k->tolerance),
+                         k->test ? md_escape(report::paired_test_text(*k->test)) : "",
                          md_escape(k->note));
     }
   }
+  if (in.trends != nullptr) out += drift_markdown(*in.trends);
   return out;
 }
 

@@ -680,10 +680,44 @@ Config Config::parse(const std::string& yaml_text, const std::string& source,
                   "atol: Y}}, found {}",
                   found(c)));
         }
+      } else if (k == "baseline_records" || k == "history") {
+        if (c.value.is_null()) continue;  // null: none (--set regression.history=null)
+        if (!c.value.is_string() || c.value.as_string().empty())
+          fail_at(c, fmt::format("regression.{} expects a {} name (or null), found {}", k,
+                                 k == "history" ? "folder" : "records file", found(c)));
+        (k == "history" ? rc.history : rc.baseline_records) =
+            resolve_path(c.value.as_string(), base_dir);
+      } else if (k == "alpha") {
+        if (!c.value.is_number() || !(c.value.as_double() > 0 && c.value.as_double() < 1))
+          fail_at(c,
+                  fmt::format("regression.alpha expects a number in (0, 1) such as 0.05, found {}",
+                              found(c)));
+        rc.alpha = c.value.as_double();
+      } else if (k == "resamples") {
+        if (!c.value.is_int() || c.value.as_int() < 2 || c.value.as_int() > 1000000)
+          fail_at(c,
+                  fmt::format("regression.resamples expects an integer in [2, 1000000], found {}",
+                              found(c)));
+        rc.resamples = static_cast<std::uint64_t>(c.value.as_int());
+      } else if (k == "seed") {
+        if (!c.value.is_int() || c.value.as_int() < 0)
+          fail_at(c, fmt::format("regression.seed expects an integer >= 0, found {}", found(c)));
+        rc.seed = static_cast<std::uint64_t>(c.value.as_int());
+      } else if (k == "test") {
+        if (!c.value.is_string() ||
+            (c.value.as_string() != "auto" && c.value.as_string() != "bootstrap"))
+          fail_at(c, fmt::format("regression.test expects auto or bootstrap, found {}", found(c)));
+        rc.mcnemar = c.value.as_string() == "auto";
+      } else if (k == "fail_on_drift") {
+        if (!c.value.is_bool())
+          fail_at(
+              c, fmt::format("regression.fail_on_drift expects true or false, found {}", found(c)));
+        rc.fail_on_drift = c.value.as_bool();
       } else {
-        fail_at_key(
-            c, fmt::format(
-                   "unknown key 'regression.{}' (expected baseline, rtol, atol, tolerances)", k));
+        fail_at_key(c, fmt::format("unknown key 'regression.{}' (expected baseline, rtol, atol, "
+                                   "tolerances, baseline_records, alpha, resamples, seed, test, "
+                                   "history, fail_on_drift)",
+                                   k));
       }
     }
     if (!has_baseline)
@@ -756,11 +790,15 @@ Config Config::parse(const std::string& yaml_text, const std::string& source,
     }
     cfg.intervals = std::move(is);
   }
-  if (cfg.checkpoint && (cfg.intervals || cfg.output_records))
+  const bool paired = cfg.regression && cfg.regression->baseline_records;
+  if (cfg.checkpoint && (cfg.intervals || cfg.output_records || paired))
     throw ConfigError(fmt::format(
         "{}: checkpoint: cannot be combined with {} yet: per-sample records are not saved in "
         "checkpoints",
-        cfg.checkpoint->where, cfg.intervals ? "intervals:" : "output.records"));
+        cfg.checkpoint->where,
+        cfg.intervals        ? "intervals:"
+        : cfg.output_records ? "output.records"
+                             : "regression.baseline_records"));
   return cfg;
 }
 

@@ -171,7 +171,7 @@ void Evaluator::Impl::build_metrics(const std::string& source) {
   }
   fingerprint = sync::fingerprint(canonical);
   metrics_canonical = std::move(canonical);
-  if (c.output_records || c.intervals) {
+  if (c.output_records || c.intervals || (c.regression && c.regression->baseline_records)) {
     std::vector<UnitRecorder::Slot> slots;
     for (const auto& m : metrics)
       slots.push_back({m.label, m.component->info->name, Value(m.params.values()),

@@ -84,4 +84,52 @@ void Evaluator::Impl::gather_records(Results& results) {
   if (col.rank() == 0) results.records = std::move(merged);
 }
 
+std::vector<MetricPairedTests> Evaluator::paired_tests(
+    const Results& results, const std::filesystem::path& baseline_records,
+    const PairedTestSettings& settings) {
+  auto& col = impl_->collectives();
+  msgpack::sbuffer reply;
+  const auto work = [&] {
+    Value out = Value::map();
+    out.set("status", 0);
+    try {
+      if (!results.records)
+        throw ConfigError(
+            "paired tests need this run's per-sample records: the run kept none (it needs "
+            "output.records, intervals or regression.baseline_records)");
+      const Records baseline = read_records(baseline_records);
+      const auto& registry = impl_->registry;
+      const auto factory = [&registry](const MetricRecords& m) -> MetricMaker {
+        const Component& comp = registry.get(ComponentKind::Metric, m.type);
+        Params params(fmt::format("metric '{}' ({})", m.label, m.type),
+                      m.parameters.is_map() ? m.parameters.as_map() : Value::Map{});
+        return [&comp, params] { return Registry::make_metric(comp, params); };
+      };
+      out.set("tests", paired_tests_to_value(
+                           tally::paired_tests(baseline, *results.records, factory, settings,
+                                               baseline_records.string(), "this run's records")));
+    } catch (const Error& e) {
+      out.set("status", e.exit_code());
+      out.set("message", e.what());
+    } catch (const std::exception& e) {
+      out.set("status", 1);
+      out.set("message", fmt::format("rank 0 failed in the paired tests: {}", e.what()));
+    }
+    msgpack::pack(reply, out);
+  };
+  col.run_on_root(0, work, {"rank 0 running the paired tests"});
+  const auto answer = col.broadcast_object(std::as_bytes(std::span(reply.data(), reply.size())), 0,
+                                           {"paired tests"});
+  Value out;
+  try {
+    unpack_bounded(answer, /*reference_bins=*/false).get().convert(out);
+  } catch (const std::exception& e) {
+    throw RuntimeError(fmt::format("rank {} could not read the paired tests rank 0 broadcast: {}",
+                                   col.rank(), e.what()));
+  }
+  if (const auto code = out.at("status").as_int(); code != 0)
+    throw_error(static_cast<int>(code), out.at("message").as_string());
+  return paired_tests_from_value(out.at("tests"));
+}
+
 }  // namespace tally

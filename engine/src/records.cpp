@@ -7,6 +7,7 @@
 #include <limits>
 
 #include <fmt/format.h>
+#include <zlib.h>
 
 #include "file_io.hpp"
 #include "msgpack_bounds.hpp"
@@ -97,7 +98,10 @@ const MetricRecords* Records::find(std::string_view label) const {
   return nullptr;
 }
 
-std::string pack_records(const Records& records) {
+namespace {
+
+/// The records themselves: a msgpack map (the top of tally/records.hpp).
+std::string pack_inner(const Records& records) {
   msgpack::sbuffer buf;
   Packer p(buf);
   p.pack_map(7);
@@ -151,9 +155,97 @@ std::string pack_records(const Records& records) {
   return std::string(buf.data(), buf.size());
 }
 
-Records unpack_records(std::string_view bytes, const std::string& source) {
-  const Reader r{source};
-  msgpack::object_handle h;
+/// zlib's deflate of `bytes` (RFC 1950), in pieces of at most 1 GiB (zlib counts in uInt).
+std::string deflate_all(std::string_view bytes, int level) {
+  z_stream z{};
+  if (deflateInit(&z, level) != Z_OK) throw RuntimeError("records: zlib cannot start deflate");
+  std::string out(
+      deflateBound(&z, static_cast<uLong>(std::min<std::size_t>(bytes.size(), 1u << 30))) +
+          (bytes.size() >> 30) * (deflateBound(&z, 1u << 30)) + 64,
+      '\0');
+  std::size_t in_done = 0, out_done = 0;
+  int rc = Z_OK;
+  do {
+    const std::size_t in_n = std::min<std::size_t>(bytes.size() - in_done, 1u << 30);
+    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data() + in_done));
+    z.avail_in = static_cast<uInt>(in_n);
+    const bool last = in_done + in_n == bytes.size();
+    do {
+      if (out_done == out.size()) out.resize(out.size() * 2);
+      const std::size_t out_n = std::min<std::size_t>(out.size() - out_done, 1u << 30);
+      z.next_out = reinterpret_cast<Bytef*>(out.data() + out_done);
+      z.avail_out = static_cast<uInt>(out_n);
+      rc = deflate(&z, last ? Z_FINISH : Z_NO_FLUSH);
+      out_done += out_n - z.avail_out;
+    } while (z.avail_out == 0 && rc != Z_STREAM_END);
+    in_done += in_n;
+  } while (in_done < bytes.size());
+  deflateEnd(&z);
+  if (rc != Z_STREAM_END) throw RuntimeError("records: zlib deflate failed");
+  out.resize(out_done);
+  return out;
+}
+
+/// zlib's inflate of `bytes` into exactly `size` bytes; false when the stream is not valid zlib,
+/// is cut short, holds another size, or has bytes after its end.
+bool inflate_exactly(std::string_view bytes, std::string& out, std::size_t size) {
+  out.assign(size, '\0');
+  z_stream z{};
+  if (inflateInit(&z) != Z_OK) return false;
+  std::size_t in_done = 0, out_done = 0;
+  int rc = Z_OK;
+  while (rc == Z_OK) {
+    const std::size_t in_n = std::min<std::size_t>(bytes.size() - in_done, 1u << 30);
+    const std::size_t out_n = std::min<std::size_t>(size - out_done, 1u << 30);
+    z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data() + in_done));
+    z.avail_in = static_cast<uInt>(in_n);
+    z.next_out = reinterpret_cast<Bytef*>(out.data() + out_done);
+    z.avail_out = static_cast<uInt>(out_n);
+    rc = inflate(&z, Z_NO_FLUSH);
+    in_done += in_n - z.avail_in;
+    out_done += out_n - z.avail_out;
+    if (rc == Z_BUF_ERROR && (in_n == 0 || out_n == 0)) break;  // out of input or of room
+    if (rc == Z_BUF_ERROR) rc = Z_OK;
+  }
+  inflateEnd(&z);
+  return rc == Z_STREAM_END && out_done == size && in_done == bytes.size();
+}
+
+/// The records file's deflate level: zlib's 1, its fastest (the records of 1 M Accuracy samples:
+/// docs/significance.md, "Measured cost").
+constexpr int kDeflateLevel = 1;
+
+}  // namespace
+
+// The file: an outer msgpack map {"format": "tally-records", "version": 2, "compression": "zlib",
+// "size": N, "data": bin} whose data is the zlib stream (RFC 1950) of the N-byte inner map
+// (pack_inner, "version": 2 as well).
+std::string pack_records(const Records& records) {
+  const std::string inner = pack_inner(records);
+  const std::string data = deflate_all(inner, kDeflateLevel);
+  check_bin_size(data.size(), "the compressed records");
+  msgpack::sbuffer buf;
+  Packer p(buf);
+  p.pack_map(5);
+  p.pack("format");
+  p.pack(std::string(kRecordsFormat));
+  p.pack("version");
+  p.pack(kRecordsVersion);
+  p.pack("compression");
+  p.pack("zlib");
+  p.pack("size");
+  p.pack(static_cast<std::uint64_t>(inner.size()));
+  p.pack("data");
+  p.pack_bin(static_cast<std::uint32_t>(data.size()));
+  p.pack_bin_body(data.data(), static_cast<std::uint32_t>(data.size()));
+  return std::string(buf.data(), buf.size());
+}
+
+namespace {
+
+/// `bytes` as one msgpack map whose "format" is the records' (both the file and the records map
+/// inside it start so); its version.
+std::uint64_t open_document(std::string_view bytes, const Reader& r, msgpack::object_handle& h) {
   try {
     h = unpack_bounded(std::as_bytes(std::span(bytes.data(), bytes.size())),
                        /*reference_bins=*/true);
@@ -164,8 +256,15 @@ Records unpack_records(std::string_view bytes, const std::string& source) {
   if (root.type != msgpack::type::MAP) r.bad("the document is not a map");
   if (r.str(root, "format", "the document") != kRecordsFormat)
     r.bad(fmt::format("format is not '{}'", kRecordsFormat));
-  if (const auto v = r.uint(root, "version", "the document"); v != kRecordsVersion)
-    r.bad(fmt::format("version {}, this tally reads version {}", v, kRecordsVersion));
+  return r.uint(root, "version", "the document");
+}
+
+Records unpack_inner(std::string_view bytes, const std::string& source, std::uint64_t version) {
+  const Reader r{source};
+  msgpack::object_handle h;
+  if (const auto v = open_document(bytes, r, h); v != version)
+    r.bad(fmt::format("the records inside are version {}, the file says {}", v, version));
+  const msgpack::object& root = h.get();
   Records out;
   out.tally_version = r.str(root, "tally_version", "the document");
   out.units = r.uint(root, "units", "the document");
@@ -218,6 +317,36 @@ Records unpack_records(std::string_view bytes, const std::string& source) {
     out.metrics.push_back(std::move(m));
   }
   return out;
+}
+
+}  // namespace
+
+Records unpack_records(std::string_view bytes, const std::string& source) {
+  const Reader r{source};
+  std::uint64_t version = 0;
+  std::string inner;
+  {
+    msgpack::object_handle h;
+    version = open_document(bytes, r, h);
+    const msgpack::object& root = h.get();
+    if (version != kRecordsVersion)
+      r.bad(fmt::format("version {}, this tally reads version {}", version, kRecordsVersion));
+    if (r.str(root, "compression", "the document") != "zlib") r.bad("compression is not 'zlib'");
+    const std::uint64_t size = r.uint(root, "size", "the document");
+    const auto& data = r.field(root, "data", "the document");
+    if (data.type != msgpack::type::BIN) r.bad("data is not a bin");
+    // The size is checked against what the data can hold (zlib expands at most 1032:1) before
+    // anything is allocated.
+    if (size > std::uint64_t{1032} * data.via.bin.size + 64 || size > (std::uint64_t{1} << 40))
+      r.bad(fmt::format("size {} cannot come from {} compressed bytes", size, data.via.bin.size));
+    if (!inflate_exactly(std::string_view(data.via.bin.ptr, data.via.bin.size), inner,
+                         static_cast<std::size_t>(size)))
+      r.bad(
+          fmt::format("the zlib data ({} bytes) does not inflate to the {} bytes the file says "
+                      "(truncated or corrupt)",
+                      data.via.bin.size, size));
+  }
+  return unpack_inner(inner, source, version);
 }
 
 Records read_records(const std::filesystem::path& path) {

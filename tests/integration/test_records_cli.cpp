@@ -248,12 +248,25 @@ TEST_F(RecordsTest, CorruptOrTruncatedRecordsAreInputErrors) {
   std::string other = bytes;
   other.replace(other.find("tally-records"), 13, "tally-recordz");
   expect_bad(other, "format");
-  // An offset pointing past the counts: flip the last byte of the first metric's offsets.
-  std::string off = bytes;
-  const auto at = off.find("offsets");
+  // A byte of the compressed data changed: zlib's checksum (or its stream) catches it.
+  std::string flipped = bytes;
+  flipped[bytes.size() / 2] = static_cast<char>(flipped[bytes.size() / 2] ^ 0x5a);
+  expect_bad(flipped, "a compressed byte changed");
+  // An offset pointing past the counts, and a count index at summed_size, written by
+  // pack_records itself (it checks nothing): the reader's bounds checks refuse them.
+  auto records = tally::read_records(rec);
+  auto wrong = records;
+  wrong.metrics[0].offsets[3] = wrong.metrics[0].index.size() + 5;
+  expect_bad(tally::pack_records(wrong), "offsets");
+  wrong = records;
+  wrong.metrics[0].index[0] = static_cast<std::uint32_t>(wrong.metrics[0].summed_size);
+  expect_bad(tally::pack_records(wrong), "count index");
+  // The file's version must be the one this tally writes.
+  std::string v1 = bytes;
+  const auto at = v1.find("version");
   ASSERT_NE(at, std::string::npos);
-  off[at + 7 + 5 + 8 * 3] = static_cast<char>(0x7f);
-  expect_bad(off, "offsets");
+  v1[at + 7] = 0x01;  // the positive fixint after the key
+  expect_bad(v1, "version 1");
   // Not a file at all.
   try {
     tally::read_records(dir / "missing.rec");

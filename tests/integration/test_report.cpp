@@ -10,9 +10,11 @@
 #include <fmt/format.h>
 
 #include "integration/cli_fixture.hpp"
+#include "report_common.hpp"
 #include "results_io.hpp"
 #include "tally/compare.hpp"
 #include "tally/file_io.hpp"
+#include "tally/history.hpp"
 #include "tally/reports.hpp"
 
 namespace fs = std::filesystem;
@@ -446,6 +448,237 @@ TEST_F(ReportTest, HtmlDrawsCurvesBarsAndHeatmapsFromResultSpecsAlone) {
   EXPECT_EQ(count_of(dom.out, "<p class=\"note\">Chart unavailable"), 3);
 }
 
+// The paired tests of `tally compare` (KeyDiff::test) and the "within noise" verdict, in every
+// report: a Comparison built by hand (what apply_paired_tests leaves).
+TEST_F(ReportTest, ReportsShowPairedTestsAndTheWithinNoiseVerdict) {
+  using tally::Value;
+  using tally::Verdict;
+  tally::Results res;
+  Value acc = Value::map();
+  acc.set("top1", 0.912);
+  acc.set("top5", 0.981);
+  acc.set("loss", 0.31);
+  res.metrics.set("Accuracy", acc);
+  res.run.config = "eval.yaml";
+  tally::ResultSpecs specs;
+  specs.set("Accuracy", {{"loss", tally::Better::Lower, tally::Plot::None, "lower is better"},
+                         {"top*", tally::Better::Higher, tally::Plot::None, "accuracy"}});
+  const auto key = [](const char* k, Verdict v, double base, double value) {
+    tally::KeyDiff d;
+    d.label = "Accuracy";
+    d.key = k;
+    d.verdict = v;
+    d.baseline = base;
+    d.value = value;
+    d.delta = value - base;
+    d.tol.atol = 0.001;
+    d.tolerance = 0.001;
+    return d;
+  };
+  tally::Comparison cmp;
+  cmp.baseline_source = "baseline.json";
+  cmp.keys.push_back(key("top5", Verdict::Ok, 0.981, 0.981));
+  auto noise = key("loss", Verdict::WithinNoise, 0.30, 0.31);
+  noise.better = tally::Better::Lower;
+  tally::PairedTest pb;
+  pb.key = "loss";
+  pb.method = "paired bootstrap";
+  pb.units = 500;
+  pb.difference = 0.01;
+  pb.low = -0.004;
+  pb.high = 0.024;
+  pb.p_value = 0.21;
+  pb.gate = "within noise";
+  noise.test = pb;
+  cmp.keys.push_back(noise);
+  auto fell = key("top1", Verdict::Regressed, 0.92, 0.912);
+  tally::PairedTest mc;
+  mc.key = "top1";
+  mc.method = "McNemar exact";
+  mc.units = 1000;
+  mc.difference = -0.008;
+  mc.low = -0.012;
+  mc.high = -0.004;
+  mc.p_value = 0.003;
+  mc.worse = 11;
+  mc.better = 3;
+  mc.gate = "regressed";
+  fell.test = mc;
+  cmp.keys.push_back(fell);
+  const std::string mc_text = "p = 0.003 (McNemar exact), Δ 95% CI [-0.012, -0.004]";
+  const std::string pb_text = "p = 0.21 (paired bootstrap), Δ 95% CI [-0.004, 0.024]";
+  EXPECT_EQ(tally::report::paired_test_text(mc), mc_text);
+  const tally::ReportInput input{res, specs, &cmp, nullptr, "paired"};
+
+  // Markdown: a "test" column, the new verdict, regressions first then within noise.
+  const std::string md = tally::markdown_report(input);
+  EXPECT_NE(md.find("| verdict | key | baseline | value | delta | tolerance | test | note |"),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("| 〰️ within noise | Accuracy.loss |"), std::string::npos) << md;
+  const auto md_row = [&](const std::string& k) {
+    const auto at = md.find("| Accuracy." + k + " |");
+    return at == std::string::npos ? std::string() : md.substr(at, md.find('\n', at) - at);
+  };
+  EXPECT_NE(md_row("top1").find(tally::report::md_escape(mc_text)), std::string::npos) << md;
+  EXPECT_NE(md_row("loss").find(tally::report::md_escape(pb_text)), std::string::npos) << md;
+  EXPECT_EQ(md_row("top5").find("p = "), std::string::npos) << md;  // no test: blank
+  EXPECT_LT(md.find("| Accuracy.top1 |"), md.find("| Accuracy.loss |"));
+  EXPECT_LT(md.find("| Accuracy.loss |"), md.find("| Accuracy.top5 |"));
+  EXPECT_NE(md.find("- **Accuracy.top1**: 0.92 → 0.912"), std::string::npos) << md;
+
+  // HTML: the pill (a class without spaces), the test cell, the order.
+  const std::string html = tally::html_report(input, "");
+  EXPECT_NE(html.find("<span class=\"pill v-within-noise\">within noise</span>"),
+            std::string::npos);
+  EXPECT_NE(html.find("<th>test</th>"), std::string::npos);
+  EXPECT_NE(html.find("<td class=\"test\">" + tally::report::html_escape(mc_text) + "</td>"),
+            std::string::npos);
+  EXPECT_NE(html.find("<td class=\"test\">" + tally::report::html_escape(pb_text) + "</td>"),
+            std::string::npos);
+  EXPECT_EQ(count_of(html, "<td class=\"test\"></td>"), 1);  // top5: no test
+  EXPECT_LT(html.find("data-key=\"Accuracy.top1\" data-verdict=\"regressed\""),
+            html.find("data-key=\"Accuracy.loss\" data-verdict=\"within noise\""));
+  EXPECT_LT(html.find("data-key=\"Accuracy.loss\" data-verdict=\"within noise\""),
+            html.find("data-key=\"Accuracy.top5\" data-verdict=\"ok\""));
+
+  // JUnit: one failure (the regression, its test in the message and text); within noise passes,
+  // its test in system-out. Valid against the schema.
+  const std::string xml = tally::junit_report(input);
+  EXPECT_NE(xml.find("failures=\"1\""), std::string::npos) << xml;
+  EXPECT_EQ(count_of(xml, "<failure "), 1) << xml;
+  const auto testcase = [&](const std::string& name) {
+    const auto at = xml.find("<testcase name=\"" + name + "\"");
+    return at == std::string::npos ? std::string()
+                                   : xml.substr(at, xml.find("</testcase>", at) - at);
+  };
+  const std::string top1 = testcase("top1"), loss = testcase("loss");
+  EXPECT_NE(top1.find("<failure type=\"regression\" message=\"" +
+                      tally::report::xml_escape("Accuracy.top1 regressed: 0.92 -> 0.912")),
+            std::string::npos);
+  EXPECT_NE(top1.find("; test: " + tally::report::xml_escape(mc_text) + "\""), std::string::npos)
+      << top1;
+  EXPECT_NE(top1.find("test discordant units: 11 worse, 3 better"), std::string::npos) << top1;
+  EXPECT_EQ(loss.find("<failure"), std::string::npos) << loss;
+  EXPECT_NE(loss.find("verdict: within noise\ntest: " + tally::report::xml_escape(pb_text)),
+            std::string::npos)
+      << loss;
+  EXPECT_EQ(testcase("top5").find("test: "), std::string::npos);
+  if (!have("xmllint"))
+    GTEST_FAIL() << "xmllint not installed: scripts/install-deps.sh installs libxml2-utils";
+  write_text(dir / "paired.xml", xml);
+  const auto v = run_command("xmllint --noout --schema " + std::string(TALLY_SOURCE_DIR) +
+                             "/tests/data/junit/junit.xsd " + (dir / "paired.xml").string());
+  EXPECT_EQ(v.exit_code, 0) << v.err;
+}
+
+// History: the HTML report's "Trends" section (one line chart per key, the drifted key first and
+// marked, interval bands) opened in Chromium; without Chart.js a table per key; the Markdown's
+// "Drift" list.
+TEST_F(ReportTest, TrendsFromAHistoryFolderInHtmlAndMarkdown) {
+  using tally::Value;
+  const auto history_dir = dir / "history";
+  fs::create_directories(history_dir);
+  // 10 earlier runs: top1 falls 0.1 % a run (a slow drift), top5 is noise, loss is constant.
+  const double noise[] = {0.981, 0.983, 0.980, 0.982, 0.984, 0.981, 0.979, 0.983, 0.982, 0.980};
+  const auto results_of = [&](int i) {
+    tally::Results r;
+    Value acc = Value::map();
+    acc.set("top1", 0.92 * (1 - 0.001 * i));
+    acc.set("top5", noise[i % 10]);
+    acc.set("loss", 0.3);
+    r.metrics.set("Accuracy", acc);
+    r.run.config = "eval.yaml";
+    Value iv = Value::map();
+    iv.set("low", 0.91 * (1 - 0.001 * i));
+    iv.set("high", 0.93 * (1 - 0.001 * i));
+    Value per = Value::map();
+    per.set("top1", iv);
+    Value metrics = Value::map();
+    metrics.set("Accuracy", per);
+    r.intervals = Value::map();
+    r.intervals.set("metrics", metrics);
+    return r;
+  };
+  for (int i = 0; i < 10; ++i)
+    write_text(history_dir / fmt::format("build-{}.json", 90 + i), results_of(i).to_json());
+  const tally::Results res = results_of(10);
+  tally::ResultSpecs specs;
+  specs.set("Accuracy", {{"loss", tally::Better::Lower, tally::Plot::None, "lower is better"},
+                         {"top*", tally::Better::Higher, tally::Plot::None, "accuracy"}});
+  tally::Tolerances tol;
+  tol.defaults.rtol = 0.003;
+  const auto history = tally::read_history(history_dir);
+  ASSERT_EQ(history.runs.size(), 10u);
+  EXPECT_EQ(history.runs.front().name, "build-90");
+  const auto trends = tally::trends(history, res, specs, tol, {.current_name = "this run"});
+  ASSERT_EQ(trends.drifted(), 1u);
+  EXPECT_TRUE(trends.keys[0].drift);  // top1
+  tally::ReportInput input{res, specs, nullptr, nullptr, "history"};
+  input.trends = &trends;
+
+  const std::string md = tally::markdown_report(input);
+  EXPECT_NE(md.find("### Drift"), std::string::npos) << md;
+  EXPECT_NE(md.find("**📉 1 key drifted**"), std::string::npos) << md;
+  EXPECT_NE(md.find("- **Accuracy.top1**: "), std::string::npos) << md;
+  EXPECT_EQ(md.find("- **Accuracy.top5**"), std::string::npos) << md;
+
+  const auto chartjs_file = tally::find_chartjs();
+  ASSERT_TRUE(chartjs_file) << "Chart.js not found (scripts/install-deps.sh)";
+  const auto page = dir / "trends.html";
+  tally::write_file_atomic(page, tally::html_report(input, tally::read_chartjs(*chartjs_file)));
+  const std::string html = read_file(page);
+  EXPECT_NE(html.find("<h2 id=\"trends\">Trends</h2>"), std::string::npos);
+  EXPECT_NE(html.find("Slow drift: 1 key drifted"), std::string::npos);
+  EXPECT_EQ(count_of(html, "<canvas "), 3);
+  // The drifted key first, marked.
+  const auto figures = tags(html, "figure");
+  ASSERT_EQ(figures.size(), 3u);
+  EXPECT_EQ(attr(figures[0], "data-key"), "Accuracy.top1");
+  EXPECT_EQ(attr(figures[0], "data-drift"), "1");
+  EXPECT_EQ(attr(figures[0], "class"), "trend drift");
+  EXPECT_EQ(attr(figures[1], "data-drift"), "0");
+  EXPECT_NE(html.find("\"labels\":[\"build-90\","), std::string::npos);
+  EXPECT_NE(html.find("\"this run\"]"), std::string::npos);
+
+  const auto bare = dir / "trends-bare.html";
+  tally::write_file_atomic(bare, tally::html_report(input, ""));
+  const std::string bare_html = read_file(bare);
+  EXPECT_EQ(count_of(bare_html, "<canvas "), 0);
+  EXPECT_EQ(count_of(bare_html, "<table class=\"trend\""), 3);
+  EXPECT_NE(bare_html.find("<tr class=\"current\"><td>this run &#9670;</td>"), std::string::npos);
+
+  const Browser browser;
+  if (browser.exe.empty())
+    GTEST_FAIL() << "chromium not installed (scripts/install-deps.sh installs it)";
+  auto dom = browser.dump_dom(page);
+  ASSERT_EQ(dom.exit_code, 0) << dom.err;
+  expect_page_ok(dom.out, 3);
+  // top1: interval low + high + values (11 each) + the Theil-Sen line (11) = 44 points.
+  const auto canvases = tags(dom.out, "canvas");
+  ASSERT_EQ(canvases.size(), 3u);
+  EXPECT_EQ(attr(canvases[0], "data-points"), "44");
+  const auto png = screenshot_path("report_screenshot_trends.png");
+  fs::remove(png);
+  ASSERT_EQ(browser.screenshot(page, png).exit_code, 0);
+  EXPECT_TRUE(fs::exists(png));
+  std::cout << "report screenshot (trends): " << png.string() << "\n";
+  dom = browser.dump_dom(bare);
+  ASSERT_EQ(dom.exit_code, 0) << dom.err;
+  const auto body = tags(dom.out, "body");
+  ASSERT_EQ(body.size(), 1u);
+  EXPECT_EQ(attr(body[0], "data-errors"), "0") << attr(body[0], "data-error-messages");
+
+  // No drift: one line in the Markdown.
+  const auto calm = tally::trends(history, results_of(0), specs, tol);
+  EXPECT_EQ(calm.drifted(), 0u);
+  input.trends = &calm;
+  const std::string calm_md = tally::markdown_report(input);
+  EXPECT_NE(calm_md.find("### Drift\n\nNo key drifted over the last 10 runs and this one"),
+            std::string::npos)
+      << calm_md;
+}
+
 TEST_F(ReportTest, ConfigAndCommandLineErrorsAreOneClearLine) {
   const auto expect_error = [&](const std::string& args, const std::string& needle) {
     const auto r = tally(args);
@@ -463,7 +696,17 @@ TEST_F(ReportTest, ConfigAndCommandLineErrorsAreOneClearLine) {
       "eval.yaml:19:9: regression.rtol expects a number >= 0, found");
   expect_error(
       "run " + config(kMetricsYaml, "regression:\n  baseline: b.json\n  tolerance: {}\n").string(),
-      "unknown key 'regression.tolerance' (expected baseline, rtol, atol, tolerances)");
+      "unknown key 'regression.tolerance' (expected baseline, rtol, atol, tolerances, "
+      "baseline_records, alpha, resamples, seed, test, history, fail_on_drift)");
+  expect_error(
+      "run " + config(kMetricsYaml, "regression:\n  baseline: b.json\n  alpha: 1.5\n").string(),
+      "regression.alpha expects a number in (0, 1)");
+  expect_error(
+      "run " + config(kMetricsYaml, "regression:\n  baseline: b.json\n  test: exact\n").string(),
+      "regression.test expects auto or bootstrap, found");
+  expect_error(
+      "run " + config(kMetricsYaml, "regression:\n  baseline: b.json\n  resamples: 1\n").string(),
+      "regression.resamples expects an integer in [2, 1000000]");
   expect_error("run " + config().string() + " --update-baseline", "--update-baseline:");
   expect_error("run " + config().string() + " --color=sometimes", "--color");
   expect_error("run " + config().string() + " --html " + (dir / "no" / "r.html").string(),

@@ -15,6 +15,9 @@ Optical flow (synthetic, numpy.random.default_rng(2025)), to configs/examples/da
     gt_flow.npy     float32 [24, 32, 48, 2]  true flow
     valid.npy       bool    [24, 32, 48]     pixels with a valid true flow
 
+Candidates for the regression gate's example (docs/ci/gate.yaml), to configs/examples/data/gate/:
+noise.npy and regressed.npy, float32 [897, 10] (make_gate_example says how they are made).
+
 Deterministic: a fixed split, no shuffling, and lbfgs (a deterministic solver); a seeded
 generator for the flow. The arguments name the data to write, digits and/or flow (default: both;
 a refit of the digits' model here gave probabilities up to 2e-3 away from the committed
@@ -23,7 +26,7 @@ classification.py and flow_language.py to refresh the expected values (section "
 tests/reference/expected_classification.json, the flow entry of "examples" in
 tests/reference/expected_flow_language.json):
 
-    .venv-ref/bin/python tests/reference/make_example_data.py [digits] [flow]
+    .venv-ref/bin/python tests/reference/make_example_data.py [digits] [flow] [gate]
     .venv-ref/bin/python tests/reference/classification.py
     .venv-ref/bin/python tests/reference/flow_language.py
 """
@@ -106,11 +109,45 @@ def make_flow_example():
           f"and valid.npy bool{[n, h, w]}: {valid.mean():.1%} of the pixels valid")
 
 
+def make_gate_example():
+    """Two candidate models for the regression gate of docs/ci/gate.yaml (README, "Regression
+    checks in CI"), predicting the same 897 samples as preds.npy (the baseline):
+
+        gate/noise.npy      the same LogisticRegression refitted on the first 800 of the 900
+                            training samples: a retrain, no real change (accuracy -0.1 point)
+        gate/regressed.npy  the baseline's model, the test images' 17 grey levels coarsened to
+                            steps of 6 before predicting (a preprocessing bug: -2.1 points)
+
+    The gate's verdicts (McNemar's exact test against preds.npy) come from tally; this prints
+    statsmodels' for the record."""
+    from statsmodels.stats.contingency_tables import mcnemar
+
+    digits = load_digits()
+    x, y = digits.data, digits.target
+    labels = y[N_TRAIN:]
+    base = np.load(OUT / "preds.npy").argmax(1) == labels
+    retrained = LogisticRegression(max_iter=MAX_ITER).fit(x[:800], y[:800])
+    model = LogisticRegression(max_iter=MAX_ITER).fit(x[:N_TRAIN], y[:N_TRAIN])
+    folder = OUT / "gate"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, proba in (("noise", retrained.predict_proba(x[N_TRAIN:])),
+                        ("regressed", model.predict_proba(np.floor(x[N_TRAIN:] / 6) * 6))):
+        proba = np.ascontiguousarray(proba.astype(np.float32))
+        np.save(folder / f"{name}.npy", proba, allow_pickle=False)
+        right = proba.argmax(1) == labels
+        worse, better = int((base & ~right).sum()), int((~base & right).sum())
+        p = mcnemar([[0, worse], [better, 0]], exact=True).pvalue
+        print(f"wrote {folder.relative_to(ROOT)}/{name}.npy: top-1 accuracy {right.mean():.4f} "
+              f"(baseline {base.mean():.4f}), {worse} worse, {better} better, McNemar exact "
+              f"p = {p:.4g} (statsmodels mcnemar(exact=True))")
+
+
 def main(argv):
-    makers = {"digits": make_digits_example, "flow": make_flow_example}
+    makers = {"digits": make_digits_example, "flow": make_flow_example,
+              "gate": make_gate_example}
     unknown = [a for a in argv if a not in makers]
     if unknown:
-        raise SystemExit(f"unknown data {', '.join(unknown)}: give digits and/or flow")
+        raise SystemExit(f"unknown data {', '.join(unknown)}: give digits, flow and/or gate")
     for name in argv or list(makers):
         makers[name]()
 

@@ -92,13 +92,16 @@ TEST(LibraryLayout, LibtallyHoldsNoReportsAndNoCompare) {
   for (const char* symbol :
        {"tally::junit_report", "tally::markdown_report", "tally::html_report", "tally::compare(",
         "tally::format_comparison", "tally::read_results_json(", "tally::format_table",
-        "tally::Tolerances::resolve(", "tally::ResultSpecs::from_results("}) {
+        "tally::Tolerances::resolve(", "tally::ResultSpecs::from_results(",
+        "tally::apply_paired_tests(", "tally::comparison_json", "tally::read_history(",
+        "tally::trends("}) {
     EXPECT_EQ(libtally.find(symbol), std::string::npos) << symbol << " is in libtally";
     EXPECT_NE(reports.find(symbol), std::string::npos) << symbol << " is not in tally_reports";
   }
   // The engine's own pieces stay in libtally: the results JSON, the settings, the registry.
-  for (const char* symbol : {"tally::Results::to_json", "tally::read_tolerance_rules(",
-                             "tally::Registry::load(", "tally::Evaluator::outputs()"})
+  for (const char* symbol :
+       {"tally::Results::to_json", "tally::read_tolerance_rules(", "tally::Registry::load(",
+        "tally::Evaluator::outputs()", "tally::paired_tests(", "tally::Evaluator::paired_tests("})
     EXPECT_NE(libtally.find(symbol), std::string::npos) << symbol << " is not in libtally";
   EXPECT_EQ(needed_libraries(kLibDir / "libtally.so").find("libtally_reports"), std::string::npos);
 }

@@ -15,6 +15,10 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -22,6 +26,7 @@
 
 #include "tally/evaluator.hpp"
 #include "tally/plugin.hpp"
+#include "tally/records.hpp"
 #include "tally/settings.hpp"
 #include "tally/value.hpp"
 
@@ -29,7 +34,9 @@ namespace tally {
 
 class Registry;
 
-enum class Verdict { Ok, Improved, Regressed, Changed, Missing, New };
+/// WithinNoise: the key moved beyond its tolerance, but the paired test over both runs'
+/// per-sample records (apply_paired_tests) does not find the change significant.
+enum class Verdict { Ok, Improved, Regressed, Changed, Missing, New, WithinNoise };
 const char* verdict_name(Verdict v);
 const char* better_name(Better b);
 
@@ -125,6 +132,8 @@ struct KeyDiff {
   std::vector<ElementDiff> elements;
   /// A sentence for readers when the numbers alone do not say it ("shape [5] -> [6]", ...).
   std::string note;
+  /// The paired test, for a scalar key both runs' records cover (apply_paired_tests).
+  std::optional<PairedTest> test;
 
   std::string name() const;  // "<label>.<key>"
 };
@@ -145,6 +154,17 @@ struct Comparison {
 Comparison compare(const Value& results, const Value& baseline, const ResultSpecs& specs,
                    const Tolerances& tolerances);
 
+/// Puts the paired tests (tally::paired_tests over both runs' per-sample records,
+/// docs/significance.md) beside the keys they test and combines each with the tolerance verdict
+/// already in `comparison`: a key beyond its tolerance is Regressed or Improved only when the test
+/// finds the change significant at its alpha, WithinNoise otherwise (Undetermined tests leave the
+/// tolerance's verdict, with a note); a significant change within the tolerance stays Ok (the
+/// tolerance is the smallest effect that counts). Keys without a direction keep their verdict.
+/// InputError when the records do not reproduce the values compared (naming `results_source` or
+/// `baseline_source`): records of another run.
+void apply_paired_tests(Comparison& comparison, std::vector<MetricPairedTests> tests,
+                        const std::string& results_source, const std::string& baseline_source);
+
 /// Exit code of a comparison: 3 on a regression, else 0.
 inline constexpr int kExitRegression = 3;
 
@@ -152,6 +172,12 @@ inline constexpr int kExitRegression = 3;
 /// floats with 6 significant digits, null as "null (NaN)".
 std::string format_number(const Value& v);
 std::string format_delta(std::optional<double> delta, bool integral);
+
+/// The comparison as JSON (tally compare --json), for CI scripts: {"baseline": source,
+/// "summary": "...", "counts": {verdict: n}, "regressed": bool, "keys": [{"label", "key",
+/// "element", "verdict", "better", "baseline", "value", "delta", "tolerance", "note", "test":
+/// {PairedTest's fields, "gate"} | null}]}; NaN as null.
+std::string comparison_json(const Comparison& c);
 
 /// The comparison as an aligned table; ANSI colors when `color`.
 std::string format_comparison(const Comparison& c, bool color);

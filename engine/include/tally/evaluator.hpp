@@ -40,6 +40,7 @@
 #include "tally/export.hpp"
 #include "tally/plugin.hpp"
 #include "tally/reader.hpp"
+#include "tally/records.hpp"
 #include "tally/settings.hpp"
 #include "tally/value.hpp"
 
@@ -219,6 +220,14 @@ class TALLY_API Evaluator {
   /// PyTorch's DistributedSampler (and mmengine's DefaultSampler), each of the last
   /// (padded_total - dataset_size) ranks holds one padded sample as its last.
   Results compute(std::optional<std::int64_t> dataset_size = std::nullopt);
+  /// Collective, after compute() of a run that kept per-sample records (output.records,
+  /// intervals, or regression.baseline_records): rank 0 reads the baseline's records file and
+  /// runs the paired tests of every metric (tally::paired_tests, docs/significance.md) against
+  /// this run's records; every rank returns the same tests, or throws the same error (InputError
+  /// for a missing or foreign records file, records of other samples).
+  std::vector<MetricPairedTests> paired_tests(const Results& results,
+                                              const std::filesystem::path& baseline_records,
+                                              const PairedTestSettings& settings);
   /// Collective: returns when every rank has called it (no-op without a backend).
   void barrier();
   /// Clears every metric's local state (a new epoch).

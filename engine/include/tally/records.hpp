@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <span>
 #include <string>
@@ -41,7 +42,7 @@
 namespace tally {
 
 inline constexpr std::string_view kRecordsFormat = "tally-records";
-inline constexpr std::uint64_t kRecordsVersion = 1;
+inline constexpr std::uint64_t kRecordsVersion = 2;
 
 /// One metric's per-unit records.
 struct MetricRecords {
@@ -141,5 +142,82 @@ using MetricMaker = std::function<std::shared_ptr<Metric>()>;
 TALLY_API Value bootstrap_intervals(const Records& records,
                                     const std::function<MetricMaker(const std::string&)>& factory,
                                     const IntervalSettings& settings);
+
+/// A paired test of one scalar key of one metric over two runs' records of the same units
+/// (paired_tests; tally compare --records --baseline-records).
+struct PairedTest {
+  std::string key;  ///< as flatten_scalars names it
+  /// "paired bootstrap", or "McNemar exact" for an accuracy-like key (every unit alone scores 0 or
+  /// the same s > 0 in both runs, and the key is the units' mean): then p_value is McNemar's exact
+  /// two-sided p-value; the interval is the paired bootstrap's in both cases.
+  std::string method;
+  std::size_t units = 0;
+  std::size_t resamples = 0;
+  double alpha = 0.05;
+  double baseline = std::numeric_limits<double>::quiet_NaN();  ///< the key from the records
+  double value = std::numeric_limits<double>::quiet_NaN();     ///< the same, the other run
+  /// value - baseline, both recomputed from the records.
+  double difference = std::numeric_limits<double>::quiet_NaN();
+  /// The (1 - alpha) percentile interval of the difference (paired bootstrap) and its standard
+  /// error.
+  double low = std::numeric_limits<double>::quiet_NaN();
+  double high = std::numeric_limits<double>::quiet_NaN();
+  double standard_error = std::numeric_limits<double>::quiet_NaN();
+  double p_value = std::numeric_limits<double>::quiet_NaN();  ///< two-sided
+  /// McNemar only: units the baseline scored s and the other run 0 (worse), and the reverse.
+  std::uint64_t worse = 0, better = 0;
+  /// Resamples left out because the metric gave NaN or threw on them (either run).
+  std::size_t dropped = 0;
+  /// The gate's verdict once a direction is known: "regressed", "within noise", "improved" or
+  /// "undetermined" (set by tally compare, empty here).
+  std::string gate;
+};
+
+struct PairedTestSettings {
+  double alpha = 0.05;             ///< for the interval of the difference, in (0, 1)
+  std::uint64_t resamples = 1000;  ///< paired bootstrap resamples, >= 2
+  std::uint64_t seed = 0;
+  bool mcnemar = true;   ///< McNemar's exact test for accuracy-like keys
+  unsigned threads = 0;  ///< 0: every hardware thread
+};
+
+/// The paired tests of every scalar key the two runs' records of one metric share: the same
+/// bootstrap resamples of the units for both runs (stats::paired_bootstrap), the difference
+/// results - baseline with its interval and two-sided p-value, or McNemar's exact test where the
+/// key is accuracy-like. The records must cover the same units (the caller checks the sample hash);
+/// `make_baseline` / `make_results` make metrics of each run's type and parameters. RuntimeError
+/// when a run's metric cannot be recomputed from its records.
+TALLY_API std::vector<PairedTest> paired_tests(const MetricRecords& baseline,
+                                               const MetricMaker& make_baseline,
+                                               const MetricRecords& results,
+                                               const MetricMaker& make_results,
+                                               const PairedTestSettings& settings);
+
+/// One metric's paired tests, or why it has none.
+struct MetricPairedTests {
+  std::string label;
+  std::string skipped;  ///< non-empty: no test, and why ("no records of 'X' in base.rec")
+  std::vector<PairedTest> tests;
+};
+
+/// The paired tests of every metric of `results` that `baseline` also recorded (by label, the
+/// same type). `factory(m)` makes a metric of records entry m's type and parameters. InputError
+/// (naming both sources) when the records cover other samples: units, sample_hash or
+/// sample_hash_of differ.
+TALLY_API std::vector<MetricPairedTests> paired_tests(
+    const Records& baseline, const Records& results,
+    const std::function<MetricMaker(const MetricRecords&)>& factory,
+    const PairedTestSettings& settings, const std::string& baseline_source,
+    const std::string& results_source);
+
+/// The tests as a Value (to broadcast them) and back.
+TALLY_API Value paired_tests_to_value(const std::vector<MetricPairedTests>& tests);
+TALLY_API std::vector<MetricPairedTests> paired_tests_from_value(const Value& v);
+
+/// The gate's verdict on a paired test (tally::stats::decide at the test's alpha, no minimum
+/// effect): sets test.gate to "regressed" / "improved" (p_value < alpha, by the sign of the
+/// difference and the direction), "within noise", or "undetermined" (a NaN difference or
+/// p-value).
+TALLY_API void decide_gate(PairedTest& test, bool higher_is_better);
 
 }  // namespace tally

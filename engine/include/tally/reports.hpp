@@ -12,6 +12,7 @@
 #include "tally/compare.hpp"
 #include "tally/evaluator.hpp"
 #include "tally/file_io.hpp"
+#include "tally/history.hpp"
 #include "tally/registry.hpp"
 
 namespace tally {
@@ -40,6 +41,10 @@ struct ReportInput {
   const Value* baseline = nullptr;
   /// What was evaluated, for titles: the config file (or the results file for tally compare).
   std::string title;
+  /// The trends over a history folder of earlier runs (tally/history.hpp), or nullptr: the HTML
+  /// report draws a "Trends" section (one line chart per key, drifted keys first), the Markdown a
+  /// "Drift" list.
+  const Trends* trends = nullptr;
 };
 
 /// An output file of a run and what named it, for messages: a config key ("output.junit") or a
@@ -67,14 +72,18 @@ Results read_baseline(const RegressionSettings& regression, const std::string& c
 
 /// JUnit XML (Jenkins/Surefire style): one testsuite, one testcase per metric key (classname =
 /// the metric label, name = the key). A regressed key is a <failure> carrying baseline, value,
-/// delta and tolerance; a key missing from the results is <skipped>. No baseline: no failures.
+/// delta, tolerance and its paired test when there is one; a key missing from the results is
+/// <skipped>; every other verdict (within noise included) passes, its numbers in <system-out>.
+/// No baseline: no failures.
 std::string junit_report(const ReportInput& in);
 
-/// Markdown: a summary line, the results table, then the comparison with arrows.
+/// Markdown: a summary line, the results table, the comparison with arrows (and each key's paired
+/// test, when there is one), then the drift list when there are trends.
 std::string markdown_report(const ReportInput& in);
 
-/// A self-contained HTML page: run info, the comparison, and per metric its results table and a
-/// chart or heatmap for each array key its ResultSpec says how to draw (Plot::Bars, Heatmap,
+/// A self-contained HTML page: run info, the comparison (with the paired tests), the trends over a
+/// history (one line chart per key, or a table without Chart.js), and per metric its results table
+/// and a chart or heatmap for each array key its ResultSpec says how to draw (Plot::Bars, Heatmap,
 /// Curve). `chartjs` is the Chart.js source inlined into the page; empty: tables only, and the
 /// page says the charts are unavailable.
 std::string html_report(const ReportInput& in, const std::string& chartjs);

@@ -4,6 +4,7 @@
 // Evaluator::outputs(), Evaluator::regression() and Evaluator::has_checkpoint().
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -37,6 +38,13 @@ struct ToleranceRule {
 ///     rtol: 0.0                   # defaults for every key
 ///     atol: 0.0
 ///     tolerances: tolerances.yaml # relative to the config file, or an inline map
+///     baseline_records: base.rec  # the baseline's per-sample records: paired tests
+///     alpha: 0.05                 # their significance level
+///     resamples: 1000             # paired bootstrap resamples
+///     seed: 0
+///     test: auto                  # auto (McNemar for accuracy-like keys) | bootstrap
+///     history: runs/              # earlier results files: trends and slow drift
+///     fail_on_drift: false        # exit 3 on a drift too
 struct RegressionSettings {
   std::filesystem::path baseline;
   std::optional<double> rtol, atol;
@@ -44,6 +52,16 @@ struct RegressionSettings {
   std::optional<std::filesystem::path> tolerances_file;
   /// `tolerances:` written inline, checked with the rest of the config.
   std::vector<ToleranceRule> tolerances;
+  /// `baseline_records: FILE`: with it the run keeps its own per-sample records and the
+  /// comparison runs the paired tests (docs/significance.md); --update-baseline writes it.
+  std::optional<std::filesystem::path> baseline_records;
+  double alpha = 0.05;
+  std::uint64_t resamples = 1000;
+  std::uint64_t seed = 0;
+  bool mcnemar = true;  ///< test: auto (true) | bootstrap (false)
+  /// `history: DIR`: earlier results files, for the trends and the slow-drift flag.
+  std::optional<std::filesystem::path> history;
+  bool fail_on_drift = false;
   std::string where;  // where the section was written
 };
 
