@@ -29,6 +29,7 @@
 #include "tally/error.hpp"
 #include "tally/evaluator.hpp"
 #include "tally/file_io.hpp"
+#include "tally/records.hpp"
 #include "tally/registry.hpp"
 #include "tally/reports.hpp"
 #include "tally/version.hpp"
@@ -465,6 +466,11 @@ class PyEvaluator {
     if (!last_) throw tally::ConfigError("no compute() has returned yet");
     return last_->to_json();
   }
+  nb::object last_intervals() const {
+    if (!last_) throw tally::ConfigError("no compute() has returned yet");
+    if (last_->intervals.is_null()) return nb::none();
+    return to_python(last_->intervals);
+  }
   std::string last_table() const {
     if (!last_) throw tally::ConfigError("no compute() has returned yet");
     return tally::format_table(*last_);
@@ -548,6 +554,8 @@ class PyEvaluator {
     try {
       if (ev_.rank() == 0) {
         targets.check_writable();
+        if (const auto records = ev_.outputs().records)
+          tally::check_writable(*records, "output.records");
         if (targets.html)
           if (const auto f = tally::find_chartjs()) chartjs = tally::read_chartjs(*f);
       }
@@ -571,6 +579,17 @@ class PyEvaluator {
       comparison = tally::compare(results.metrics, baseline->metrics, specs,
                                   tally::Tolerances::of(*regression));
       comparison->baseline_source = regression->baseline.string();
+      if (regression->baseline_records) {
+        // Collective, as tally run's gate: rank 0 runs the paired tests on both runs' records.
+        tally::PairedTestSettings ps;
+        ps.alpha = regression->alpha;
+        ps.resamples = regression->resamples;
+        ps.seed = regression->seed;
+        ps.mcnemar = regression->mcnemar;
+        tally::apply_paired_tests(*comparison,
+                                  ev_.paired_tests(results, *regression->baseline_records, ps),
+                                  "this run's records", regression->baseline_records->string());
+      }
       if (comparison->regressed()) regressed = tally::format_comparison(*comparison, false);
     }
     if (ev_.rank() == 0) {
@@ -585,6 +604,8 @@ class PyEvaluator {
                     {results, specs, comparison ? &*comparison : nullptr,
                      baseline ? &baseline->metrics : nullptr, results.run.config},
                     chartjs);
+      if (const auto records = ev_.outputs().records; records && results.records)
+        out.stage(*records, tally::pack_records(*results.records), "output.records");
       out.commit();
     }
     nb::gil_scoped_acquire locked;
@@ -680,6 +701,7 @@ NB_MODULE(_tally, m) {
       .def("last_run", &PyEvaluator::last_run)
       .def("last_json", &PyEvaluator::last_json)
       .def("last_table", &PyEvaluator::last_table)
+      .def("last_intervals", &PyEvaluator::last_intervals)
       .def("reset", &PyEvaluator::reset)
       .def("barrier", &PyEvaluator::barrier)
       .def("save_state", &PyEvaluator::save_state)

@@ -165,6 +165,13 @@ class Evaluator:
         """The ``run`` section of the last :meth:`compute`: backend, world size, samples, time."""
         return self._ev.last_run()
 
+    @property
+    def intervals(self) -> Optional[dict]:
+        """The bootstrap intervals of the last :meth:`compute` with an ``intervals:`` section
+        (docs/significance.md): ``{"settings": {...}, "metrics": {label: {key: {"low", "high",
+        "standard_error"}}}}``; ``None`` without one."""
+        return self._ev.last_intervals()
+
     def to_json(self) -> str:
         """The results JSON document of the last :meth:`compute` (as ``tally run`` writes it)."""
         return self._ev.last_json()

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import tally
-from conftest import EXAMPLES, cli_results
+from conftest import EXAMPLES, ROOT, cli_results
 
 CONFIGS = sorted(p.name for p in EXAMPLES.glob("*.yaml"))
 
@@ -256,3 +256,36 @@ def test_run_checkpoints_and_resumes(tmp_path, capfd):
     assert "resum" in capfd.readouterr().err
     with pytest.raises(tally.ConfigError, match="checkpoint"):
         tally.run(str(EXAMPLES / "classification.yaml"), resume=True)
+
+
+def test_records_intervals_and_the_paired_gate_as_the_cli(tmp_path):
+    """output.records, intervals: and regression.baseline_records through tally.run() and the
+    Evaluator, as `tally run` does them (docs/significance.md): the records file is the CLI's byte
+    for byte, the intervals are the results JSON's, and the README's gate example (docs/ci/gate.yaml)
+    passes the noise candidate and raises RegressionError on the regressed one."""
+    digits = EXAMPLES / "data"
+    cfg = tmp_path / "eval.yaml"
+    cfg.write_text(
+        "data:\n  type: npy\n  fields:\n"
+        f"    pred_scores: {digits / 'preds.npy'}\n    gt_labels: {digits / 'labels.npy'}\n"
+        "metrics:\n  - type: Accuracy\n    topk: [1, 3]\n"
+        "output:\n  records: py.rec\n"
+        "intervals: {confidence: 0.9, resamples: 200, seed: 3}\n"
+    )
+    ev = tally.Evaluator(str(cfg), {"output.records": str(tmp_path / "py.rec")})
+    ev.run(output=str(tmp_path / "py.json"))
+    iv = ev.intervals
+    assert iv["settings"] == {"confidence": 0.9, "method": "percentile", "resamples": 200, "seed": 3}
+    top1 = iv["metrics"]["Accuracy"]["top1"]
+    assert top1["low"] < 0.927536231884058 < top1["high"]
+    assert json.loads((tmp_path / "py.json").read_text())["intervals"] == iv
+    cli_results(cfg, tmp_path, f"output.records={tmp_path / 'cli.rec'}")
+    assert (tmp_path / "py.rec").read_bytes() == (tmp_path / "cli.rec").read_bytes()
+
+    gate = ROOT / "docs" / "ci" / "gate.yaml"
+    cand = EXAMPLES / "data" / "gate"
+    fast = {"regression.resamples": 200}
+    tally.run(str(gate), {**fast, "data.fields.pred_scores": str(cand / "noise.npy")})
+    with pytest.raises(tally.RegressionError) as e:
+        tally.run(str(gate), {**fast, "data.fields.pred_scores": str(cand / "regressed.npy")})
+    assert "McNemar exact: 29 worse, 10 better of 897" in str(e.value)
