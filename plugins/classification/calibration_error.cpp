@@ -40,7 +40,7 @@ using namespace tm;
 
 constexpr std::int64_t kMaxBins = std::int64_t{1} << 16;
 
-TaskOptions options() {
+TaskOptions calibration_options() {
   TaskOptions o;
   o.tasks = {"binary", "multiclass"};
   o.threshold = false;
@@ -71,7 +71,7 @@ class CalibrationError final : public TypedMetric<CalibrationState> {
  public:
   explicit CalibrationError(const Params& p)
       : check_(p.owner_or("CalibrationError")),
-        tp_(read_task(p, options())),
+        tp_(read_task(p, calibration_options())),
         bins_(p.get_size("n_bins", 1, kMaxBins)),
         norm_(p.get_string("norm")),
         bounds_(linspace01(bins_ + 1)) {}
@@ -210,7 +210,7 @@ class CalibrationError final : public TypedMetric<CalibrationState> {
 }  // namespace
 
 ComponentInfo calibration_error_info() {
-  auto params = task_params(options());
+  auto params = task_params(calibration_options());
   params.insert(params.begin() + 1, param("n_bins", ParamType::Int,
                                           "Number of equal-width confidence bins (1 to 65536).")
                                         .def(15));

@@ -25,7 +25,7 @@ namespace {
 
 using namespace tm;
 
-TaskOptions options() {
+TaskOptions kappa_options() {
   TaskOptions o;
   o.tasks = {"binary", "multiclass"};
   return o;
@@ -34,7 +34,7 @@ TaskOptions options() {
 class CohenKappa final : public CountMetric {
  public:
   explicit CohenKappa(const Params& p)
-      : CountMetric(p, "CohenKappa", options(), SigmoidOver::Kept),
+      : CountMetric(p, "CohenKappa", kappa_options(), SigmoidOver::Kept),
         weights_(p.has("weights") ? p.get_string("weights") : "none") {}
 
  protected:
@@ -71,7 +71,7 @@ class CohenKappa final : public CountMetric {
 }  // namespace
 
 ComponentInfo cohen_kappa_info() {
-  auto params = task_params(options());
+  auto params = task_params(kappa_options());
   params.push_back(param("weights", ParamType::String,
                          "Disagreement weights: none (0/1), linear (|i - j|) or quadratic "
                          "((i - j)^2).")

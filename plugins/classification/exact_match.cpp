@@ -24,7 +24,7 @@ namespace {
 
 using namespace tm;
 
-TaskOptions options() {
+TaskOptions exact_match_options() {
   TaskOptions o;
   o.tasks = {"multiclass", "multilabel"};
   o.multidim_average = true;
@@ -40,7 +40,7 @@ struct MatchState {
 class ExactMatch final : public TypedMetric<MatchState> {
  public:
   explicit ExactMatch(const Params& p)
-      : check_(p.owner_or("ExactMatch")), tp_(read_task(p, options())) {}
+      : check_(p.owner_or("ExactMatch")), tp_(read_task(p, exact_match_options())) {}
 
  protected:
   void update(MatchState& s, const Batch& batch) override {
@@ -71,7 +71,7 @@ ComponentInfo exact_match_info() {
       "accuracy); key exact_match. Reference: torchmetrics 1.9.0 "
       "torchmetrics.functional.exact_match(preds, target, task, num_classes=num_classes, "
       "num_labels=num_labels, threshold=threshold, ignore_index=ignore_index).",
-      task_params(options()), task_inputs());
+      task_params(exact_match_options()), task_inputs());
 }
 
 }  // namespace tally::classification

@@ -32,7 +32,7 @@ namespace {
 
 using namespace tm;
 
-TaskOptions options() {
+TaskOptions jaccard_options() {
   TaskOptions o;
   o.average = "macro";
   return o;
@@ -41,7 +41,7 @@ TaskOptions options() {
 class JaccardIndex final : public CountMetric {
  public:
   explicit JaccardIndex(const Params& p)
-      : CountMetric(p, "JaccardIndex", options(), SigmoidOver::Kept),
+      : CountMetric(p, "JaccardIndex", jaccard_options(), SigmoidOver::Kept),
         zero_division_(p.get_double("zero_division")) {
     if (!std::isfinite(zero_division_))
       p.fail("zero_division", fmt::format("must be a finite number, got {}", zero_division_));
@@ -104,7 +104,7 @@ class JaccardIndex final : public CountMetric {
 }  // namespace
 
 ComponentInfo jaccard_index_info() {
-  auto params = task_params(options());
+  auto params = task_params(jaccard_options());
   params.push_back(
       param("zero_division", ParamType::Float, "The index of a class whose union is empty.")
           .def(0.0));

@@ -33,7 +33,7 @@ namespace {
 
 using namespace tm;
 
-TaskOptions options() { return TaskOptions{}; }
+TaskOptions mcc_options() { return TaskOptions{}; }
 
 /// torchmetrics' binary special cases (its 2 x 2 matrix [[tn, fp], [fn, tp]]): the value, or
 /// nullopt when the general formula applies. Its zero-denominator branch computes with int64
@@ -72,7 +72,7 @@ std::optional<double> binary_special(std::int64_t tn, std::int64_t fp, std::int6
 class MatthewsCorrCoef final : public CountMetric {
  public:
   explicit MatthewsCorrCoef(const Params& p)
-      : CountMetric(p, "MatthewsCorrCoef", options(), SigmoidOver::Kept) {
+      : CountMetric(p, "MatthewsCorrCoef", mcc_options(), SigmoidOver::Kept) {
     if (tp_.task == Task::Multilabel) over_ = SigmoidOver::All;
   }
 
@@ -134,7 +134,7 @@ ComponentInfo matthews_corrcoef_info() {
       "1]); key matthews_corrcoef. Reference: torchmetrics 1.9.0 "
       "torchmetrics.functional.matthews_corrcoef(preds, target, task, threshold, num_classes, "
       "num_labels, ignore_index=ignore_index).",
-      task_params(options()), task_inputs());
+      task_params(mcc_options()), task_inputs());
 }
 
 }  // namespace tally::classification

@@ -53,15 +53,17 @@ struct MultiLabelState {
   TALLY_STATE(sum(tp), sum(fp), sum(fn), agree(num_classes, 0), sum(n))
 };
 
-enum class Average { Macro, Micro, None };
-constexpr const char* kItems[] = {"precision", "recall", "f1-score", "support"};
+enum class MultiLabelAverage { Macro, Micro, None };
+constexpr const char* kMultiLabelItems[] = {"precision", "recall", "f1-score", "support"};
 
 class MultiLabelMetric final : public TypedMetric<MultiLabelState> {
  public:
   explicit MultiLabelMetric(const Params& p)
       : check_(p.owner_or("MultiLabelMetric")), dense_(label_format_of(p)) {
     const std::string avg = p.has("average") ? p.get_string("average") : "none";
-    average_ = avg == "macro" ? Average::Macro : avg == "micro" ? Average::Micro : Average::None;
+    average_ = avg == "macro"   ? MultiLabelAverage::Macro
+               : avg == "micro" ? MultiLabelAverage::Micro
+                                : MultiLabelAverage::None;
     if (avg != "macro" && avg != "micro" && avg != "none")
       p.fail("average", "must be one of macro, micro, none; got '" + avg + "'");
     if (p.has("num_classes")) {
@@ -86,11 +88,11 @@ class MultiLabelMetric final : public TypedMetric<MultiLabelState> {
     if (items.empty())
       p.fail("items", "must name at least one of precision, recall, f1-score, support");
     for (const auto& item : items) {
-      const auto at = std::find_if(std::begin(kItems), std::end(kItems),
+      const auto at = std::find_if(std::begin(kMultiLabelItems), std::end(kMultiLabelItems),
                                    [&](const char* k) { return item == k; });
-      if (at == std::end(kItems))
+      if (at == std::end(kMultiLabelItems))
         p.fail("items", "must be among precision, recall, f1-score, support; got '" + item + "'");
-      want_[at - std::begin(kItems)] = true;
+      want_[at - std::begin(kMultiLabelItems)] = true;
     }
   }
 
@@ -206,21 +208,21 @@ class MultiLabelMetric final : public TypedMetric<MultiLabelState> {
     }
     const double micro[3] = {safe_ratio(tp, pred), safe_ratio(tp, pos),
                              safe_ratio(2 * tp, pred + pos)};
-    const std::string avg_suffix = average_ == Average::Micro  ? "_micro"
-                                   : average_ == Average::None ? "_classwise"
-                                                               : "";
+    const std::string avg_suffix = average_ == MultiLabelAverage::Micro  ? "_micro"
+                                   : average_ == MultiLabelAverage::None ? "_classwise"
+                                                                         : "";
     Value out = Value::map();
     for (std::size_t item = 0; item < 4; ++item) {
       if (!want_[item]) continue;
-      const std::string key = kItems[item] + suffix_ + avg_suffix;
+      const std::string key = kMultiLabelItems[item] + suffix_ + avg_suffix;
       if (item == 3) {
-        if (average_ == Average::None)
+        if (average_ == MultiLabelAverage::None)
           out.set(key, Value(support));
         else
           out.set(key, Value(static_cast<long long>(pos)));
-      } else if (average_ == Average::None) {
+      } else if (average_ == MultiLabelAverage::None) {
         out.set(key, Value(prf[item]));
-      } else if (average_ == Average::Micro) {
+      } else if (average_ == MultiLabelAverage::Micro) {
         out.set(key, micro[item]);
       } else {
         double sum = 0.0;
@@ -250,7 +252,7 @@ class MultiLabelMetric final : public TypedMetric<MultiLabelState> {
 
   InputChecker check_;
   DenseLabels dense_;
-  Average average_ = Average::Macro;
+  MultiLabelAverage average_ = MultiLabelAverage::Macro;
   std::int64_t num_classes_ = 0;
   std::int64_t topk_ = 0;  // 0: use thr
   double thr_ = 0.5;

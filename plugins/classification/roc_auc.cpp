@@ -40,26 +40,26 @@
 namespace tally::classification {
 namespace {
 
-enum class Average { Macro, Weighted, Micro, None };
+enum class RocAucAverage { Macro, Weighted, Micro, None };
 
 class RocAuc final : public TypedMetric<RankingState> {
  public:
   explicit RocAuc(const Params& p) : check_(p.owner_or("ROCAUC")), dense_(label_format_of(p)) {
     const std::string avg = p.has("average") ? p.get_string("average") : "none";
     if (avg == "macro")
-      average_ = Average::Macro;
+      average_ = RocAucAverage::Macro;
     else if (avg == "weighted")
-      average_ = Average::Weighted;
+      average_ = RocAucAverage::Weighted;
     else if (avg == "micro")
-      average_ = Average::Micro;
+      average_ = RocAucAverage::Micro;
     else if (avg == "none")
-      average_ = Average::None;
+      average_ = RocAucAverage::None;
     else
       p.fail("average", "must be one of macro, weighted, micro, none; got '" + avg + "'");
     const std::string mc = p.get_string("multi_class");
     if (mc != "ovr" && mc != "ovo") p.fail("multi_class", "must be ovr or ovo, got '" + mc + "'");
     ovo_ = mc == "ovo";
-    if (ovo_ && (average_ == Average::Micro || average_ == Average::None))
+    if (ovo_ && (average_ == RocAucAverage::Micro || average_ == RocAucAverage::None))
       p.fail("average",
              "must be macro or weighted with multi_class ovo (as scikit-learn), got '" + avg + "'");
   }
@@ -81,7 +81,7 @@ class RocAuc final : public TypedMetric<RankingState> {
       out.set("AUC", one_vs_one(d));
       return out;
     }
-    if (average_ == Average::Micro) {
+    if (average_ == RocAucAverage::Micro) {
       curve.reserve(static_cast<std::size_t>(d.n * d.cols));
       d.for_each_row([&](const RankingRow& r) {
         for (std::int64_t c = 0; c < d.cols; ++c) curve.add(r.score(c), r.positive(c));
@@ -95,9 +95,9 @@ class RocAuc final : public TypedMetric<RankingState> {
       auc.push_back(roc_auc(one_vs_rest_curve(d, c, curve)));
       weight.push_back(positives(d, c));
     }
-    if (average_ == Average::None) {
+    if (average_ == RocAucAverage::None) {
       out.set("AUC_classwise", Value(auc));
-    } else if (average_ == Average::Macro) {
+    } else if (average_ == RocAucAverage::Macro) {
       out.set("AUC", mean_of(auc));
     } else {
       long double num = 0, den = 0;
@@ -135,7 +135,7 @@ class RocAuc final : public TypedMetric<RankingState> {
       }
     }
     if (pair_auc.empty()) return std::numeric_limits<double>::quiet_NaN();
-    if (average_ == Average::Macro) return mean_of(pair_auc);
+    if (average_ == RocAucAverage::Macro) return mean_of(pair_auc);
     long double num = 0, den = 0;
     for (std::size_t k = 0; k < pair_auc.size(); ++k) {
       num += static_cast<long double>(pair_auc[k]) * static_cast<long double>(pair_n[k]);
@@ -146,7 +146,7 @@ class RocAuc final : public TypedMetric<RankingState> {
 
   InputChecker check_;
   DenseLabels dense_;
-  Average average_ = Average::Macro;
+  RocAucAverage average_ = RocAucAverage::Macro;
   bool ovo_ = false;
 };
 

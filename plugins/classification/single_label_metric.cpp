@@ -63,9 +63,9 @@ struct SingleLabelState {
   TALLY_STATE(sum(support), sum(tp), sum(predicted), agree(num_classes, 0), sum(n))
 };
 
-enum class Average { Macro, Micro, None };
+enum class SingleLabelAverage { Macro, Micro, None };
 
-constexpr const char* kItems[] = {"precision", "recall", "f1-score", "support"};
+constexpr const char* kSingleLabelItems[] = {"precision", "recall", "f1-score", "support"};
 
 class SingleLabelMetric final : public TypedMetric<SingleLabelState> {
  public:
@@ -73,11 +73,11 @@ class SingleLabelMetric final : public TypedMetric<SingleLabelState> {
       : thrs_(read_thrs(p)), threads_(read_threads(p)), check_(p.owner_or("SingleLabelMetric")) {
     const std::string avg = p.has("average") ? p.get_string("average") : "none";
     if (avg == "macro")
-      average_ = Average::Macro;
+      average_ = SingleLabelAverage::Macro;
     else if (avg == "micro")
-      average_ = Average::Micro;
+      average_ = SingleLabelAverage::Micro;
     else if (avg == "none")
-      average_ = Average::None;
+      average_ = SingleLabelAverage::None;
     else
       p.fail("average", "must be one of macro, micro, none; got '" + avg + "'");
 
@@ -91,7 +91,7 @@ class SingleLabelMetric final : public TypedMetric<SingleLabelState> {
     for (const auto& item : items) {
       bool known = false;
       for (std::size_t i = 0; i < 4; ++i) {
-        if (item == kItems[i]) {
+        if (item == kSingleLabelItems[i]) {
           want_[i] = true;
           known = true;
         }
@@ -143,14 +143,14 @@ class SingleLabelMetric final : public TypedMetric<SingleLabelState> {
     Value out = Value::map();
     for (std::size_t j = 0; j < thrs_.size(); ++j) {
       const std::string suffix = (thrs_.size() > 1 ? thr_suffix(thrs_[j]) : std::string()) +
-                                 (average_ == Average::Micro  ? "_micro"
-                                  : average_ == Average::None ? "_classwise"
-                                                              : "");
+                                 (average_ == SingleLabelAverage::Micro  ? "_micro"
+                                  : average_ == SingleLabelAverage::None ? "_classwise"
+                                                                         : "");
       const std::int64_t* tp = total.tp.data() + j * c;
       const std::int64_t* pred = total.predicted.data() + j * c;
       const std::int64_t* sup = total.support.data();
       std::vector<double> prf[3];
-      if (average_ == Average::Micro) {
+      if (average_ == SingleLabelAverage::Micro) {
         std::int64_t tp_sum = 0, pred_sum = 0, sup_sum = 0;
         for (std::size_t k = 0; k < c; ++k) {
           tp_sum += tp[k];
@@ -169,15 +169,15 @@ class SingleLabelMetric final : public TypedMetric<SingleLabelState> {
       }
       for (std::size_t item = 0; item < 4; ++item) {
         if (!want_[item]) continue;
-        const std::string key = kItems[item] + suffix;
+        const std::string key = kSingleLabelItems[item] + suffix;
         if (item == 3) {
-          if (average_ == Average::None)
+          if (average_ == SingleLabelAverage::None)
             out.set(key, Value(std::vector<std::int64_t>(sup, sup + c)));
           else
             out.set(key, Value(static_cast<long long>(total.n)));
-        } else if (average_ == Average::None) {
+        } else if (average_ == SingleLabelAverage::None) {
           out.set(key, Value(prf[item]));
-        } else if (average_ == Average::Micro) {
+        } else if (average_ == SingleLabelAverage::Micro) {
           out.set(key, prf[item][0]);
         } else {
           double sum = 0.0;
@@ -277,7 +277,7 @@ class SingleLabelMetric final : public TypedMetric<SingleLabelState> {
   }
 
   std::vector<std::optional<double>> thrs_;
-  Average average_ = Average::Macro;
+  SingleLabelAverage average_ = SingleLabelAverage::Macro;
   std::int64_t num_classes_ = 0;  // 0: not given
   bool want_[4] = {false, false, false, false};
   int threads_ = 1;

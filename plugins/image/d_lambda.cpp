@@ -32,8 +32,8 @@
 namespace tally::image {
 namespace {
 
-constexpr const char* kType = "SpectralDistortionIndex";
-constexpr const char* kKey = "spectral_distortion_index";
+constexpr const char* kDLambdaType = "SpectralDistortionIndex";
+constexpr const char* kDLambdaKey = "spectral_distortion_index";
 constexpr std::int64_t kWin = 11;
 
 struct DLambdaState {
@@ -48,7 +48,7 @@ struct DLambdaState {
 class DLambda final : public TypedMetric<DLambdaState> {
  public:
   explicit DLambda(const Params& p)
-      : check_(p.owner_or(kType)), p_(p.get_int("p")), window_(kWin, 1.5, 1.5) {
+      : check_(p.owner_or(kDLambdaType)), p_(p.get_int("p")), window_(kWin, 1.5, 1.5) {
     if (p_ < 1 || p_ > 64)
       p.fail("p", "must be at least 1 (and at most 64), got " + std::to_string(p_));
   }
@@ -92,7 +92,7 @@ class DLambda final : public TypedMetric<DLambdaState> {
     check_sums(s.total, static_cast<std::size_t>(2 * pairs), check_.owner());
     Value out = Value::map();
     if (l == 1) {
-      out.set(kKey, 0.0);
+      out.set(kDLambdaKey, 0.0);
       return out;
     }
     const ExactAccumulators acc(s.total, static_cast<std::size_t>(2 * pairs), check_.owner());
@@ -107,7 +107,7 @@ class DLambda final : public TypedMetric<DLambdaState> {
     }
     const double v =
         std::pow(1.0 / static_cast<double>(l * (l - 1)) * sum, 1.0 / static_cast<double>(p_));
-    out.set(kKey, poisoned ? std::numeric_limits<double>::quiet_NaN() : v);
+    out.set(kDLambdaKey, poisoned ? std::numeric_limits<double>::quiet_NaN() : v);
     return out;
   }
 
@@ -122,7 +122,7 @@ class DLambda final : public TypedMetric<DLambdaState> {
 
 ComponentInfo d_lambda_info() {
   return metric<DLambda>(
-      kType,
+      kDLambdaType,
       "Spectral distortion index D_lambda: the p-mean difference between the band-pair UQIs of "
       "target and of preds, over the whole dataset (one image size). Reference: torchmetrics "
       "1.9.0 torchmetrics.image.SpectralDistortionIndex(p, reduction).set_dtype(torch.float64) "
@@ -130,7 +130,7 @@ ComponentInfo d_lambda_info() {
       {param("p", ParamType::Int, "The order of the mean of the differences.").def(1),
        reduction_param({"elementwise_mean", "sum", "none"}, "dataset")},
       pair_inputs(", every image of one size"), {"D_lambda"},
-      {{kKey, Better::Lower, Plot::None, "0 is perfect"}});
+      {{kDLambdaKey, Better::Lower, Plot::None, "0 is perfect"}});
 }
 
 }  // namespace tally::image

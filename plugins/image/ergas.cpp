@@ -27,12 +27,13 @@
 namespace tally::image {
 namespace {
 
-constexpr const char* kType = "ErrorRelativeGlobalDimensionlessSynthesis";
-constexpr const char* kKey = "error_relative_global_dimensionless_synthesis";
+constexpr const char* kErgasType = "ErrorRelativeGlobalDimensionlessSynthesis";
+constexpr const char* kErgasKey = "error_relative_global_dimensionless_synthesis";
 
 class Ergas final : public PerImageMetric {
  public:
-  explicit Ergas(const Params& p) : PerImageMetric(p, kType, kKey), ratio_(p.get_double("ratio")) {
+  explicit Ergas(const Params& p)
+      : PerImageMetric(p, kErgasType, kErgasKey), ratio_(p.get_double("ratio")) {
     if (!std::isfinite(ratio_) || ratio_ == 0) p.fail("ratio", "must be a non-zero number");
   }
 
@@ -67,7 +68,7 @@ class Ergas final : public PerImageMetric {
 
 ComponentInfo ergas_info() {
   return metric<Ergas>(
-      kType,
+      kErgasType,
       "ERGAS: 100 / ratio times the root mean square over bands of each band's RMSE relative to "
       "its mean, per image; reduced over images. Reference: torchmetrics 1.9.0 "
       "torchmetrics.image.ErrorRelativeGlobalDimensionlessSynthesis(ratio, reduction)"
@@ -78,7 +79,7 @@ ComponentInfo ergas_info() {
            .def(4),
        reduction_param({"elementwise_mean", "sum", "none"}, "image")},
       pair_inputs(""), {"ERGAS"},
-      {{kKey, Better::Lower, Plot::None, "0 is perfect; mean over images"}});
+      {{kErgasKey, Better::Lower, Plot::None, "0 is perfect; mean over images"}});
 }
 
 }  // namespace tally::image

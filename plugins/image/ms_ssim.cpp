@@ -51,8 +51,8 @@
 namespace tally::image {
 namespace {
 
-constexpr const char* kType = "MultiScaleStructuralSimilarityIndexMeasure";
-constexpr const char* kKey = "multiscale_structural_similarity_index_measure";
+constexpr const char* kMsSsimType = "MultiScaleStructuralSimilarityIndexMeasure";
+constexpr const char* kMsSsimKey = "multiscale_structural_similarity_index_measure";
 
 /// The cs row sum (valid positions) from the five moments.
 TALLY_SIMD_CLONES double cs_row(const double* const* m, double c2, double* tmp, std::int64_t n) {
@@ -86,7 +86,7 @@ TALLY_SIMD_CLONES double ssim_row(const double* const* m, double c1, double c2, 
 class MsSsim final : public PerImageMetric {
  public:
   explicit MsSsim(const Params& p)
-      : PerImageMetric(p, kType, kKey),
+      : PerImageMetric(p, kMsSsimType, kMsSsimKey),
         gaussian_(p.get_bool("gaussian_kernel")),
         kernel_size_(pair_of_sizes(p, "kernel_size", true)),
         sigma_(pair_of_sigmas(p, "sigma")),
@@ -268,7 +268,7 @@ class MsSsim final : public PerImageMetric {
 
 ComponentInfo ms_ssim_info() {
   return metric<MsSsim>(
-      kType,
+      kMsSsimType,
       "Multi-scale structural similarity of [N, C, H, W] images: per image, the contrast-"
       "structure term at each scale but the last and SSIM at the last, raised to the betas and "
       "multiplied; reduced over images. data_range null: per image and scale (torchmetrics: per "
@@ -307,7 +307,7 @@ ComponentInfo ms_ssim_info() {
            .nullable()
            .choices({"relu", "simple"})},
       pair_inputs(""), {"MS_SSIM", "MultiScaleSSIM"},
-      {{kKey, Better::Higher, Plot::None, "in [0, 1] with relu; mean over images"}});
+      {{kMsSsimKey, Better::Higher, Plot::None, "in [0, 1] with relu; mean over images"}});
 }
 
 }  // namespace tally::image

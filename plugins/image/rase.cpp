@@ -32,8 +32,8 @@
 namespace tally::image {
 namespace {
 
-constexpr const char* kType = "RelativeAverageSpectralError";
-constexpr const char* kKey = "relative_average_spectral_error";
+constexpr const char* kRaseType = "RelativeAverageSpectralError";
+constexpr const char* kRaseKey = "relative_average_spectral_error";
 
 struct RaseState {
   PackedVector<double> rmse, tmean;
@@ -52,7 +52,7 @@ std::int64_t round_half(std::int64_t ws) {
 class Rase final : public TypedMetric<RaseState> {
  public:
   explicit Rase(const Params& p)
-      : check_(p.owner_or(kType)), ws_(p.get_size("window_size", 1, 1 << 12)) {
+      : check_(p.owner_or(kRaseType)), ws_(p.get_size("window_size", 1, 1 << 12)) {
     ones_.assign(static_cast<std::size_t>(ws_), 1.0);
     inv_.assign(static_cast<std::size_t>(ws_), 1.0 / static_cast<double>(ws_ * ws_));
   }
@@ -122,8 +122,8 @@ class Rase final : public TypedMetric<RaseState> {
       }
     Value out = Value::map();
     // An empty crop (round(ws / 2) = 0, or more than half the image): torch's mean of nothing.
-    out.set(kKey, count == 0 ? std::numeric_limits<double>::quiet_NaN()
-                             : total.value() / static_cast<double>(count));
+    out.set(kRaseKey, count == 0 ? std::numeric_limits<double>::quiet_NaN()
+                                 : total.value() / static_cast<double>(count));
     return out;
   }
 
@@ -137,7 +137,7 @@ class Rase final : public TypedMetric<RaseState> {
 
 ComponentInfo rase_info() {
   return metric<Rase>(
-      kType,
+      kRaseType,
       "RASE with a sliding window over the whole dataset (one image size): 100 / the windowed "
       "target mean times the root mean square over bands of the windowed RMSE, averaged over "
       "the cropped map (torchmetrics' scaling, ws^2 times the textbook value). Reference: "
@@ -145,7 +145,7 @@ ComponentInfo rase_info() {
       ".set_dtype(torch.float64).",
       {param("window_size", ParamType::Int, "Side of the sliding window.").def(8)},
       pair_inputs(", every image of one size"), {"RASE"},
-      {{kKey, Better::Lower, Plot::None, "0 is perfect"}});
+      {{kRaseKey, Better::Lower, Plot::None, "0 is perfect"}});
 }
 
 }  // namespace tally::image

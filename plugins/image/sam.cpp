@@ -27,12 +27,13 @@
 namespace tally::image {
 namespace {
 
-constexpr const char* kType = "SpectralAngleMapper";
-constexpr const char* kKey = "spectral_angle_mapper";
+constexpr const char* kSamType = "SpectralAngleMapper";
+constexpr const char* kSamKey = "spectral_angle_mapper";
 
 class Sam final : public TypedMetric<SumState> {
  public:
-  explicit Sam(const Params& p) : check_(p.owner_or(kType)), sum_(reduction_of(p) == Reduce::Sum) {}
+  explicit Sam(const Params& p)
+      : check_(p.owner_or(kSamType)), sum_(reduction_of(p) == Reduce::Sum) {}
 
  protected:
   void update(SumState& s, const Batch& batch) override {
@@ -90,7 +91,7 @@ class Sam final : public TypedMetric<SumState> {
     const ExactAccumulators acc(s.total, 1, check_.owner());
     const double total = total_of(acc.value(0), s.nan, s.pos_inf, s.neg_inf);
     Value out = Value::map();
-    out.set(kKey, sum_ ? total : total / static_cast<double>(s.count));
+    out.set(kSamKey, sum_ ? total : total / static_cast<double>(s.count));
     return out;
   }
 
@@ -104,12 +105,12 @@ class Sam final : public TypedMetric<SumState> {
 
 ComponentInfo sam_info() {
   return metric<Sam>(
-      kType,
+      kSamType,
       "Spectral angle (radians) between predicted and true pixel spectra (C > 1 channels), over "
       "every pixel of every image. Reference: torchmetrics 1.9.0 "
       "torchmetrics.image.SpectralAngleMapper(reduction).set_dtype(torch.float64).",
       {reduction_param({"elementwise_mean", "sum"}, "pixel")}, pair_inputs(", C > 1 bands"),
-      {"SAM"}, {{kKey, Better::Lower, Plot::None, "radians in [0, pi]; mean over every pixel"}});
+      {"SAM"}, {{kSamKey, Better::Lower, Plot::None, "radians in [0, pi]; mean over every pixel"}});
 }
 
 }  // namespace tally::image

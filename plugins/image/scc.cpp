@@ -30,13 +30,13 @@
 namespace tally::image {
 namespace {
 
-constexpr const char* kType = "SpatialCorrelationCoefficient";
-constexpr const char* kKey = "spatial_correlation_coefficient";
+constexpr const char* kSccType = "SpatialCorrelationCoefficient";
+constexpr const char* kSccKey = "spatial_correlation_coefficient";
 
 class Scc final : public PerImageMetric {
  public:
   explicit Scc(const Params& p)
-      : PerImageMetric(p, kType, kKey), ws_(p.get_size("window_size", 1, 1 << 12)) {
+      : PerImageMetric(p, kSccType, kSccKey), ws_(p.get_size("window_size", 1, 1 << 12)) {
     const std::vector<double> f = p.get_double_list("hp_filter");
     k_ = static_cast<std::int64_t>(std::llround(std::sqrt(static_cast<double>(f.size()))));
     if (k_ * k_ != static_cast<std::int64_t>(f.size()) || k_ < 2 || k_ > 31)
@@ -118,7 +118,7 @@ class Scc final : public PerImageMetric {
 
 ComponentInfo scc_info() {
   return metric<Scc>(
-      kType,
+      kSccType,
       "Spatial correlation coefficient of the high-pass details of preds and target in a "
       "sliding window, mean over pixels and channels per image, then over images. Reference: "
       "torchmetrics 1.9.0 torchmetrics.image.SpatialCorrelationCoefficient(high_pass_filter, "
@@ -129,7 +129,7 @@ ComponentInfo scc_info() {
                              Value(-1), Value(-1), Value(-1)}),
        param("window_size", ParamType::Int, "Side of the sliding window.").def(8)},
       pair_inputs(""), {"SCC"},
-      {{kKey, Better::Higher, Plot::None, "in [-1, 1]; mean over images"}});
+      {{kSccKey, Better::Higher, Plot::None, "in [-1, 1]; mean over images"}});
 }
 
 }  // namespace tally::image

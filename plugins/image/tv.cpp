@@ -22,12 +22,12 @@
 namespace tally::image {
 namespace {
 
-constexpr const char* kType = "TotalVariation";
-constexpr const char* kKey = "total_variation";
+constexpr const char* kTvType = "TotalVariation";
+constexpr const char* kTvKey = "total_variation";
 
 class TotalVariation final : public PerImageMetric {
  public:
-  explicit TotalVariation(const Params& p) : PerImageMetric(p, kType, kKey, false) {}
+  explicit TotalVariation(const Params& p) : PerImageMetric(p, kTvType, kTvKey, false) {}
 
  protected:
   double image_value(const ImageField& p, const ImageField&, std::int64_t i,
@@ -53,13 +53,13 @@ class TotalVariation final : public PerImageMetric {
 
 ComponentInfo tv_info() {
   return metric<TotalVariation>(
-      kType,
+      kTvType,
       "Anisotropic total variation of each image (sum of absolute differences of vertical and "
       "horizontal neighbours over every channel); reduced over images. Reference: torchmetrics "
       "1.9.0 torchmetrics.image.TotalVariation(reduction).set_dtype(torch.float64).",
       {reduction_param({"sum", "mean", "none"}, "image")},
       {InputSpec{kImg, "Images [N, C, H, W], float32 or float64 (computed in float64).", true}},
-      {"TV"}, {{kKey, Better::Lower, Plot::None, "sum over images by default"}});
+      {"TV"}, {{kTvKey, Better::Lower, Plot::None, "sum over images by default"}});
 }
 
 }  // namespace tally::image

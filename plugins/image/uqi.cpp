@@ -31,13 +31,15 @@
 namespace tally::image {
 namespace {
 
-constexpr const char* kType = "UniversalImageQualityIndex";
-constexpr const char* kKey = "universal_image_quality_index";
+constexpr const char* kUqiType = "UniversalImageQualityIndex";
+constexpr const char* kUqiKey = "universal_image_quality_index";
 
 class Uqi final : public TypedMetric<SumState> {
  public:
   explicit Uqi(const Params& p)
-      : check_(p.owner_or(kType)), sum_(reduction_of(p) == Reduce::Sum), window_(make_window(p)) {}
+      : check_(p.owner_or(kUqiType)),
+        sum_(reduction_of(p) == Reduce::Sum),
+        window_(make_window(p)) {}
 
  protected:
   static UqiWindow make_window(const Params& p) {
@@ -78,7 +80,7 @@ class Uqi final : public TypedMetric<SumState> {
     const ExactAccumulators acc(s.total, 1, check_.owner());
     const double total = total_of(acc.value(0), s.nan, s.pos_inf, s.neg_inf);
     Value out = Value::map();
-    out.set(kKey, sum_ ? total : total / static_cast<double>(s.count));
+    out.set(kUqiKey, sum_ ? total : total / static_cast<double>(s.count));
     return out;
   }
 
@@ -93,7 +95,7 @@ class Uqi final : public TypedMetric<SumState> {
 
 ComponentInfo uqi_info() {
   return metric<Uqi>(
-      kType,
+      kUqiType,
       "Universal image quality index with a Gaussian window, over every valid position of every "
       "channel and image. Reference: torchmetrics 1.9.0 "
       "torchmetrics.image.UniversalImageQualityIndex(kernel_size, sigma, reduction)"
@@ -106,7 +108,7 @@ ComponentInfo uqi_info() {
            .def(Value::Array{Value(1.5), Value(1.5)}),
        reduction_param({"elementwise_mean", "sum"}, "pixel")},
       pair_inputs(""), {"UQI"},
-      {{kKey, Better::Higher, Plot::None, "in [-1, 1]; mean over every pixel"}});
+      {{kUqiKey, Better::Higher, Plot::None, "in [-1, 1]; mean over every pixel"}});
 }
 
 }  // namespace tally::image

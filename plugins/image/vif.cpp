@@ -32,14 +32,14 @@
 namespace tally::image {
 namespace {
 
-constexpr const char* kType = "VisualInformationFidelity";
-constexpr const char* kKey = "visual_information_fidelity";
+constexpr const char* kVifType = "VisualInformationFidelity";
+constexpr const char* kVifKey = "visual_information_fidelity";
 constexpr double kEps = 1e-10;
 
 class Vif final : public PerImageMetric {
  public:
   explicit Vif(const Params& p)
-      : PerImageMetric(p, kType, kKey), noise_(p.get_double("sigma_n_sq")) {
+      : PerImageMetric(p, kVifType, kVifKey), noise_(p.get_double("sigma_n_sq")) {
     if (!std::isfinite(noise_) || noise_ < 0)
       p.fail("sigma_n_sq", "must be a non-negative number, got " + std::to_string(noise_));
     for (int s = 0; s < 4; ++s) {
@@ -122,7 +122,7 @@ class Vif final : public PerImageMetric {
 
 ComponentInfo vif_info() {
   return metric<Vif>(
-      kType,
+      kVifType,
       "Visual information fidelity (pixel domain, 4 scales), per image the mean over channels; "
       "reduced over images. Reference: torchmetrics 1.9.0 "
       "torchmetrics.image.VisualInformationFidelity(sigma_n_sq, reduction).",
@@ -131,7 +131,7 @@ ComponentInfo vif_info() {
            .def(2.0),
        reduction_param({"mean", "none"}, "image")},
       pair_inputs(", at least 41x41"), {"VIF"},
-      {{kKey, Better::Higher, Plot::None, "1 for identical images; mean over images"}});
+      {{kVifKey, Better::Higher, Plot::None, "1 for identical images; mean over images"}});
 }
 
 }  // namespace tally::image
