@@ -115,11 +115,16 @@ void print_regressions(const tally::Comparison& c) {
 // The ResultSpecs of the metrics that results files name (run.types), read from the plugins
 // (tally compare: a results file carries no specs; a run's Results do); a warning, not an error,
 // when that is impossible: the comparison then takes every key as higher-is-better.
+// `loaded`: the plugins when the caller has loaded them already (tally compare --records), so that
+// they are not loaded twice.
 tally::ResultSpecs specs_for(const std::vector<fs::path>& plugin_paths,
-                             const std::vector<std::pair<std::string, std::string>>& types) {
+                             const std::vector<std::pair<std::string, std::string>>& types,
+                             const tally::Registry* loaded = nullptr) {
   if (types.empty()) return {};
   try {
-    const auto reg = tally::Registry::load(plugin_paths);
+    std::optional<tally::Registry> own;
+    const tally::Registry& reg =
+        loaded ? *loaded : own.emplace(tally::Registry::load(plugin_paths));
     std::vector<std::string> unknown;
     auto specs = tally::ResultSpecs::from_registry(reg, types, &unknown);
     if (!unknown.empty())
@@ -334,17 +339,9 @@ int run_evaluation(const RunOptions& o, std::optional<tally::Evaluator>& ev) {
     if (comparing) {
       comparison = tally::compare(results.metrics, baseline->metrics, specs, tolerances);
       comparison->baseline_source = shown_path(regression->baseline);
-      if (regression->baseline_records) {
-        // Collective: rank 0 runs the tests on both runs' records, every rank gets them.
-        tally::PairedTestSettings ps;
-        ps.alpha = regression->alpha;
-        ps.resamples = regression->resamples;
-        ps.seed = regression->seed;
-        ps.mcnemar = regression->mcnemar;
-        tally::apply_paired_tests(*comparison,
-                                  ev->paired_tests(results, *regression->baseline_records, ps),
-                                  "this run's records", shown_path(*regression->baseline_records));
-      }
+      if (regression->baseline_records)  // collective: rank 0 runs the tests
+        tally::apply_paired_gate(*comparison, *ev, results, *regression,
+                                 shown_path(*regression->baseline_records));
     }
     // The trends over the history folder (rank 0, which alone writes the reports); a drift fails
     // the run only with regression.fail_on_drift, on every rank alike (broadcast below).
@@ -352,7 +349,7 @@ int run_evaluation(const RunOptions& o, std::optional<tally::Evaluator>& ev) {
     if (rank == 0 && history) {
       tally::DriftOptions drift;
       drift.current_name = "this run";
-      drift.alpha = regression->alpha;
+      drift.alpha = regression->paired.alpha;
       trends = tally::trends(*history, results, specs, tolerances, drift);
     }
     if (rank == 0) {
@@ -432,9 +429,7 @@ int run(const RunOptions& o) {
 struct CompareOptions {
   std::string results, baseline;
   std::optional<std::string> records, baseline_records;
-  double alpha = 0.05;
-  std::uint64_t resamples = 1000;
-  std::uint64_t seed = 0;
+  tally::PairedTestSettings paired;  // --alpha, --resamples, --seed; --test sets mcnemar
   std::string test = "auto";
   std::optional<std::string> json;
   std::optional<std::string> history;
@@ -475,9 +470,9 @@ int compare(const CompareOptions& o) {
           "'{}' records no metric types (run.types; written by an older tally?): every key is "
           "taken as higher-is-better",
           o.results));
-    if (!(o.alpha > 0 && o.alpha < 1))
+    if (!(o.paired.alpha > 0 && o.paired.alpha < 1))
       throw tally::ConfigError(
-          fmt::format("--alpha expects a number in (0, 1) such as 0.05, found {}", o.alpha));
+          fmt::format("--alpha expects a number in (0, 1) such as 0.05, found {}", o.paired.alpha));
     if (o.records.has_value() != o.baseline_records.has_value())
       throw tally::ConfigError(
           fmt::format("{} needs {} too: a paired test reads both runs' per-sample records",
@@ -489,34 +484,28 @@ int compare(const CompareOptions& o) {
       baseline_records = tally::read_records(*o.baseline_records);
     }
     std::vector<fs::path> plugin_paths(o.paths.begin(), o.paths.end());
-    const auto specs = specs_for(plugin_paths, types);
+    // The paired tests rebuild each records file's metrics from the plugins: loaded once, here,
+    // and a failure to load them is an error rather than a warning.
+    std::optional<tally::Registry> registry;
+    if (records) registry.emplace(tally::Registry::load(plugin_paths));
+    const auto specs = specs_for(plugin_paths, types, registry ? &*registry : nullptr);
 
     auto comparison = tally::compare(results.metrics, baseline.metrics, specs, tolerances);
     comparison.baseline_source = o.baseline;
     if (records) {
-      // The metrics are rebuilt from each records file's types and parameters.
-      const auto reg = tally::Registry::load(plugin_paths);
-      const auto factory = [&reg](const tally::MetricRecords& m) -> tally::MetricMaker {
-        const tally::Component& comp = reg.get(tally::ComponentKind::Metric, m.type);
-        tally::Params params(fmt::format("metric '{}' ({})", m.label, m.type),
-                             m.parameters.is_map() ? m.parameters.as_map() : tally::Value::Map{});
-        return [&comp, params] { return tally::Registry::make_metric(comp, params); };
-      };
-      tally::PairedTestSettings ps;
-      ps.alpha = o.alpha;
-      ps.resamples = o.resamples;
-      ps.seed = o.seed;
+      tally::PairedTestSettings ps = o.paired;
       ps.mcnemar = o.test == "auto";
-      tally::apply_paired_tests(comparison,
-                                tally::paired_tests(*baseline_records, *records, factory, ps,
-                                                    *o.baseline_records, *o.records),
-                                *o.records, *o.baseline_records);
+      tally::apply_paired_tests(
+          comparison,
+          tally::paired_tests(*baseline_records, *records, tally::records_factory(*registry), ps,
+                              *o.baseline_records, *o.records),
+          *o.records, *o.baseline_records);
     }
     std::optional<tally::Trends> trends;
     if (o.history) {
       tally::DriftOptions drift;
       drift.window = o.drift_window;
-      drift.alpha = o.alpha;
+      drift.alpha = o.paired.alpha;
       drift.current_name = fs::path(o.results).stem().string();
       trends = tally::trends(tally::read_history(*o.history), results, specs, tolerances, drift);
     }
@@ -701,11 +690,14 @@ int main(int argc, char** argv) {
                       "paired test finds the change significant");
   cmp_cmd->add_option("--baseline-records", co.baseline_records,
                       "The per-sample records of the baseline");
-  cmp_cmd->add_option("--alpha", co.alpha, "Significance level of the paired tests (default 0.05)")
+  cmp_cmd
+      ->add_option("--alpha", co.paired.alpha,
+                   "Significance level of the paired tests (default 0.05)")
       ->check(CLI::Range(0.0, 1.0));
-  cmp_cmd->add_option("--resamples", co.resamples, "Paired bootstrap resamples (default 1000)")
+  cmp_cmd
+      ->add_option("--resamples", co.paired.resamples, "Paired bootstrap resamples (default 1000)")
       ->check(CLI::Range(std::uint64_t{2}, std::uint64_t{1000000}));
-  cmp_cmd->add_option("--seed", co.seed, "Seed of the paired bootstrap (default 0)");
+  cmp_cmd->add_option("--seed", co.paired.seed, "Seed of the paired bootstrap (default 0)");
   cmp_cmd
       ->add_option("--test", co.test,
                    "auto: McNemar's exact test for accuracy-like keys, the paired bootstrap for "

@@ -496,25 +496,24 @@ Comparison compare(const Value& results, const Value& baseline, const ResultSpec
 
 // ---- paired tests -------------------------------------------------------------------------------
 
-namespace {
-
-std::string format_p(double p) {
-  if (std::isnan(p)) return "NaN";
-  if (p != 0 && p < 1e-4) return fmt::format("{:.1e}", p);
-  return fmt::format("{:.3g}", p);
+std::string format_p_value(const PairedTest& t) {
+  if (std::isnan(t.p_value)) return "p n/a";
+  const std::size_t used = t.resamples - std::min(t.resamples, t.dropped);
+  if (t.p_value == 0 && t.method != "McNemar exact" && used > 0)
+    return fmt::format("p < {:.2g}", 1.0 / static_cast<double>(used));
+  if (t.p_value != 0 && t.p_value < 1e-4) return fmt::format("p = {:.1e}", t.p_value);
+  return fmt::format("p = {:.3g}", t.p_value);
 }
 
-/// "p = 0.003 (McNemar exact: 17 worse, 3 better)" / "p = 0.21 (paired bootstrap, 1000 resamples)"
+namespace {
+
+/// "p = 0.003 (McNemar exact: 17 worse, 3 better of 500)" / "p = 0.21 (paired bootstrap, 1000
+/// resamples)"
 std::string describe_test(const PairedTest& t) {
   if (t.method == "McNemar exact")
-    return fmt::format("p = {} (McNemar exact: {} worse, {} better of {})", format_p(t.p_value),
-                       t.worse, t.better, t.units);
-  // The bootstrap's p-value has a resolution of 1 / (resamples used): 0 reads "below that".
-  const std::size_t used = t.resamples - std::min(t.resamples, t.dropped);
-  const std::string p = t.p_value == 0 && used > 0
-                            ? fmt::format("p < {:.2g}", 1.0 / static_cast<double>(used))
-                            : "p = " + format_p(t.p_value);
-  return fmt::format("{} ({}, {} resamples{})", p, t.method, t.resamples,
+    return fmt::format("{} (McNemar exact: {} worse, {} better of {})", format_p_value(t), t.worse,
+                       t.better, t.units);
+  return fmt::format("{} ({}, {} resamples{})", format_p_value(t), t.method, t.resamples,
                      t.dropped ? fmt::format(", {} left out", t.dropped) : "");
 }
 
@@ -579,6 +578,14 @@ void apply_paired_tests(Comparison& comparison, std::vector<MetricPairedTests> t
       kd->test = std::move(t);
     }
   }
+}
+
+void apply_paired_gate(Comparison& comparison, Evaluator& evaluator, const Results& results,
+                       const RegressionSettings& regression, const std::string& shown) {
+  if (!regression.baseline_records) return;
+  const auto& file = *regression.baseline_records;
+  apply_paired_tests(comparison, evaluator.paired_tests(results, file, regression.paired),
+                     "this run's records", shown.empty() ? file.string() : shown);
 }
 
 // ---- formatting ---------------------------------------------------------------------------------

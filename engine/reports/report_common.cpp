@@ -157,12 +157,7 @@ std::string script_json(const nlohmann::ordered_json& j) {
 }
 
 std::string paired_test_text(const PairedTest& t) {
-  // A bootstrap's p-value has a resolution of 1 / (resamples used): 0 reads "below that".
-  const std::size_t used = t.resamples - std::min(t.resamples, t.dropped);
-  std::string out = std::isnan(t.p_value) ? std::string("p n/a")
-                    : t.p_value == 0 && t.method != "McNemar exact" && used > 0
-                        ? fmt::format("p < {:.2g}", 1.0 / static_cast<double>(used))
-                        : fmt::format("p = {:.3g}", t.p_value);
+  std::string out = format_p_value(t);
   if (!t.method.empty()) out += fmt::format(" ({})", t.method);
   if (!std::isnan(t.low) && !std::isnan(t.high))
     out += fmt::format(", Δ {:g}% CI [{:.3g}, {:.3g}]", 100 * (1 - t.alpha), t.low, t.high);

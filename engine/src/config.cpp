@@ -692,22 +692,22 @@ Config Config::parse(const std::string& yaml_text, const std::string& source,
           fail_at(c,
                   fmt::format("regression.alpha expects a number in (0, 1) such as 0.05, found {}",
                               found(c)));
-        rc.alpha = c.value.as_double();
+        rc.paired.alpha = c.value.as_double();
       } else if (k == "resamples") {
         if (!c.value.is_int() || c.value.as_int() < 2 || c.value.as_int() > 1000000)
           fail_at(c,
                   fmt::format("regression.resamples expects an integer in [2, 1000000], found {}",
                               found(c)));
-        rc.resamples = static_cast<std::uint64_t>(c.value.as_int());
+        rc.paired.resamples = static_cast<std::uint64_t>(c.value.as_int());
       } else if (k == "seed") {
         if (!c.value.is_int() || c.value.as_int() < 0)
           fail_at(c, fmt::format("regression.seed expects an integer >= 0, found {}", found(c)));
-        rc.seed = static_cast<std::uint64_t>(c.value.as_int());
+        rc.paired.seed = static_cast<std::uint64_t>(c.value.as_int());
       } else if (k == "test") {
         if (!c.value.is_string() ||
             (c.value.as_string() != "auto" && c.value.as_string() != "bootstrap"))
           fail_at(c, fmt::format("regression.test expects auto or bootstrap, found {}", found(c)));
-        rc.mcnemar = c.value.as_string() == "auto";
+        rc.paired.mcnemar = c.value.as_string() == "auto";
       } else if (k == "fail_on_drift") {
         if (!c.value.is_bool())
           fail_at(

@@ -12,6 +12,7 @@
 
 #include "tally/error.hpp"
 #include "tally/records.hpp"
+#include "tally/registry.hpp"
 #include "tally/stats/bootstrap.hpp"
 #include "tally/stats/gate.hpp"
 #include "tally/stats/mcnemar.hpp"
@@ -409,6 +410,15 @@ std::vector<MetricPairedTests> paired_tests(
     out.push_back(std::move(mt));
   }
   return out;
+}
+
+std::function<MetricMaker(const MetricRecords&)> records_factory(const Registry& registry) {
+  return [&registry](const MetricRecords& m) -> MetricMaker {
+    const Component& comp = registry.get(ComponentKind::Metric, m.type);
+    Params params(fmt::format("metric '{}' ({})", m.label, m.type),
+                  m.parameters.is_map() ? m.parameters.as_map() : Value::Map{});
+    return [&comp, params] { return Registry::make_metric(comp, params); };
+  };
 }
 
 Value paired_tests_to_value(const std::vector<MetricPairedTests>& tests) {

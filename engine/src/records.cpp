@@ -2,6 +2,7 @@
 // metric on reweighted units.
 #include "tally/records.hpp"
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <limits>
@@ -34,7 +35,7 @@ void check_bin_size(std::size_t bytes, const std::string& what) {
         "records: {} takes {} bytes, more than a msgpack bin holds (4 GiB)", what, bytes));
 }
 
-struct Reader {
+struct RecordsReader {
   const std::string& source;
 
   [[noreturn]] void bad(const std::string& what) const {
@@ -159,10 +160,8 @@ std::string pack_inner(const Records& records) {
 std::string deflate_all(std::string_view bytes, int level) {
   z_stream z{};
   if (deflateInit(&z, level) != Z_OK) throw RuntimeError("records: zlib cannot start deflate");
-  std::string out(
-      deflateBound(&z, static_cast<uLong>(std::min<std::size_t>(bytes.size(), 1u << 30))) +
-          (bytes.size() >> 30) * (deflateBound(&z, 1u << 30)) + 64,
-      '\0');
+  // Records compress about tenfold: start at an eighth of the input, double when full.
+  std::string out(std::max<std::size_t>(bytes.size() / 8, 4096), '\0');
   std::size_t in_done = 0, out_done = 0;
   int rc = Z_OK;
   do {
@@ -245,7 +244,8 @@ namespace {
 
 /// `bytes` as one msgpack map whose "format" is the records' (both the file and the records map
 /// inside it start so); its version.
-std::uint64_t open_document(std::string_view bytes, const Reader& r, msgpack::object_handle& h) {
+std::uint64_t open_document(std::string_view bytes, const RecordsReader& r,
+                            msgpack::object_handle& h) {
   try {
     h = unpack_bounded(std::as_bytes(std::span(bytes.data(), bytes.size())),
                        /*reference_bins=*/true);
@@ -260,7 +260,7 @@ std::uint64_t open_document(std::string_view bytes, const Reader& r, msgpack::ob
 }
 
 Records unpack_inner(std::string_view bytes, const std::string& source, std::uint64_t version) {
-  const Reader r{source};
+  const RecordsReader r{source};
   msgpack::object_handle h;
   if (const auto v = open_document(bytes, r, h); v != version)
     r.bad(fmt::format("the records inside are version {}, the file says {}", v, version));
@@ -322,7 +322,7 @@ Records unpack_inner(std::string_view bytes, const std::string& source, std::uin
 }  // namespace
 
 Records unpack_records(std::string_view bytes, const std::string& source) {
-  const Reader r{source};
+  const RecordsReader r{source};
   std::uint64_t version = 0;
   std::string inner;
   {

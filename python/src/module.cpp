@@ -579,17 +579,7 @@ class PyEvaluator {
       comparison = tally::compare(results.metrics, baseline->metrics, specs,
                                   tally::Tolerances::of(*regression));
       comparison->baseline_source = regression->baseline.string();
-      if (regression->baseline_records) {
-        // Collective, as tally run's gate: rank 0 runs the paired tests on both runs' records.
-        tally::PairedTestSettings ps;
-        ps.alpha = regression->alpha;
-        ps.resamples = regression->resamples;
-        ps.seed = regression->seed;
-        ps.mcnemar = regression->mcnemar;
-        tally::apply_paired_tests(*comparison,
-                                  ev_.paired_tests(results, *regression->baseline_records, ps),
-                                  "this run's records", regression->baseline_records->string());
-      }
+      tally::apply_paired_gate(*comparison, ev_, results, *regression);  // collective
       if (comparison->regressed()) regressed = tally::format_comparison(*comparison, false);
     }
     if (ev_.rank() == 0) {

@@ -165,6 +165,13 @@ Comparison compare(const Value& results, const Value& baseline, const ResultSpec
 void apply_paired_tests(Comparison& comparison, std::vector<MetricPairedTests> tests,
                         const std::string& results_source, const std::string& baseline_source);
 
+/// `tally run`'s gate (the command and the Python package): with regression.baseline_records,
+/// this run's paired tests against the baseline's records (Evaluator::paired_tests: collective,
+/// every rank gets them) applied to `comparison`; nothing without it. `shown` names the records
+/// file in messages (default: its path).
+void apply_paired_gate(Comparison& comparison, Evaluator& evaluator, const Results& results,
+                       const RegressionSettings& regression, const std::string& shown = {});
+
 /// Exit code of a comparison: 3 on a regression, else 0.
 inline constexpr int kExitRegression = 3;
 
@@ -172,6 +179,10 @@ inline constexpr int kExitRegression = 3;
 /// floats with 6 significant digits, null as "null (NaN)".
 std::string format_number(const Value& v);
 std::string format_delta(std::optional<double> delta, bool integral);
+
+/// A paired test's p-value for readers: "p = 0.0034"; "p < 0.001" for a bootstrap p-value of 0
+/// (its resolution is 1 / the resamples used); "p n/a" for NaN.
+std::string format_p_value(const PairedTest& t);
 
 /// The comparison as JSON (tally compare --json), for CI scripts: {"baseline": source,
 /// "summary": "...", "counts": {verdict: n}, "regressed": bool, "keys": [{"label", "key",

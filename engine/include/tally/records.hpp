@@ -37,6 +37,7 @@
 
 #include "tally/export.hpp"
 #include "tally/metric.hpp"
+#include "tally/settings.hpp"
 #include "tally/value.hpp"
 
 namespace tally {
@@ -173,14 +174,6 @@ struct PairedTest {
   std::string gate;
 };
 
-struct PairedTestSettings {
-  double alpha = 0.05;             ///< for the interval of the difference, in (0, 1)
-  std::uint64_t resamples = 1000;  ///< paired bootstrap resamples, >= 2
-  std::uint64_t seed = 0;
-  bool mcnemar = true;   ///< McNemar's exact test for accuracy-like keys
-  unsigned threads = 0;  ///< 0: every hardware thread
-};
-
 /// The paired tests of every scalar key the two runs' records of one metric share: the same
 /// bootstrap resamples of the units for both runs (stats::paired_bootstrap), the difference
 /// results - baseline with its interval and two-sided p-value, or McNemar's exact test where the
@@ -209,6 +202,12 @@ TALLY_API std::vector<MetricPairedTests> paired_tests(
     const std::function<MetricMaker(const MetricRecords&)>& factory,
     const PairedTestSettings& settings, const std::string& baseline_source,
     const std::string& results_source);
+
+class Registry;
+/// The `factory` of paired_tests() from the plugins of `registry` (which must outlive it): a
+/// metric of a records entry's type and recorded parameters. ConfigError for a type no plugin has.
+TALLY_API std::function<MetricMaker(const MetricRecords&)> records_factory(
+    const Registry& registry);
 
 /// The tests as a Value (to broadcast them) and back.
 TALLY_API Value paired_tests_to_value(const std::vector<MetricPairedTests>& tests);

@@ -45,6 +45,16 @@ struct ToleranceRule {
 ///     test: auto                  # auto (McNemar for accuracy-like keys) | bootstrap
 ///     history: runs/              # earlier results files: trends and slow drift
 ///     fail_on_drift: false        # exit 3 on a drift too
+/// The paired tests over two runs' per-sample records (tally::paired_tests, records.hpp):
+/// regression.alpha/resamples/seed/test, or tally compare's options of the same names.
+struct PairedTestSettings {
+  double alpha = 0.05;             ///< significance level and interval level 1 - alpha, in (0, 1)
+  std::uint64_t resamples = 1000;  ///< paired bootstrap resamples, >= 2
+  std::uint64_t seed = 0;
+  bool mcnemar = true;   ///< test: auto (McNemar's exact test for accuracy-like keys) | bootstrap
+  unsigned threads = 0;  ///< 0: every hardware thread
+};
+
 struct RegressionSettings {
   std::filesystem::path baseline;
   std::optional<double> rtol, atol;
@@ -55,10 +65,8 @@ struct RegressionSettings {
   /// `baseline_records: FILE`: with it the run keeps its own per-sample records and the
   /// comparison runs the paired tests (docs/significance.md); --update-baseline writes it.
   std::optional<std::filesystem::path> baseline_records;
-  double alpha = 0.05;
-  std::uint64_t resamples = 1000;
-  std::uint64_t seed = 0;
-  bool mcnemar = true;  ///< test: auto (true) | bootstrap (false)
+  /// alpha (also the drift test's level), resamples, seed, test.
+  PairedTestSettings paired;
   /// `history: DIR`: earlier results files, for the trends and the slow-drift flag.
   std::optional<std::filesystem::path> history;
   bool fail_on_drift = false;
