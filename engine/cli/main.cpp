@@ -166,6 +166,23 @@ struct RunOptions {
 // The number of ranks a launcher started (mpirun, MPICH's hydra or srun through PMI, torchrun,
 // srun), or 1. SLURM_NTASKS only in an srun step (SLURM_STEP_ID): a batch script that runs tally
 // once has SLURM_NTASKS too, but no SLURM_STEP_ID.
+// The command line's settings that every rank must give alike (ReadOptions::settings): the
+// outputs (only rank 0 writes them, so one given to another rank alone would be lost), and the
+// flags that change what the ranks do together. The config's own are the evaluator's.
+std::vector<std::pair<std::string, std::string>> agreed_options(const RunOptions& o) {
+  std::vector<std::pair<std::string, std::string>> s;
+  const auto add = [&](const char* name, const std::optional<std::string>& v) {
+    if (v) s.emplace_back(name, *v);
+  };
+  add("--output", o.output);
+  add("--junit", o.reports.junit);
+  add("--markdown", o.reports.markdown);
+  add("--html", o.reports.html);
+  if (o.update_baseline) s.emplace_back("--update-baseline", "given");
+  if (o.resume) s.emplace_back("--resume", "given");
+  return s;
+}
+
 int launcher_world_size() {
   const bool srun_step = std::getenv("SLURM_STEP_ID") != nullptr;
   for (const char* var :
@@ -331,9 +348,11 @@ int run_evaluation(const RunOptions& o, std::optional<tally::Evaluator>& ev) {
     ev->read_all(reader.get(), read);
     if (progress) progress->finish();
     const tally::Results results =
+    read.settings = agreed_options(o);
         ev->compute();  // collective; throws the same error on every rank
 
-    // Every rank compares (the same numbers give the same verdict), so every rank exits alike.
+    // Every rank compares (the same numbers give the same verdict; run() gives every rank rank 0's
+    // exit code all the same, should a baseline differ from host to host).
     std::optional<tally::Comparison> comparison;
     const tally::ResultSpecs specs = tally::ResultSpecs::from_results(results);
     if (comparing) {
@@ -390,9 +409,8 @@ int run_evaluation(const RunOptions& o, std::optional<tally::Evaluator>& ev) {
                                    trends->drifted() == 1 ? "" : "s",
                                    regression->fail_on_drift ? " (regression.fail_on_drift)" : ""));
     }
-    bool drifted = trends && trends->drifted() > 0 && regression->fail_on_drift;
-    if (comparing && regression->history && regression->fail_on_drift && ev->world_size() > 1)
-      drifted = ev->all_gather(static_cast<int>(drifted))[0] != 0;  // rank 0's verdict
+    // The drift is known on rank 0 only: run() gives every rank rank 0's exit code.
+    const bool drifted = trends && trends->drifted() > 0 && regression->fail_on_drift;
     return (comparison && comparison->regressed()) || drifted ? tally::kExitRegression : 0;
   } catch (const tally::Error& e) {
     if (rank == 0) {
@@ -414,12 +432,17 @@ int run_evaluation(const RunOptions& o, std::optional<tally::Evaluator>& ev) {
 
 int run(const RunOptions& o) {
   std::optional<tally::Evaluator> ev;
-  const int code = run_evaluation(o, ev);
+  int code = run_evaluation(o, ev);
   // Under mpirun a rank that exits non-zero makes the launcher kill the others, possibly before
   // rank 0 has printed the error or written its files: no rank leaves before every rank is done.
   if (ev && ev->world_size() > 1) {
     try {
-      ev->barrier();
+      const std::vector<int> codes = ev->all_gather(code);
+      const auto first = std::find_if(codes.begin(), codes.end(), [](int c) { return c != 0; });
+      code = first == codes.end() ? 0 : *first;
+  // And every rank leaves with one exit code, the first non-zero one in rank order: what rank 0
+  // alone decided after the last collective (an output it could not write, a drift over its
+  // history, a verdict against its baseline) is every rank's, under every backend.
     } catch (const std::exception&) {  // the backend itself failed: nothing left to wait for
     }
   }

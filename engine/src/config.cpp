@@ -828,3 +828,65 @@ Config Config::load(const fs::path& file, const std::vector<std::string>& overri
 }
 
 }  // namespace tally
+
+namespace tally {
+
+namespace {
+
+std::string rule_text(const ToleranceRule& r) {
+  const auto number = [](const std::optional<double>& x) {
+    return x ? fmt::format("{}", *x) : std::string("-");
+  };
+  return fmt::format("{}: rtol {}, atol {}, better {}", r.pattern, number(r.rtol), number(r.atol),
+                     r.better ? std::to_string(static_cast<int>(*r.better)) : "-");
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> Config::agreed_settings() const {
+  std::vector<std::pair<std::string, std::string>> s;
+  const auto path = [&](const char* name, const std::optional<fs::path>& p) {
+    if (p) s.emplace_back(name, p->string());
+  };
+  s.emplace_back("backend.type", backend_type);
+  // The deadlines and the size of each transport call: every rank must wait, and split its
+  // collectives, alike (the rendezvous and interface settings may differ from host to host).
+  for (const char* key : {"timeout", "start_timeout", "chunk_bytes"})
+    if (const Located* v = backend_params.child(key))
+      s.emplace_back(fmt::format("backend.{}", key), v->value.to_json());
+  path("output.json", output_json);
+  path("output.junit", output_junit);
+  path("output.markdown", output_markdown);
+  path("output.html", output_html);
+  path("output.records", output_records);
+  if (intervals)
+    s.emplace_back("intervals", fmt::format("confidence {}, resamples {}, seed {}, method {}",
+                                            intervals->confidence, intervals->resamples,
+                                            intervals->seed, intervals->method));
+  if (regression) {
+    const auto& r = *regression;
+    s.emplace_back("regression.baseline", r.baseline.string());
+    if (r.rtol) s.emplace_back("regression.rtol", fmt::format("{}", *r.rtol));
+    if (r.atol) s.emplace_back("regression.atol", fmt::format("{}", *r.atol));
+    if (r.tolerances_file) s.emplace_back("regression.tolerances", r.tolerances_file->string());
+    if (!r.tolerances.empty()) {
+      std::vector<std::string> rules;
+      for (const auto& rule : r.tolerances) rules.push_back(rule_text(rule));
+      s.emplace_back("regression.tolerances", fmt::format("{{{}}}", fmt::join(rules, "; ")));
+    }
+    path("regression.baseline_records", r.baseline_records);
+    s.emplace_back("regression.alpha", fmt::format("{}", r.paired.alpha));
+    s.emplace_back("regression.resamples", std::to_string(r.paired.resamples));
+    s.emplace_back("regression.seed", std::to_string(r.paired.seed));
+    s.emplace_back("regression.test", r.paired.mcnemar ? "auto" : "bootstrap");
+    path("regression.history", r.history);
+    s.emplace_back("regression.fail_on_drift", r.fail_on_drift ? "true" : "false");
+  }
+  if (checkpoint) {
+    s.emplace_back("checkpoint.dir", checkpoint->dir.string());
+    s.emplace_back("checkpoint.every_n_batches", std::to_string(checkpoint->every_n_batches));
+  }
+  return s;
+}
+
+}  // namespace tally

@@ -103,6 +103,14 @@ struct Config {
                       const std::vector<std::string>& overrides = {});
   static Config load(const std::filesystem::path& file,
                      const std::vector<std::string>& overrides = {});
+
+  /// The settings every rank of a job must give alike, as (name, value) in text: those that
+  /// change what the ranks do together (the records and intervals collectives, the paired tests,
+  /// the checkpoints, the backend's deadlines) or what is written (every output path, the
+  /// regression check and its verdict). Each is named as in the config ("output.records",
+  /// "regression.rtol"); one that is not set is left out. The start exchange compares them
+  /// (sync::exchange_start).
+  std::vector<std::pair<std::string, std::string>> agreed_settings() const;
 };
 
 /// A YAML file as Located values (file:line:column kept); `what` names it in errors

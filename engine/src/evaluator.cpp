@@ -2,11 +2,14 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <exception>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -323,14 +326,47 @@ Results Evaluator::compute(std::optional<std::int64_t> dataset_size) {
   return r;
 }
 
-void Evaluator::Impl::agree_at_start(const Reader* reader) {
+std::string dataset_samples(std::string_view message, std::int64_t offset) {
+  if (offset <= 0) return std::string(message);
+  constexpr std::string_view kWord = "sample ";
+  std::string out;
+  std::size_t from = 0;
+  for (auto at = message.find(kWord); at != std::string_view::npos;
+       at = message.find(kWord, at + 1)) {
+    const auto digits = at + kWord.size();
+    auto end = digits;
+    while (end < message.size() && end - digits < 18 && message[end] >= '0' && message[end] <= '9')
+      ++end;
+    const bool word = at == 0 || !std::isalnum(static_cast<unsigned char>(message[at - 1]));
+    const bool whole =
+        end == message.size() || !std::isdigit(static_cast<unsigned char>(message[end]));
+    if (!word || end == digits || !whole) continue;
+    std::int64_t n = 0;
+    std::from_chars(message.data() + digits, message.data() + end, n);
+    if (n > std::numeric_limits<std::int64_t>::max() - offset) continue;
+    out.append(message.substr(from, digits - from));
+    out += std::to_string(n + offset);
+    from = end;
+  }
+  out.append(message.substr(from));
+  return out;
+}
+
+void Evaluator::Impl::agree_at_start(
+    const Reader* reader, const std::vector<std::pair<std::string, std::string>>& settings) {
   sync::StartRecord mine;
   mine.header.protocol = kProtocolVersion;
   mine.header.fingerprint = fingerprint;
+  mine.settings = config.agreed_settings();
+  mine.settings.insert(mine.settings.end(), settings.begin(), settings.end());
   if (!error && reader != nullptr) {
     recording("", [&] {
       mine.layout = reader->layout();
       mine.header.total_samples = reader->total_samples();
+      // Shards are contiguous blocks in dataset order (tally/reader.hpp).
+      shard_begin = ShardRange::of(mine.header.total_samples,
+                                   ShardInfo{backend->rank(), backend->world_size()})
+                        .begin;
     });
     mine.header.layout_fingerprint = sync::fingerprint(mine.layout);
   }
@@ -423,7 +459,7 @@ void Evaluator::read_all(Reader* reader, const ReadOptions& options) {
   if (!s.backend)
     throw ConfigError(
         "this evaluator was built to validate a config; it has no backend to read data with");
-  s.agree_at_start(reader);
+  s.agree_at_start(reader, options.settings);
   if (s.config.checkpoint) return s.read_checkpointed(reader, options);
   if (options.resume)
     throw ConfigError(fmt::format(

@@ -69,6 +69,12 @@ inline bool is_stable(const Reader* reader) {
   throw RuntimeError(message);
 }
 
+/// `message` with every "sample N" (N: a sample's number within this rank's shard, as the
+/// metrics and tally/input.hpp number them) made "sample N+offset", the sample's index in the
+/// dataset. "sample" must start a word and be followed by one space and the digits; a number that
+/// would overflow is left as it is.
+std::string dataset_samples(std::string_view message, std::int64_t offset);
+
 struct Evaluator::Impl {
   Config config;
   Registry registry;
@@ -102,6 +108,11 @@ struct Evaluator::Impl {
   std::optional<Batch> held;
   bool hold_last = false;
   std::int64_t samples = 0;  // added on this rank, held sample included
+  /// The dataset index of this rank's first sample, when read_all() reads a contiguous shard
+  /// (Reader): the metrics' messages number samples within the rank ("sample 201"), and apply()
+  /// adds it so that they name the sample of the dataset. 0 otherwise (samples added by the host
+  /// program come in an order only it knows).
+  std::int64_t shard_begin = 0;
   std::optional<std::pair<int, std::string>> error;
 
   // Every metric's whole state (Metric::save), for a checkpoint: [0, [state...]] (the held
@@ -148,8 +159,10 @@ struct Evaluator::Impl {
   /// The metrics of the config (from_yaml); throws on the first that cannot be made.
   void build_metrics(const std::string& source);
   /// The start exchange (sync::exchange_start): throws on every rank what one rank's failure or
-  /// a disagreement on the data makes every rank throw.
-  void agree_at_start(const Reader* reader);
+  /// a disagreement on the data or on the settings (the config's agreed_settings() and the
+  /// caller's `settings`) makes every rank throw.
+  void agree_at_start(const Reader* reader,
+                      const std::vector<std::pair<std::string, std::string>>& settings = {});
   void read_checkpointed(Reader* reader, const ReadOptions& options);
   Value decide(Reader& reader, const ReadOptions& options, const checkpoint::Expected& expected);
   std::int64_t restore(Reader& reader, const checkpoint::Metadata& m, const ReadOptions& options);
@@ -160,10 +173,13 @@ struct Evaluator::Impl {
       try {
         m.metric->add(batch.renamed(m.inputs));
       } catch (const Error& e) {
-        const std::string msg = e.what();
+        const std::string msg = dataset_samples(e.what(), shard_begin);
         // Messages from the SDK name the field; say which metric read it.
         const std::string prefix = fmt::format("metric '{}'", m.label);
-        if (msg.starts_with(prefix)) throw;
+        if (msg.starts_with(prefix)) {
+          if (msg == e.what()) throw;
+          throw_error(e.exit_code(), msg);
+        }
         if (dynamic_cast<const InputError*>(&e))
           throw InputError(fmt::format("{}: {}", prefix, msg));
         throw RuntimeError(fmt::format("{}: {}", prefix, msg));

@@ -99,10 +99,92 @@ std::optional<Verdict> check_headers(const std::vector<Header>& headers) {
   return std::nullopt;
 }
 
+namespace {
+
+// The texts of the start exchange's second call: length-prefixed parts (u32 length, bytes).
+void put_part(std::string& out, std::string_view part) {
+  const auto n = static_cast<std::uint32_t>(part.size());
+  char len[4];
+  std::memcpy(len, &n, 4);
+  out.append(len, 4);
+  out.append(part);
+}
+
+// The parts of another rank's text; a length past the end is cut at the end (never read past).
+std::vector<std::string> parts_of(std::span<const std::byte> bytes) {
+  std::vector<std::string> parts;
+  const auto* p = reinterpret_cast<const char*>(bytes.data());
+  std::size_t at = 0;
+  while (bytes.size() - at >= 4) {
+    std::uint32_t len = 0;
+    std::memcpy(&len, p + at, 4);
+    at += 4;
+    const std::size_t n = std::min<std::size_t>(len, bytes.size() - at);
+    parts.emplace_back(p + at, n);
+    at += n;
+  }
+  return parts;
+}
+
+std::string settings_text(const std::vector<std::pair<std::string, std::string>>& settings) {
+  std::string text;
+  for (const auto& [name, value] : settings) {
+    put_part(text, name);
+    put_part(text, value);
+  }
+  return text;
+}
+
+// A setting's value for a message: quoted, cut to 160 bytes; "not set" when absent.
+std::string shown_setting(const std::optional<std::string>& value) {
+  if (!value) return "not set";
+  if (value->size() <= 160) return fmt::format("'{}'", *value);
+  std::size_t cut = 160;
+  while (cut > 0 && (static_cast<unsigned char>((*value)[cut]) & 0xC0) == 0x80) --cut;
+  return fmt::format("'{}...'", value->substr(0, cut));
+}
+
+// The verdict on settings that differ: rank `r` (the first that differs) against rank 0, from
+// their parts (message, layout, then name, value pairs); `others` are the ranks that differ.
+Verdict settings_verdict(int r, const std::vector<std::string>& mine,
+                         const std::vector<std::string>& ref, const std::vector<int>& others) {
+  const auto value_of = [](const std::vector<std::string>& parts, const std::string& name) {
+    for (std::size_t i = 2; i + 1 < parts.size(); i += 2)
+      if (parts[i] == name) return std::optional<std::string>(parts[i + 1]);
+    return std::optional<std::string>();
+  };
+  std::string name;
+  std::optional<std::string> a, b;
+  for (const auto* parts : {&ref, &mine}) {
+    for (std::size_t i = 2; i + 1 < parts->size() && name.empty(); i += 2) {
+      a = value_of(mine, (*parts)[i]);
+      b = value_of(ref, (*parts)[i]);
+      if (a != b) name = (*parts)[i];
+    }
+  }
+  const std::string also =
+      others.size() > 1 ? fmt::format(" (ranks {} differ from rank 0)", fmt::join(others, ", "))
+                        : std::string();
+  if (name.empty())  // the same settings in another order: not written by this tally
+    return Verdict{2, fmt::format("start failed: rank {}'s settings differ from rank 0's{}: every "
+                                  "rank must run with the same settings; nothing was read",
+                                  r, also)};
+  return Verdict{
+      2, fmt::format("start failed: rank {}'s {} is {}, rank 0's is {}{}: every rank must give "
+                     "the same outputs and the settings that decide what the ranks do together; "
+                     "nothing was read or written",
+                     r, name, shown_setting(a), shown_setting(b), also)};
+}
+
+}  // namespace
+
 std::optional<Verdict> exchange_start(Collectives& backend, const StartRecord& mine) {
   const int world = backend.world_size();
+  const std::string settings = settings_text(mine.settings);
+  StartHeader header = mine.header;
+  header.settings_fingerprint = fingerprint(settings);
   std::vector<StartHeader> all(static_cast<std::size_t>(world));
-  backend.all_gather_fixed(std::as_bytes(std::span(&mine.header, 1)),
+  backend.all_gather_fixed(std::as_bytes(std::span(&header, 1)),
                            std::as_writable_bytes(std::span(all)), {"start record"});
   std::vector<int> bad_magic;
   std::vector<int> bad_protocol;
@@ -128,8 +210,9 @@ std::optional<Verdict> exchange_start(Collectives& backend, const StartRecord& m
                     "tally versions)",
                     rank_list(bad_protocol), bad_protocol.size() == 1 ? "s" : "",
                     all[static_cast<std::size_t>(bad_protocol[0])].protocol, all.front().protocol)};
-  // Only ranks that set up: a failed rank's fingerprint and data say nothing.
+  // Only ranks that set up: a failed rank's fingerprint, settings and data say nothing.
   std::vector<int> bad_fingerprint;
+  std::vector<int> bad_settings;
   std::vector<int> bad_total;
   std::vector<int> bad_layout;
   if (failed.empty()) {
@@ -138,6 +221,8 @@ std::optional<Verdict> exchange_start(Collectives& backend, const StartRecord& m
       const auto& h = all[static_cast<std::size_t>(r)];
       if (h.fingerprint != h0.fingerprint)
         bad_fingerprint.push_back(r);
+      else if (h.settings_fingerprint != h0.settings_fingerprint)
+        bad_settings.push_back(r);
       else if (h.total_samples != h0.total_samples)
         bad_total.push_back(r);
       else if (h.layout_fingerprint != h0.layout_fingerprint)
@@ -164,23 +249,18 @@ std::optional<Verdict> exchange_start(Collectives& backend, const StartRecord& m
                        all[static_cast<std::size_t>(bad_total[0])].total_samples,
                        all.front().total_samples, fmt::join(sizes, ", "))};
   }
-  if (failed.empty() && bad_layout.empty()) return std::nullopt;
+  if (failed.empty() && bad_layout.empty() && bad_settings.empty()) return std::nullopt;
 
   // Every rank saw the same headers, so every rank makes this second call, or none does.
-  std::string text(4, '\0');
-  const auto n = static_cast<std::uint32_t>(mine.message.size());
-  std::memcpy(text.data(), &n, 4);
-  text += mine.message;
-  text += mine.layout;
+  std::string text;
+  put_part(text, mine.message);
+  put_part(text, mine.layout);
+  text += settings;
   const auto texts = backend.all_gather_object(std::as_bytes(std::span(text)), {"start messages"});
   const auto part = [&](int r, bool message) {
-    const auto bytes = texts[static_cast<std::size_t>(r)];
-    const auto* p = reinterpret_cast<const char*>(bytes.data());
-    std::uint32_t len = 0;
-    if (bytes.size() >= 4) std::memcpy(&len, p, 4);
-    const std::size_t body = bytes.size() >= 4 ? bytes.size() - 4 : 0;
-    const std::size_t m = std::min<std::size_t>(len, body);
-    return message ? std::string(p + 4, m) : std::string(p + 4 + m, body - m);
+    auto parts = parts_of(texts[static_cast<std::size_t>(r)]);
+    parts.resize(std::max<std::size_t>(parts.size(), 2));
+    return parts[message ? 0 : 1];
   };
   if (!failed.empty()) {
     const int first = failed.front();
@@ -200,6 +280,11 @@ std::optional<Verdict> exchange_start(Collectives& backend, const StartRecord& m
                            fmt::join(failed.begin() + 1, failed.end(), ", "));
     }
     return Verdict{all[static_cast<std::size_t>(first)].status, msg};
+  }
+  if (!bad_settings.empty()) {
+    const int r = bad_settings.front();
+    return settings_verdict(r, parts_of(texts[static_cast<std::size_t>(r)]), parts_of(texts[0]),
+                            bad_settings);
   }
   const int r = bad_layout.front();
   return Verdict{

@@ -50,7 +50,9 @@ std::optional<Verdict> check_headers(const std::vector<Header>& headers);
 /// The start exchange: every rank's record before any shard is read, so that a rank that failed
 /// while setting up (a config, plugin or file error on that rank alone) or that would read other
 /// data fails every rank at once, instead of leaving them to wait or reading overlapping shards.
-inline constexpr std::uint32_t kStartMagic = 0x544C5953;  // "TLYS"
+/// "TLYT" since the record carries the settings' fingerprint ("TLYS" before): a rank of an older
+/// tally is named as not sending tally's start record.
+inline constexpr std::uint32_t kStartMagic = 0x544C5954;  // "TLYT"
 
 /// Fixed layout, little-endian, 48 bytes.
 struct StartHeader {
@@ -61,7 +63,7 @@ struct StartHeader {
   std::int64_t total_samples = -1;       // Reader::total_samples(); -1 without a reader
   std::int32_t status = 0;               // 0: ok; otherwise the exit code of this rank's failure
   std::uint32_t reserved = 0;
-  std::uint64_t reserved2 = 0;
+  std::uint64_t settings_fingerprint = 0;  // of StartRecord::settings (exchange_start sets it)
 };
 static_assert(sizeof(StartHeader) == 48);
 
@@ -70,11 +72,15 @@ struct StartRecord {
   StartHeader header;
   std::string message;  // this rank's failure, when header.status != 0
   std::string layout;   // Reader::layout()
+  /// The settings every rank must give alike (Config::agreed_settings, and the caller's own:
+  /// ReadOptions::settings), as (name, value); one that is not set is left out.
+  std::vector<std::pair<std::string, std::string>> settings;
 };
 
 /// Exchanges the start records (one fixed-size all-gather; a second one, of the texts, only when
-/// a rank failed or the data differ) and returns what every rank must then throw, or nothing.
-/// Every rank reaches the same verdict.
+/// a rank failed or the data or the settings differ) and returns what every rank must then
+/// throw, or nothing. Every rank reaches the same verdict. Settings that differ are exit 2
+/// naming the first rank that differs from rank 0, the first setting and both values.
 std::optional<Verdict> exchange_start(Collectives& backend, const StartRecord& mine);
 
 // ---- the sync: every rank's metric states to rank 0, the results back -----------------------

@@ -8,6 +8,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
+#include <chrono>
 #include <cstdint>
 #include <numeric>
 #include <string>
@@ -187,6 +190,8 @@ TEST_F(GlooCli, BadDataOnOneRankFailsEveryRankWithOneMessage) {
       run_command(launch(3) + kTally + " run " + config().string() + " --set backend.type=gloo");
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("tally: error: rank 2: metric 'Accuracy'"), std::string::npos) << r.err;
+  // The sample's index in the dataset, not its index in rank 2's shard [33, 50) (12).
+  EXPECT_NE(r.err.find("sample 45: class id 17"), std::string::npos) << r.err;
   EXPECT_EQ(count_of(r.err, "tally: error:"), 1) << r.err;
 }
 
@@ -472,4 +477,93 @@ TEST_F(GlooCli, AcrossNamespaceHostsAKilledRankFailsTheOthers) {
   EXPECT_NE(r.err.find("FAULT-OK gloo backend: rank 0 of 3: "), std::string::npos) << r.err;
   EXPECT_NE(r.err.find("FAULT-OK gloo backend: rank 2 of 3: "), std::string::npos) << r.err;
   EXPECT_EQ(count_of(r.err, "FAULT-MISSED"), 0) << r.err;
+}
+
+namespace {
+
+// `cmd` (a `tally` command line, {rank} replaced by each rank's number) on `np` gloo ranks, each
+// rank's exit code printed after it; the result, and those codes in rank order.
+std::pair<ProcessResult, std::vector<int>> run_with_codes(int np, const std::string& cmd) {
+  auto r = run_command(launch(np) + "sh -c '" + cmd + "; echo rank {rank} exit $?'");
+  std::vector<int> codes(static_cast<std::size_t>(np), -1);
+  for (int rank = 0; rank < np; ++rank) {
+    const auto line = line_with(r.out, "rank " + std::to_string(rank) + " exit ");
+    if (!line.empty())
+      codes[static_cast<std::size_t>(rank)] = std::stoi(line.substr(line.rfind(' ')));
+  }
+  return {std::move(r), codes};
+}
+
+}  // namespace
+
+// Issue 32, item 11, under gloo: a setting that differs on one rank (its own config, or a --set
+// that differs from rank to rank) fails every rank at start with exit 2, the same code on every
+// rank, one message naming the rank and the setting, nothing written.
+TEST_F(GlooCli, ASettingThatDiffersOnARankFailsEveryRankAtStartWithOneExitCode) {
+  const std::string gloo = "backend:\n  type: gloo\n  timeout: 120\n";
+  const auto rec = (dir / "r.rec").string();
+  config(kMetricsYaml, gloo, "cfg0.yaml");
+  config(kMetricsYaml, gloo + "output:\n  records: " + rec + "\n", "cfg1.yaml");
+  config(kMetricsYaml, gloo, "cfg2.yaml");
+  const auto plain = config(kMetricsYaml, gloo);
+  const auto base = dir / "base.json";
+  const auto single =
+      tally("run -q " + config(kMetricsYaml, "", "single.yaml").string() + " -o " + base.string());
+  ASSERT_EQ(single.exit_code, 0) << single.err;
+  const auto regression =
+      config(kMetricsYaml, gloo + "regression:\n  baseline: " + base.string() + "\n", "reg.yaml");
+  const auto out = (dir / "out.json").string();
+  struct Case {
+    std::string args;
+    std::vector<std::string> expect;
+  };
+  const std::vector<Case> cases = {
+      {(dir / "cfg{rank}.yaml").string(),
+       {"start failed: rank 1's output.records is '" + rec + "', rank 0's is not set"}},
+      {plain.string() + " --set intervals.resamples=5{rank}",
+       {"start failed: rank 1's intervals is 'confidence 0.95, resamples 51, seed 0, method "
+        "percentile', rank 0's is 'confidence 0.95, resamples 50,",
+        "(ranks 1, 2 differ from rank 0)"}},
+      {regression.string() + " --set regression.rtol=0.{rank}",
+       {"start failed: rank 1's regression.rtol is '0.1', rank 0's is '0'"}},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.args);
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto [r, codes] = run_with_codes(3, kTally + " run -q " + c.args + " -o " + out);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_EQ(codes, std::vector<int>({2, 2, 2})) << r.out << r.err;
+    EXPECT_LT(seconds, 60.0) << r.err;
+    for (const auto& e : c.expect)
+      EXPECT_NE(r.err.find(e), std::string::npos) << e << "\n" << r.err;
+    EXPECT_EQ(count_of(r.err, "tally: error:"), 1) << r.err;
+    EXPECT_FALSE(fs::exists(out));
+    EXPECT_FALSE(fs::exists(rec));
+  }
+}
+
+// What rank 0 alone decides after the last collective (an output it cannot write) is every
+// rank's exit code: the code of the first rank that failed, the same on every rank (before, the
+// ranks left with 2, 0, 0). One message, rank 0's.
+TEST_F(GlooCli, AnOutputRankZeroCannotWriteIsEveryRanksExitCode) {
+  const auto cfg = config();
+  const auto fifo = dir / "fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  struct Case {
+    std::string args, expect;
+    int code;
+  };
+  const std::vector<Case> cases = {
+      {"--junit " + fifo.string(), "is a FIFO and no process is reading the FIFO", 2},
+      {"-o /dev/full", "cannot write --output '/dev/full'", 1},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.args);
+    const auto [r, codes] = run_with_codes(
+        3, kTally + " run -q " + cfg.string() + " --set backend.type=gloo " + c.args);
+    EXPECT_EQ(codes, std::vector<int>(3, c.code)) << r.out << r.err;
+    EXPECT_NE(r.err.find(c.expect), std::string::npos) << r.err;
+    EXPECT_EQ(count_of(r.err, "tally: error:"), 1) << r.err;
+  }
 }

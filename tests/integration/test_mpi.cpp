@@ -1,6 +1,8 @@
 // tally under real `mpirun` ranks: results on 1, 2, 3, 4 and 7 ranks (uneven shards, empty ranks)
 // equal the single-process results exactly; failures on one rank fail every rank with one message;
 // a rank with another metrics configuration is named; the library API drops sampler padding.
+#include <fmt/format.h>
+
 #include "integration/cli_fixture.hpp"
 
 namespace fs = std::filesystem;
@@ -77,6 +79,38 @@ TEST_F(MpiTest, BadDataOnOneRankFailsEveryRankWithOneMessage) {
   // Printed once (by rank 0), not once per rank.
   EXPECT_EQ(r.err.find("tally: error:"), r.err.rfind("tally: error:")) << r.err;
   EXPECT_FALSE(fs::exists(out));
+}
+
+// Issue 32, item 17: a bad sample is named by its index in the dataset, whichever rank reads
+// it (the metrics number the samples of their own shard; on 3 ranks of 900, rank 1 reads
+// [300, 600) and row 500 is its sample 200), printed once.
+TEST_F(MpiTest, ABadSampleIsNamedByItsIndexInTheDataset) {
+  const auto good = make_dataset(900, 5);
+  struct Case {
+    std::int64_t row;
+    bool nan;  // a NaN score instead of a label out of range
+    int rank;
+  };
+  for (const Case c : {Case{500, false, 1}, Case{300, false, 1}, Case{899, true, 2},
+                       Case{7, false, 0}, Case{650, true, 2}}) {
+    SCOPED_TRACE(c.row);
+    auto d = good;
+    if (c.nan)
+      d.scores[static_cast<std::size_t>(c.row * d.c + 3)] = std::nanf("");
+    else
+      d.labels[static_cast<std::size_t>(c.row)] = 9;
+    write_data(d);
+    const auto r = run_command(mpirun(3) + kTally + " run -q " + config().string() +
+                               " --set backend.type=mpi --set data.batch_size=64");
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    const std::string prefix = fmt::format("tally: error: rank {}: metric 'Accuracy': ", c.rank);
+    EXPECT_EQ(r.err.find(prefix), 0u) << r.err;
+    const std::string named =
+        c.nan ? fmt::format("field 'pred_scores' sample {}: ", c.row)
+              : fmt::format("field 'gt_labels' sample {}: class id 9 is outside [0, 5)", c.row);
+    EXPECT_NE(r.err.find(named), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("tally: error:"), r.err.rfind("tally: error:")) << r.err;
+  }
 }
 
 TEST_F(MpiTest, MissingFileOnEveryRankIsOneMessage) {

@@ -10,6 +10,7 @@
 #include <numeric>
 
 #include "integration/cli_fixture.hpp"
+#include "support/file_checks.hpp"
 
 namespace fs = std::filesystem;
 using namespace tally::test;
@@ -214,4 +215,71 @@ TEST_F(RankAgreementTest, ARankThatNeverStartsTheMpiBackendDoesNotLeaveTheOthers
     EXPECT_LT(seconds, 90.0) << r.err;
     EXPECT_FALSE(fs::exists(out()));
   }
+}
+
+// Issue 32, item 11: every setting that changes what the ranks do together (the records and
+// intervals collectives, the paired tests, checkpoints, the backend's deadlines) or what is
+// written (every output path, the regression check) is compared in the start exchange. A rank
+// that gives another one, or gives one that rank 0 lacks, or lacks one that rank 0 gives, fails
+// every rank at once with exit 2, naming that rank, the setting and both values; nothing is
+// written (before, rank 0 wrote its results and the job waited for backend.timeout).
+TEST_F(RankAgreementTest, ASettingThatDiffersOnOneRankFailsEveryRankAtStartNamingItAndTheRank) {
+  const auto plain = mpi_config();
+  const auto base = dir / "base.json";
+  ASSERT_EQ(
+      tally("run -q " + config(kMetricsYaml, "", "single.yaml").string() + " -o " + base.string())
+          .exit_code,
+      0);
+  fs::copy_file(base, dir / "other.json");
+  const auto regression = config(
+      kMetricsYaml,
+      "backend:\n  type: mpi\n  timeout: 120\nregression:\n  baseline: " + base.string() + "\n",
+      "regression.yaml");
+  const auto checkpointed = config(kMetricsYaml,
+                                   "backend:\n  type: mpi\n  timeout: 120\ncheckpoint:\n  dir: " +
+                                       (dir / "ckpt").string() + "\n  every_n_batches: 2\n",
+                                   "ckpt.yaml");
+  const auto rec = (dir / "r.rec").string();
+  const auto md = (dir / "r.md").string();
+  const auto html = (dir / "r.html").string();
+  struct Case {
+    fs::path cfg;
+    std::string args, expect;
+  };
+  const std::vector<Case> cases = {
+      {plain, "--set output.records=" + rec,
+       "output.records is '" + rec + "', rank 0's is not set"},
+      {plain, "--set intervals.resamples=50",
+       "intervals is 'confidence 0.95, resamples 50, seed 0, method percentile', rank 0's is not "
+       "set"},
+      {plain, "--markdown " + md, "--markdown is '" + md + "', rank 0's is not set"},
+      {plain, "--set output.html=" + html, "output.html is '" + html + "', rank 0's is not set"},
+      {plain, "--set backend.timeout=60", "backend.timeout is '60', rank 0's is '120'"},
+      {regression, "--set regression.rtol=0.5", "regression.rtol is '0.5', rank 0's is not set"},
+      {regression, "--set regression.baseline=other.json",
+       "regression.baseline is '" + (dir / "other.json").string() + "', rank 0's is '" +
+           base.string() + "'"},
+      {regression, "--set regression.alpha=0.01", "regression.alpha is '0.01', rank 0's is '0.05'"},
+      {regression, "--update-baseline", "--update-baseline is 'given', rank 0's is not set"},
+      {checkpointed, "--set checkpoint.every_n_batches=3",
+       "checkpoint.every_n_batches is '3', rank 0's is '2'"},
+  };
+  int bad = 1;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.args);
+    std::vector<std::string> extra(3);
+    extra[static_cast<std::size_t>(bad)] = c.args;
+    expect_one_error(run_mpmd(c.cfg, extra),
+                     {"start failed: rank " + std::to_string(bad) + "'s " + c.expect,
+                      "nothing was read or written"});
+    for (const auto& p : {rec, md, html}) EXPECT_FALSE(fs::exists(p)) << p;
+    EXPECT_FALSE(fs::exists(dir / "ckpt") && !fs::is_empty(dir / "ckpt"));
+    EXPECT_TRUE(temporaries(dir.path).empty());
+    bad = 3 - bad;
+  }
+  // Given on rank 0 alone: the first other rank is named, and the others that differ.
+  expect_one_error(run_mpmd(plain, {"--set output.records=" + rec, "", ""}),
+                   {"start failed: rank 1's output.records is not set, rank 0's is '" + rec + "'",
+                    "(ranks 1, 2 differ from rank 0)"});
+  EXPECT_FALSE(fs::exists(rec));
 }

@@ -560,3 +560,76 @@ TEST(StartExchange, EveryRankAgreesOrEveryRankFailsAlike) {
               fmt::format("1: rank {}: boom", last));
   }
 }
+
+// Issue 32, item 11: the settings every rank must give alike (Config::agreed_settings and the
+// caller's own) are part of the start exchange: one that differs, is missing or is extra on a
+// rank is exit 2 on every rank, naming the first rank that differs, the setting and both values;
+// the same settings in the same order are no verdict at all.
+TEST(StartExchange, SettingsThatDifferOnARankAreNamedWithBothValues) {
+  using Settings = std::vector<std::pair<std::string, std::string>>;
+  const Settings common = {{"backend.type", "mpi"},
+                           {"output.json", "out.json"},
+                           {"regression.baseline", "/data/base.json"},
+                           {"regression.alpha", "0.05"}};
+  const auto with = [&](const std::function<void(int, Settings&)>& edit) {
+    return start_verdicts(3,
+                          [&](int r, tally::sync::StartRecord& rec) {
+                            rec.settings = common;
+                            edit(r, rec.settings);
+                          })
+        .front();
+  };
+  EXPECT_EQ(with([](int, Settings&) {}), "");
+  struct Case {
+    std::function<void(int, Settings&)> edit;
+    std::string expect;
+  };
+  const std::vector<Case> cases = {
+      {[](int r, Settings& s) {
+         if (r == 2) s[3].second = "0.01";
+       },
+       "2: start failed: rank 2's regression.alpha is '0.01', rank 0's is '0.05': "},
+      {[](int r, Settings& s) {
+         if (r == 1) s.emplace_back("output.records", "r.rec");
+       },
+       "2: start failed: rank 1's output.records is 'r.rec', rank 0's is not set: "},
+      {[](int r, Settings& s) {
+         if (r == 0) s.emplace_back("--update-baseline", "given");
+       },
+       "2: start failed: rank 1's --update-baseline is not set, rank 0's is 'given' (ranks 1, 2 "
+       "differ from rank 0): "},
+      {[](int r, Settings& s) {
+         if (r > 0) s.erase(s.begin() + 1);
+       },
+       "2: start failed: rank 1's output.json is not set, rank 0's is 'out.json' (ranks 1, 2 "
+       "differ from rank 0): "},
+      // A value that is longer than a message should hold is cut; an empty one is still set.
+      {[](int r, Settings& s) {
+         if (r == 1) s[2].second = std::string(500, 'x');
+       },
+       "2: start failed: rank 1's regression.baseline is '" + std::string(160, 'x') +
+           "...', rank 0's is '/data/base.json': "},
+      {[](int r, Settings& s) {
+         if (r == 2) s[1].second.clear();
+       },
+       "2: start failed: rank 2's output.json is '', rank 0's is 'out.json': "},
+  };
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE(i);
+    const auto v = with(cases[i].edit);
+    EXPECT_EQ(v.substr(0, cases[i].expect.size()), cases[i].expect) << v;
+    EXPECT_NE(v.find("nothing was read or written"), std::string::npos) << v;
+  }
+  // A failure wins over settings that differ (a failed rank's settings say nothing).
+  EXPECT_EQ(start_verdicts(3,
+                           [&](int r, tally::sync::StartRecord& rec) {
+                             rec.settings = common;
+                             if (r == 1) rec.settings.clear();
+                             if (r == 2) {
+                               rec.header.status = 2;
+                               rec.message = "bad --set";
+                             }
+                           })
+                .front(),
+            "2: rank 2: bad --set");
+}

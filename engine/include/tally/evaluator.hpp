@@ -142,6 +142,12 @@ struct ReadOptions {
   std::function<void(std::int64_t)> on_batch;
   /// Called on rank 0 with one-line notices about checkpoints ("resuming from ...").
   std::function<void(const std::string&)> on_notice;
+  /// The caller's own settings that every rank must give alike, as (name, value): its output
+  /// paths, say, or a flag that changes what the ranks do together ("--output", "--resume").
+  /// The start exchange compares them with the config's (every output path, intervals,
+  /// regression, checkpoint, the backend's deadlines) before any shard is read: a rank that
+  /// differs from rank 0 fails every rank with exit 2 naming it, the setting and both values.
+  std::vector<std::pair<std::string, std::string>> settings;
 };
 
 class TALLY_API Evaluator {
