@@ -11,7 +11,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
+#include <climits>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -19,6 +21,7 @@
 #include <ctime>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -380,6 +383,92 @@ int write_all(int fd, std::string_view bytes) {
 
 }  // namespace
 
+// ---- staged files removed on SIGTERM and SIGINT -----------------------------------------------
+
+namespace {
+
+// A fixed table of the temporary files that OutputSets hold, read by the signal handler (which
+// may only use async-signal-safe calls: no allocation, no locks). A slot is 0 (free), 1 (being
+// filled), 2 (a temporary file's absolute path) or 3 (being removed by the handler).
+struct StagedSlot {
+  std::atomic<int> state{0};
+  char path[PATH_MAX];
+};
+static_assert(std::atomic<int>::is_always_lock_free, "the signal handler needs lock-free atomics");
+constexpr std::size_t kStagedSlots = 64;
+StagedSlot g_staged[kStagedSlots];
+
+constexpr int kCleanedSignals[] = {SIGTERM, SIGINT};
+struct sigaction g_previous[2];  // the actions before ours, by kCleanedSignals' order
+bool g_installed[2] = {false, false};
+std::mutex g_install_mutex;  // installing and restoring the handler (never in the handler)
+int g_staged_count = 0;      // under g_install_mutex
+
+// Removes every staged temporary file, then does what the signal did before: the default action
+// (the process ends with the signal, as without tally's handler), or the program's own handler.
+extern "C" void remove_staged_files(int sig, siginfo_t* info, void* context) {
+  const int saved = errno;
+  for (auto& slot : g_staged) {
+    int expected = 2;
+    if (slot.state.compare_exchange_strong(expected, 3)) ::unlink(slot.path);
+  }
+  const struct sigaction& previous = g_previous[sig == SIGINT ? 1 : 0];
+  if ((previous.sa_flags & SA_SIGINFO) != 0 && previous.sa_sigaction != nullptr) {
+    previous.sa_sigaction(sig, info, context);
+  } else if (previous.sa_handler == SIG_DFL) {
+    ::signal(sig, SIG_DFL);
+    ::raise(sig);  // delivered when this handler returns (the signal is blocked until then)
+  } else if (previous.sa_handler != SIG_IGN) {
+    previous.sa_handler(sig);
+  }
+  errno = saved;
+}
+
+// Registers `path` (absolute) for removal on SIGTERM and SIGINT; -1 when it cannot be (the table
+// is full, the path longer than PATH_MAX): the file is then only removed on the usual paths.
+int register_staged(const std::string& path) {
+  if (path.size() >= PATH_MAX) return -1;
+  for (std::size_t i = 0; i < kStagedSlots; ++i) {
+    int expected = 0;
+    if (!g_staged[i].state.compare_exchange_strong(expected, 1)) continue;
+    std::memcpy(g_staged[i].path, path.c_str(), path.size() + 1);
+    const std::lock_guard<std::mutex> lock(g_install_mutex);
+    if (g_staged_count++ == 0) {
+      for (std::size_t k = 0; k < std::size(kCleanedSignals); ++k) {
+        struct sigaction ours {};
+        ours.sa_sigaction = &remove_staged_files;
+        ours.sa_flags = SA_SIGINFO | SA_RESTART;
+        sigemptyset(&ours.sa_mask);
+        for (const int other : kCleanedSignals) sigaddset(&ours.sa_mask, other);
+        struct sigaction previous {};
+        // A signal the program ignores stays ignored (a background job's SIGINT, nohup's).
+        g_installed[k] = ::sigaction(kCleanedSignals[k], nullptr, &previous) == 0 &&
+                         previous.sa_handler != SIG_IGN &&
+                         ::sigaction(kCleanedSignals[k], &ours, &g_previous[k]) == 0;
+      }
+    }
+    g_staged[i].state.store(2);
+    return static_cast<int>(i);
+  }
+  return -1;
+}
+
+// The temporary file of slot `i` is gone (renamed or removed): the slot is free again, and the
+// program's own actions are back once no file is staged.
+void unregister_staged(int i) {
+  if (i < 0) return;
+  int expected = 2;
+  // 3: the handler is removing every file and ending the process; the slot stays as it is.
+  if (!g_staged[static_cast<std::size_t>(i)].state.compare_exchange_strong(expected, 0)) return;
+  const std::lock_guard<std::mutex> lock(g_install_mutex);
+  if (--g_staged_count > 0) return;
+  for (std::size_t k = 0; k < std::size(kCleanedSignals); ++k)
+    if (std::exchange(g_installed[k], false))
+      ::sigaction(kCleanedSignals[k], &g_previous[k], nullptr);
+}
+
+}  // namespace
+
 // ---- OutputSet ----------------------------------------------------------------------------------
 
 struct OutputSet::Entry {
@@ -388,6 +477,7 @@ struct OutputSet::Entry {
   Target target;
   fs::path dir;
   std::string tmp;    // the temporary file (regular targets)
+  int slot = -1;      // its slot in the table the SIGTERM and SIGINT handler removes
   int fd = -1;        // the temporary file, locked; or the device, FIFO, socket, descriptor
   std::string bytes;  // written through at commit (not a regular target)
   bool renamed = false;
@@ -398,6 +488,7 @@ struct OutputSet::Entry {
   ~Entry() {
     if (fd >= 0) ::close(fd);
     if (!tmp.empty() && !renamed) ::unlink(tmp.c_str());
+    unregister_staged(slot);
   }
 };
 
@@ -475,9 +566,24 @@ void OutputSet::stage(const fs::path& path, std::string_view bytes, std::string_
         cleaned_dirs_.push_back(e->dir);
       }
       std::string tmpl = (e->dir / temp_name(file, name_max)).string();
-      e->fd = ::mkostemp(tmpl.data(), O_CLOEXEC);
-      if (e->fd < 0) throw fail("create a temporary file in its folder", errno);
-      e->tmp = tmpl;
+      {
+        // Created and registered with SIGTERM and SIGINT held back on this thread: one that
+        // comes in between finds the file registered and removes it.
+        sigset_t held, old;
+        sigemptyset(&held);
+        for (const int sig : kCleanedSignals) sigaddset(&held, sig);
+        ::pthread_sigmask(SIG_BLOCK, &held, &old);
+        e->fd = ::mkostemp(tmpl.data(), O_CLOEXEC);
+        const int err = errno;
+        if (e->fd >= 0) {
+          e->tmp = tmpl;
+          std::error_code abs_ec;
+          const fs::path absolute = fs::absolute(tmpl, abs_ec);
+          e->slot = register_staged(abs_ec ? tmpl : absolute.string());
+        }
+        ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+        if (e->fd < 0) throw fail("create a temporary file in its folder", err);
+      }
       // Locked while it exists: a later run never takes it for a killed run's leftover.
       ::flock(e->fd, LOCK_EX | LOCK_NB);
       if (const int err = write_all(e->fd, bytes)) throw fail("write", err);
@@ -518,6 +624,7 @@ void OutputSet::commit() {
           fmt::format("cannot write {} (rename): {}", e->name(), std::strerror(err)));
     }
     e->renamed = true;
+    unregister_staged(std::exchange(e->slot, -1));
     if (std::find(dirs.begin(), dirs.end(), e->dir) == dirs.end()) dirs.push_back(e->dir);
   }
   committed_ = true;

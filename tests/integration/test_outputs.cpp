@@ -5,6 +5,8 @@
 // results, tolerances and Chart.js that are not regular files or are too large are refused in
 // bounded time. Each command runs under `timeout`: a regression into blocking fails, not hangs.
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
@@ -383,5 +385,78 @@ TEST_F(OutputsTest, DataFilesThatAreFifosOrDevicesAreRefusedWithoutBlocking) {
                    "not a regular file");
     expect_refused(bounded("run -q " + examples + "detection.yaml --set data.results=" + file),
                    "not a regular file");
+  }
+}
+
+namespace {
+
+// tally started directly (fork and exec, no shell: a shell's background job ignores SIGINT),
+// with the default signal actions, stdout to /dev/null and stderr to `err`. Its PID.
+pid_t spawn_tally(const std::vector<std::string>& args, const fs::path& err) {
+  std::vector<std::string> words{kTally};
+  words.insert(words.end(), args.begin(), args.end());
+  std::vector<char*> argv;
+  for (auto& w : words) argv.push_back(w.data());
+  argv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    const int n = ::open("/dev/null", O_WRONLY);
+    if (e < 0 || n < 0 || ::dup2(e, 2) < 0 || ::dup2(n, 1) < 0) ::_exit(127);
+    ::signal(SIGINT, SIG_DFL);
+    ::signal(SIGTERM, SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    ::sigprocmask(SIG_SETMASK, &none, nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+}  // namespace
+
+// Issue 32, item 17: SIGTERM or SIGINT while the outputs are staged removes every temporary file
+// (".NAME.tmp.PID.*") and ends tally with the signal. Deterministic: the HTML report goes to a
+// FIFO whose pipe the test fills and never reads, and outputs written through go after every
+// other output is staged, so tally is held there with its temporaries on disk until the signal.
+TEST_F(OutputsTest, ASignalWhileOutputsAreStagedRemovesTheTemporariesAndEndsWithTheSignal) {
+  const auto fifo = dir / "report.html";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const auto plain = config();
+  const auto with_records =
+      config(kMetricsYaml, "output:\n  records: " + (dir / "r.rec").string() + "\n", "rec.yaml");
+  const std::vector<fs::path> written = {dir / "r.json", dir / "r.md", dir / "r.xml",
+                                         dir / "r.rec"};
+  for (const int sig : {SIGTERM, SIGINT}) {
+    for (const auto& cfg : {plain, with_records}) {
+      SCOPED_TRACE(fmt::format("signal {}, {}", sig, cfg.filename().string()));
+      const int rd = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+      ASSERT_GE(rd, 0);
+      ::fcntl(rd, F_SETPIPE_SZ, 4096);
+      const int room = ::fcntl(rd, F_GETPIPE_SZ);
+      const pid_t pid = spawn_tally(
+          {"run", "-q", cfg.string(), "-o", written[0].string(), "--markdown", written[1].string(),
+           "--junit", written[2].string(), "--html", fifo.string()},
+          dir / "err.txt");
+      ASSERT_GT(pid, 0);
+      // Held once the pipe is full (bounded wait: 100 ms steps, 120 s at most).
+      int queued = 0;
+      for (int i = 0; i < 1200 && queued < room; ++i) {
+        ::usleep(100'000);
+        ::ioctl(rd, FIONREAD, &queued);
+        if (::waitpid(pid, nullptr, WNOHANG) == pid) break;
+      }
+      ASSERT_GE(queued, room) << read_file(dir / "err.txt");
+      EXPECT_GE(temporaries(dir.path).size(), cfg == plain ? 3u : 4u);
+      ASSERT_EQ(::kill(pid, sig), 0);
+      int status = 0;
+      ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+      ::close(rd);
+      EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == sig)
+          << "status " << status << ": " << read_file(dir / "err.txt");
+      EXPECT_TRUE(temporaries(dir.path).empty()) << fmt::format("{}", temporaries(dir.path).size());
+      for (const auto& p : written) EXPECT_FALSE(fs::exists(p)) << p;
+    }
   }
 }
