@@ -213,8 +213,12 @@ namespace {
 // ---- Who may have written a plugin ------------------------------------------------------------
 // tally runs the code of every plugin it loads, so a plugin file, and the folder it lies in, must
 // be writable only by root or by the user running tally: not world-writable, not group-writable
-// by a group other than root's (gid 0) or the caller's, owned by root or by the caller. The opt-in
-// (TALLY_ALLOW_UNSAFE_PLUGINS=1, or plugins: {allow_unsafe: true}) turns the check off.
+// by a group other than root's (gid 0) or the caller's, owned by root or by the caller. So must
+// every folder the path is looked up through, up to '/' (as sshd's StrictModes checks the folders
+// of authorized_keys), symbolic links followed one by one: whoever may rename an entry of one of
+// them may put another folder in its place. There a sticky folder (/tmp) is fine: only an entry's
+// owner (or root) may rename or remove it there, and that entry is checked in turn. The opt-in
+// (TALLY_ALLOW_UNSAFE_PLUGINS=1, or plugins: {allow_unsafe: true}) turns the checks off.
 
 bool env_allows_unsafe() {
   const char* v = std::getenv("TALLY_ALLOW_UNSAFE_PLUGINS");
@@ -230,28 +234,97 @@ std::string user_text(uid_t uid) {
   return fmt::format("uid {}", uid);
 }
 
+// Why another user could change what `st` is or holds; empty when no one but root and the caller
+// can. `sticky_ok`: a folder on the way, where the sticky bit protects the entries of others.
+std::string unsafe_reason(const struct stat& st, bool sticky_ok) {
+  const uid_t me = ::geteuid();
+  const gid_t my_group = ::getegid();
+  const bool sticky = sticky_ok && S_ISDIR(st.st_mode) && (st.st_mode & S_ISVTX) != 0;
+  const char* unless = sticky_ok ? " and not sticky" : "";
+  if (st.st_uid != 0 && st.st_uid != me)
+    return fmt::format("is owned by {}, neither root nor the user running tally ({})",
+                       user_text(st.st_uid), user_text(me));
+  if (sticky) return {};
+  if ((st.st_mode & S_IWOTH) != 0) return fmt::format("is world-writable{}", unless);
+  if ((st.st_mode & S_IWGRP) != 0 && st.st_gid != 0 && st.st_gid != my_group)
+    return fmt::format("is writable by group {}, neither root's group nor yours{}", st.st_gid,
+                       unless);
+  return {};
+}
+
+[[noreturn]] void refuse_unsafe(const std::string& subject, const std::string& why,
+                                const struct stat& st) {
+  throw ConfigError(fmt::format(
+      "{} {} (mode {:04o}, owner uid {}, group {}): another user could put code there that tally "
+      "would run; fix its owner or mode (chmod go-w), or opt in with "
+      "TALLY_ALLOW_UNSAFE_PLUGINS=1 or 'plugins: {{allow_unsafe: true}}' in the config",
+      subject, why, st.st_mode & 07777, st.st_uid, st.st_gid));
+}
+
 // ConfigError unless `path` (followed through symlinks) may hold plugins or be one.
 void check_trusted(const fs::path& path, const char* what, const std::string& origin) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0)
     throw ConfigError(fmt::format("{}: {} '{}' cannot be read: {}", origin, what, shown(path),
                                   std::strerror(errno)));
-  const uid_t me = ::geteuid();
-  const gid_t my_group = ::getegid();
-  std::string why;
-  if (st.st_uid != 0 && st.st_uid != me)
-    why = fmt::format("is owned by {}, neither root nor the user running tally ({})",
-                      user_text(st.st_uid), user_text(me));
-  else if ((st.st_mode & S_IWOTH) != 0)
-    why = "is world-writable";
-  else if ((st.st_mode & S_IWGRP) != 0 && st.st_gid != 0 && st.st_gid != my_group)
-    why = fmt::format("is writable by group {}, neither root's group nor yours", st.st_gid);
-  if (why.empty()) return;
-  throw ConfigError(fmt::format(
-      "{}: {} '{}' {} (mode {:04o}, owner uid {}, group {}): another user could put code there "
-      "that tally would run; fix its owner or mode (chmod go-w), or opt in with "
-      "TALLY_ALLOW_UNSAFE_PLUGINS=1 or 'plugins: {{allow_unsafe: true}}' in the config",
-      origin, what, shown(path), why, st.st_mode & 07777, st.st_uid, st.st_gid));
+  if (const auto why = unsafe_reason(st, false); !why.empty())
+    refuse_unsafe(fmt::format("{}: {} '{}'", origin, what, shown(path)), why, st);
+}
+
+// ConfigError unless every folder `path` is looked up through is safe (see above): '/', then each
+// folder on the way, a symbolic link's target walked in its place (at most 40 links, as the
+// kernel). The last entry itself is check_trusted's.
+void check_ancestors(const fs::path& path, const char* what, const std::string& origin) {
+  const auto fail = [&](const std::string& problem) {
+    throw ConfigError(fmt::format("{}: {} '{}' {}", origin, what, shown(path), problem));
+  };
+  std::error_code ec;
+  const fs::path absolute = fs::absolute(path, ec);
+  if (ec) fail(fmt::format("cannot be made absolute: {}", ec.message()));
+  std::vector<fs::path> todo;  // the names left to look up, the next one last
+  const auto push = [&](const fs::path& p) {
+    std::vector<fs::path> names;
+    for (const auto& name : p.relative_path()) names.push_back(name);
+    todo.insert(todo.end(), names.rbegin(), names.rend());
+  };
+  const auto check_folder = [&](const fs::path& dir) {
+    struct stat st {};
+    if (::stat(dir.c_str(), &st) != 0)
+      fail(fmt::format("lies in folder '{}', which cannot be read: {}", shown(dir),
+                       std::strerror(errno)));
+    if (const auto why = unsafe_reason(st, true); !why.empty())
+      refuse_unsafe(fmt::format("{}: {} '{}' lies in folder '{}', which", origin, what, shown(path),
+                                shown(dir)),
+                    why, st);
+  };
+  fs::path at = "/";
+  check_folder(at);
+  push(absolute);
+  int links = 0;
+  while (!todo.empty()) {
+    const fs::path name = todo.back();
+    todo.pop_back();
+    if (name.empty() || name == ".") continue;
+    if (name == "..") {
+      at = at.parent_path();  // `at` holds no links: its parent is the folder above it
+      continue;
+    }
+    const fs::path next = at / name;
+    struct stat st {};
+    if (::lstat(next.c_str(), &st) != 0)
+      fail(fmt::format("cannot be looked up ('{}': {})", shown(next), std::strerror(errno)));
+    if (S_ISLNK(st.st_mode)) {
+      if (++links > 40) fail("is reached through more than 40 symbolic links (a loop?)");
+      const fs::path target = fs::read_symlink(next, ec);
+      if (ec) fail(fmt::format("cannot be looked up ('{}': {})", shown(next), ec.message()));
+      if (target.is_absolute()) at = "/";
+      push(target);
+      continue;
+    }
+    if (todo.empty()) break;  // the folder or file itself
+    check_folder(next);
+    at = next;
+  }
 }
 
 Loaded load_plugin(const fs::path& file) {
@@ -357,13 +430,17 @@ std::vector<fs::path> plugin_files(const fs::path& entry, const std::string& ori
       const auto folder = (ec ? entry : real).parent_path();
       check_trusted(folder.empty() ? fs::path(".") : folder, "plugin folder", origin);
       check_trusted(entry, "plugin file", origin);
+      check_ancestors(entry, "plugin file", origin);
     }
     return {entry};
   }
   if (!fs::is_directory(st))
     throw ConfigError(
         fmt::format("{}: plugin path '{}' is neither a folder nor a file", origin, shown(entry)));
-  if (!allow_unsafe) check_trusted(entry, "plugin folder", origin);
+  if (!allow_unsafe) {
+    check_trusted(entry, "plugin folder", origin);
+    check_ancestors(entry, "plugin folder", origin);
+  }
   // The walk reports its errors through `ec` (never filesystem_error's raw text): a folder that
   // cannot be listed, an entry whose type cannot be read (a symbolic link loop, say).
   std::vector<fs::path> files;
@@ -386,10 +463,13 @@ std::vector<fs::path> plugin_files(const fs::path& entry, const std::string& ori
     if (fs::is_directory(type)) continue;
     if (!allow_unsafe) {
       check_trusted(p, "plugin file", origin);
-      // A symbolic link: the folder its target lies in is checked too.
+      // A symbolic link: the folder its target lies in is checked too, and every folder on the
+      // way to it.
       const auto real = fs::canonical(p, ec);
       if (!ec && real.parent_path() != fs::canonical(entry, ec))
         check_trusted(real.parent_path(), "plugin folder", origin);
+      ec.clear();
+      if (fs::is_symlink(it->symlink_status(ec))) check_ancestors(p, "plugin file", origin);
       ec.clear();
     }
     files.push_back(p);

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <string>
 
+#include <fmt/format.h>
+
 #include "integration/cli_fixture.hpp"
 #include "tally/text_safety.hpp"
 
@@ -218,6 +220,41 @@ TEST_F(CliTest, PluginsOthersCouldHaveWrittenAreRefusedUnlessOptedIn) {
             config(tally::test::kMetricsYaml, "plugins:\n  allow_unsafe: maybe\n").string());
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("plugins.allow_unsafe expects true or false"), std::string::npos) << r.err;
+}
+
+// A folder on the way to the plugin folder that others may write (not sticky): `tally plugins`
+// and `run` refuse it with one line naming that folder, its mode and the opt-in; sticky, it loads.
+TEST_F(CliTest, AWritableFolderOnTheWayToThePluginsIsRefused) {
+  tally::test::TempDir pd;
+  const fs::path parent = pd / "shared";
+  const fs::path folder = parent / "plugins";
+  fs::create_directories(folder);
+  ::chmod(folder.c_str(), 0755);
+  fs::copy_file(kTestPlugins / "testkit" / "libtally_testkit.so", folder / "libtally_testkit.so");
+  ::chmod((folder / "libtally_testkit.so").c_str(), 0755);
+  const auto out = dir / "out.json";
+  const std::string paths = "plugins:\n  paths: [" + folder.string() + "]\n";
+  for (mode_t mode : {0777, 0773, 0757}) {
+    ::chmod(parent.c_str(), mode);
+    const std::string expected = fmt::format(
+        "tally: error: plugins.paths: plugin folder '{}' lies in folder '{}', which is "
+        "world-writable and not sticky (mode {:04o}",
+        folder.string(), parent.string(), mode);
+    auto r = tally("plugins --path " + folder.string());
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find(expected), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("TALLY_ALLOW_UNSAFE_PLUGINS=1"), std::string::npos) << r.err;
+    EXPECT_EQ(lines(r.err), 1u) << r.err;
+    EXPECT_EQ(r.out, "");
+    r = tally("run " + config(tally::test::kMetricsYaml, paths).string() + " -o " + out.string());
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_NE(r.err.find(expected), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(out));
+  }
+  ::chmod(parent.c_str(), 01777);
+  const auto r = tally("plugins --path " + folder.string());
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("metric SequenceProbe"), std::string::npos);
 }
 
 // A plugin built for another ABI, through the CLI: refused, and its static constructor never ran.

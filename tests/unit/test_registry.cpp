@@ -491,6 +491,157 @@ TEST(PluginSafety, TheTargetOfASymbolicLinkIsChecked) {
                                                     (dir / "folder_link").string()));
 }
 
+// Every folder a plugin path is looked up through, up to '/', as sshd's StrictModes: one that
+// another user may write (and is not sticky) or that another user owns is refused, naming it.
+namespace {
+
+// <tmp>/a/b/plugins/libtally_testkit.so, every folder 0755 and the caller's.
+struct NestedCopy {
+  tally::test::TempDir dir;
+  fs::path a, b, folder, file;
+  NestedCopy() {
+    a = dir / "a";
+    b = a / "b";
+    folder = b / "plugins";
+    fs::create_directories(folder);
+    for (const auto& p : {a, b, folder}) fs::permissions(p, fs::perms(0755));
+    file = folder / "libtally_testkit.so";
+    fs::copy_file(kTestPlugins / "testkit" / "libtally_testkit.so", file);
+    fs::permissions(file, fs::perms(0755));
+  }
+};
+
+std::string on_the_way(const char* what, const fs::path& path, const fs::path& ancestor,
+                       const std::string& why) {
+  return fmt::format("{} '{}' lies in folder '{}', which {}", what, path.string(),
+                     ancestor.string(), why);
+}
+
+bool loads(const std::vector<fs::path>& paths) {
+  return Registry::load(paths).find(ComponentKind::Metric, "SequenceProbe") != nullptr;
+}
+
+}  // namespace
+
+TEST(PluginSafety, AWritableFolderOnTheWayIsRefused) {
+  ::unsetenv("TALLY_ALLOW_UNSAFE_PLUGINS");
+  NestedCopy c;
+  ASSERT_TRUE(loads({c.folder}));
+  for (const fs::path& up : {c.a, c.b}) {
+    for (mode_t mode : {0777, 0757, 0703, 0722}) {
+      chmod_or_fail(up, mode);
+      expect_refused({c.folder}, "plugins.paths: " +
+                                     on_the_way("plugin folder", c.folder, up,
+                                                "is world-writable and not sticky") +
+                                     fmt::format(" (mode {:04o}", mode));
+      // A plugin file named directly: the same folders.
+      expect_refused({c.file},
+                     on_the_way("plugin file", c.file, up, "is world-writable and not sticky"));
+    }
+    // Sticky (as /tmp): only an entry's owner may replace it, and the entry is checked in turn.
+    for (mode_t mode : {01777, 01757, 01703}) {
+      chmod_or_fail(up, mode);
+      EXPECT_TRUE(loads({c.folder})) << fmt::format("{:04o}", mode);
+      EXPECT_TRUE(loads({c.file}));
+    }
+    chmod_or_fail(up, 0755);
+  }
+  // The folders of this test lie under /tmp, itself sticky: the check passed through it.
+  struct stat st {};
+  ASSERT_EQ(::stat("/tmp", &st), 0);
+  EXPECT_NE(st.st_mode & S_ISVTX, 0u);
+  // A relative path is looked up from the working folder.
+  const fs::path here = fs::current_path();
+  fs::current_path(c.b);
+  chmod_or_fail(c.a, 0777);
+  expect_refused({"plugins"},
+                 on_the_way("plugin folder", "plugins", c.a, "is world-writable and not sticky"));
+  expect_refused({"../b/./plugins"}, on_the_way("plugin folder", "../b/./plugins", c.a,
+                                                "is world-writable and not sticky"));
+  chmod_or_fail(c.a, 0755);
+  EXPECT_TRUE(loads({"plugins"}));
+  EXPECT_TRUE(loads({"../b/./plugins"}));
+  fs::current_path(here);
+}
+
+TEST(PluginSafety, AFolderOnTheWayOfAnotherUserOrGroupIsRefused) {
+  REQUIRE_ROOT();
+  NestedCopy c;
+  // Group-writable by another group (nogroup), not sticky; by root's group it is the caller's.
+  ASSERT_EQ(::chown(c.a.c_str(), static_cast<uid_t>(-1), 65534), 0);
+  chmod_or_fail(c.a, 0775);
+  expect_refused({c.folder}, on_the_way("plugin folder", c.folder, c.a,
+                                        "is writable by group 65534, neither root's group nor "
+                                        "yours and not sticky"));
+  chmod_or_fail(c.a, 01775);
+  EXPECT_TRUE(loads({c.folder}));
+  ASSERT_EQ(::chown(c.a.c_str(), static_cast<uid_t>(-1), ::getegid()), 0);
+  chmod_or_fail(c.a, 0775);
+  EXPECT_TRUE(loads({c.folder}));
+  chmod_or_fail(c.a, 0755);
+  // Owned by another user (nobody): refused whatever its mode, sticky too (its owner may
+  // rename what it holds).
+  for (const fs::path& up : {c.a, c.b}) {
+    ASSERT_EQ(::chown(up.c_str(), 65534, static_cast<gid_t>(-1)), 0);
+    for (mode_t mode : {0755, 0700, 01777}) {
+      chmod_or_fail(up, mode);
+      expect_refused({c.folder},
+                     on_the_way("plugin folder", c.folder, up, "is owned by uid 65534"));
+    }
+    ASSERT_EQ(::chown(up.c_str(), 0, static_cast<gid_t>(-1)), 0);
+    chmod_or_fail(up, 0755);
+  }
+  EXPECT_TRUE(loads({c.folder}));
+}
+
+TEST(PluginSafety, TheFoldersOnTheWayOfALinkAndOfItsTargetAreChecked) {
+  ::unsetenv("TALLY_ALLOW_UNSAFE_PLUGINS");
+  NestedCopy target;
+  tally::test::TempDir dir;
+  const fs::path safe = dir / "safe";
+  const fs::path open = dir / "open";
+  fs::create_directory(safe);
+  fs::create_directory(open);
+  fs::permissions(safe, fs::perms(0755));
+  fs::permissions(open, fs::perms(0755));
+  // A search-path entry that is a link to a folder whose parent another user may write.
+  fs::create_directory_symlink(target.folder, safe / "absolute");
+  fs::create_directory_symlink(
+      fs::path("../..") / target.folder.lexically_relative(dir.path.parent_path()),
+      safe / "relative");
+  ASSERT_TRUE(fs::equivalent(safe / "relative", target.folder));
+  // A link to a link: the folder of the second link is on the way as well.
+  fs::create_directory_symlink(safe / "absolute", open / "second");
+  fs::create_directory_symlink(open / "second", safe / "chain");
+  for (const char* link : {"absolute", "relative", "chain"}) {
+    SCOPED_TRACE(link);
+    EXPECT_TRUE(loads({safe / link}));
+    chmod_or_fail(target.b, 0777);
+    expect_refused({safe / link}, on_the_way("plugin folder", safe / link, target.b,
+                                             "is world-writable and not sticky"));
+    chmod_or_fail(target.b, 0755);
+  }
+  // The folder holding the link: whoever may write it may point the link elsewhere.
+  chmod_or_fail(open, 0777);
+  expect_refused({safe / "chain"}, on_the_way("plugin folder", safe / "chain", open,
+                                              "is world-writable and not sticky"));
+  chmod_or_fail(open, 0755);
+  // A plugin file that is a link, in a safe folder, to a file below a writable folder.
+  const fs::path links = dir / "links";
+  fs::create_directory(links);
+  fs::permissions(links, fs::perms(0755));
+  fs::create_symlink(target.file, links / "libtally_testkit.so");
+  EXPECT_TRUE(loads({links}));
+  chmod_or_fail(target.a, 0757);
+  expect_refused({links}, on_the_way("plugin file", links / "libtally_testkit.so", target.a,
+                                     "is world-writable and not sticky"));
+  chmod_or_fail(target.a, 0755);
+  // A link loop on the way is one line, not a hang.
+  fs::create_directory_symlink(dir / "loop2", dir / "loop1");
+  fs::create_directory_symlink(dir / "loop1", dir / "loop2");
+  EXPECT_NE(load_error({dir / "loop1" / "plugins"}).find("plugin path"), std::string::npos);
+}
+
 TEST(PluginSafety, TheOptInLoadsThem) {
   PluginCopy c;
   chmod_or_fail(c.folder, 0777);
