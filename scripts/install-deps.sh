@@ -16,6 +16,7 @@ packages=(
   libsimdjson-dev             # large JSON: jsonl reader, COCO annotations
   libzip-dev                  # .npz archives (npy reader)
   zlib1g-dev                  # CRC-32 of checkpoint shards
+  libssl-dev                  # the TCP store: HMAC-SHA256 of its authentication (OpenSSL libcrypto)
   libicu-dev                  # text metrics: Unicode case mapping and categories
   libgeos-dev                 # HmeanIoU: polygon intersection and union (GEOS, as shapely)
   libgtest-dev libgmock-dev libbenchmark-dev

@@ -10,8 +10,14 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
 
@@ -20,12 +26,14 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <random>
 #include <set>
 #include <stdexcept>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 
 #include "tally/error.hpp"
@@ -294,6 +302,7 @@ std::optional<StoreAddress> store_address_from_env(const GetEnv& env, int rank,
         agent != nullptr && (std::string_view(agent) == "True" ||
                              std::string_view(agent) == "true" || std::string_view(agent) == "1");
     out.host_here = rank == 0 && !agent_store;
+    out.agent_store = agent_store;
     out.source = "MASTER_ADDR=" + out.host + ", MASTER_PORT=" + port;
     if (agent_store) out.source += ", TORCHELASTIC_USE_AGENT_STORE=" + std::string(agent);
     out.source += env("TORCHELASTIC_RUN_ID") != nullptr ? " (torchrun)" : "";
@@ -322,106 +331,491 @@ std::optional<StoreAddress> store_address_from_env(const GetEnv& env, int rank,
   return std::nullopt;
 }
 
+void check_world_fits(int world, int per_peer, bool hosts_store, const std::string& source,
+                      std::string_view who) {
+  const std::string what = "a world of " + std::to_string(world) + " ranks (" + source + ")";
+  if (world > kMaxWorldSize)
+    config_error(who, what + " is more than the largest a job over the TCP store may have (" +
+                          std::to_string(kMaxWorldSize) + ")");
+  const std::uint64_t need = 64 + static_cast<std::uint64_t>(per_peer) * (world - 1) +
+                             (hosts_store ? 2 * static_cast<std::uint64_t>(world) : 0);
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) != 0) return;
+  if (lim.rlim_cur != RLIM_INFINITY && lim.rlim_cur < need) {
+    rlimit raised = lim;
+    raised.rlim_cur = lim.rlim_max == RLIM_INFINITY ? need : std::min<rlim_t>(lim.rlim_max, need);
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) lim = raised;
+  }
+  if (lim.rlim_cur != RLIM_INFINITY && lim.rlim_cur < need)
+    config_error(
+        who, what + " needs about " + std::to_string(need) + " file descriptors in this process" +
+                 (hosts_store ? " (it serves the store to every rank)" : "") +
+                 ", and its limit is " + std::to_string(lim.rlim_cur) + " (ulimit -n; hard limit " +
+                 (lim.rlim_max == RLIM_INFINITY ? std::string("unlimited")
+                                                : std::to_string(lim.rlim_max)) +
+                 "): raise the limit or start fewer ranks");
+}
+
+// ---- trust: the secret, where the server listens --------------------------------------------
+
+namespace {
+
+constexpr std::size_t kMaxSecretBytes = 4096;
+// The reserved keys of the authentication (on the wire, with torch's "/" before them).
+const std::string kNonceKey = "/tally/auth/nonce";
+const std::string kProofKey = "/tally/auth/proof";
+
+std::string hex_of(const unsigned char* p, std::size_t n) {
+  static constexpr char kDigits[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(2 * n);
+  for (std::size_t i = 0; i < n; ++i) {
+    out += kDigits[p[i] >> 4];
+    out += kDigits[p[i] & 15];
+  }
+  return out;
+}
+
+std::string random_hex(std::size_t bytes) {
+  std::vector<unsigned char> b(bytes);
+  if (RAND_bytes(b.data(), static_cast<int>(b.size())) != 1)
+    throw tally::RuntimeError("TCP store: no random bytes from OpenSSL's RAND_bytes");
+  return hex_of(b.data(), b.size());
+}
+
+// The proof of `secret` for `nonce`: the hex HMAC-SHA256 of the nonce under the secret.
+std::string proof_of(const std::string& secret, std::string_view nonce) {
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  if (HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
+           reinterpret_cast<const unsigned char*>(nonce.data()), nonce.size(), mac,
+           &len) == nullptr)
+    throw tally::RuntimeError("TCP store: OpenSSL's HMAC failed");
+  return hex_of(mac, len);
+}
+
+bool is_loopback(const sockaddr* a) {
+  if (a->sa_family == AF_INET)
+    return (ntohl(reinterpret_cast<const sockaddr_in*>(a)->sin_addr.s_addr) >> 24) == 127;
+  if (a->sa_family == AF_INET6) {
+    const in6_addr& v6 = reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr;
+    if (IN6_IS_ADDR_LOOPBACK(&v6)) return true;
+    return IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127;
+  }
+  return false;
+}
+
+std::string mode_text(mode_t m) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "%04o", static_cast<unsigned>(m & 07777));
+  return buf;
+}
+
+// A folder of this user only (made 0700 when absent): ConfigError naming it otherwise.
+void private_folder(const std::string& dir, std::string_view who) {
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+    config_error(who, "cannot make the folder '" + dir +
+                          "' for the TCP store's secret: " + errno_text(errno));
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    config_error(who, "'" + dir + "' (the folder of the TCP store's secret) is not a folder");
+  if (st.st_uid != ::geteuid() || (st.st_mode & 077) != 0)
+    config_error(who, "'" + dir + "' (the folder of the TCP store's secret) is not this user's " +
+                          "private folder (owner " + std::to_string(st.st_uid) + ", mode " +
+                          mode_text(st.st_mode) + "; expected owner " +
+                          std::to_string(::geteuid()) + ", mode 0700)");
+}
+
+// Writes `secret` to `path` (0600) through a new file renamed over it.
+void write_secret(const std::string& path, const std::string& secret, std::string_view who) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + random_hex(4);
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  bool ok = fd >= 0 && ::fchmod(fd, 0600) == 0 &&
+            ::write(fd, secret.data(), secret.size()) == static_cast<ssize_t>(secret.size());
+  if (fd >= 0) ok = ::close(fd) == 0 && ok;
+  if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int e = errno;
+    ::unlink(tmp.c_str());
+    throw tally::RuntimeError(std::string(who) + "cannot write the TCP store's secret to '" + path +
+                              "': " + errno_text(e));
+  }
+}
+
+}  // namespace
+
+bool is_loopback_host(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* list = nullptr;
+  if (::getaddrinfo(host.c_str(), nullptr, &hints, &list) != 0) return false;
+  bool all = list != nullptr;
+  for (addrinfo* a = list; a != nullptr; a = a->ai_next) all = all && is_loopback(a->ai_addr);
+  ::freeaddrinfo(list);
+  return all;
+}
+
+std::string read_secret_file(const std::string& path, std::string_view what, std::string_view who) {
+  const std::string name = std::string(what) + "='" + path + "'";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  if (fd < 0) config_error(who, name + ": cannot open the secret file: " + errno_text(errno));
+  struct stat st {};
+  std::string out;
+  std::string bad;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    bad = "is not a regular file";
+  } else if (st.st_uid != ::geteuid()) {
+    bad = "belongs to user " + std::to_string(st.st_uid) + ", not to this one (" +
+          std::to_string(::geteuid()) + ")";
+  } else if ((st.st_mode & 077) != 0) {
+    bad = "may be read or written by others (mode " + mode_text(st.st_mode) +
+          "): make it private (chmod 600)";
+  } else if (st.st_size > static_cast<off_t>(kMaxSecretBytes)) {
+    bad = "holds " + std::to_string(st.st_size) + " bytes (a secret is at most 4096)";
+  } else {
+    char buf[kMaxSecretBytes + 1];
+    const ssize_t got = ::read(fd, buf, sizeof buf);
+    if (got < 0) bad = "cannot be read: " + errno_text(errno);
+    if (got > 0) out.assign(buf, static_cast<std::size_t>(got));
+    while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+    if (bad.empty() && out.empty()) bad = "is empty (expected the job's secret)";
+  }
+  ::close(fd);
+  if (!bad.empty()) config_error(who, name + ": the secret file " + bad);
+  return out;
+}
+
+std::string default_secret_file(const GetEnv& env, std::uint16_t port, std::string_view who) {
+  std::string dir;
+  if (const char* x = env("XDG_RUNTIME_DIR"); x != nullptr && *x == '/') {
+    struct stat st {};
+    if (::lstat(x, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == ::geteuid() &&
+        (st.st_mode & 077) == 0)
+      dir = std::string(x) + "/tally";
+  }
+  if (dir.empty()) dir = "/tmp/tally-" + std::to_string(::geteuid());
+  private_folder(dir, who);
+  return dir + "/store-" + std::to_string(port) + ".secret";
+}
+
+void secure_store_address(StoreAddress& a, const GetEnv& env, std::string_view bind_param,
+                          std::string_view secret_file_param, std::string_view who) {
+  a.bind = std::string(bind_param);
+  a.secret.clear();
+  a.secret_file.clear();
+  a.write_secret_file = false;
+  if (a.agent_store) return;  // torch's store: no authentication (docs/gloo.md)
+  if (!secret_file_param.empty()) {
+    a.secret = read_secret_file(std::string(secret_file_param), "backend.store_secret_file", who);
+    return;
+  }
+  if (const char* f = env("TALLY_STORE_SECRET_FILE"); f != nullptr) {
+    a.secret = read_secret_file(f, "TALLY_STORE_SECRET_FILE", who);
+    return;
+  }
+  if (const char* s = env("TALLY_STORE_SECRET"); s != nullptr) {
+    const std::size_t n = std::strlen(s);
+    if (n == 0)
+      config_error(who, "TALLY_STORE_SECRET is set but empty (expected the job's secret)");
+    if (n > kMaxSecretBytes)
+      config_error(who, "TALLY_STORE_SECRET holds " + std::to_string(n) +
+                            " bytes (a secret is at most 4096)");
+    a.secret = s;
+    return;
+  }
+  if ((a.bind.empty() || a.bind == "loopback") && is_loopback_host(a.host)) {
+    // One host: rank 0 makes a secret, the others read it from this user's private file.
+    a.secret_file = default_secret_file(env, a.port, who);
+    if (a.host_here) {
+      a.secret = random_hex(32);
+      a.write_secret_file = true;
+    }
+    return;
+  }
+  config_error(who, "the TCP store at " + host_port(a.host, a.port) + " (" + a.source +
+                        (a.bind.empty() ? "" : ", backend.store_bind=" + a.bind) +
+                        ") is reachable from other hosts, and no secret guards it: set "
+                        "TALLY_STORE_SECRET_FILE to a file only you can read (chmod 600) holding "
+                        "a secret, the same on every rank (or TALLY_STORE_SECRET, or "
+                        "backend.store_secret_file)");
+}
+
 // ---- the server ---------------------------------------------------------------------------
 
 struct TcpStoreServer::Impl {
   struct Conn {
     int fd = -1;
+    std::string peer;       // "127.0.0.1:51234", "[::1]:51234"
+    std::string peer_host;  // "127.0.0.1": what the per-peer bound counts
+    Clock::time_point since;
+    Clock::time_point last_active;  // when its last bytes came: the idle are evicted first
     bool validated = false;
+    bool authenticated = false;
+    std::string nonce;
     std::vector<std::uint8_t> in;
+    bool need_more = false;  // the request at the head of `in` is incomplete
     std::vector<std::uint8_t> out;
     std::size_t out_at = 0;
     std::vector<std::string> waiting;  // keys of a pending WAIT not yet set
     bool closing = false;
+    std::size_t unsent() const { return out.size() - out_at; }
   };
 
+  // A request that breaks a bound or the rules: its connection is closed and named.
+  struct Refusal : std::runtime_error {
+    using std::runtime_error::runtime_error;
+  };
+
+  std::string who;
+  ServerOptions opt;
   std::vector<int> listeners;
   int wake[2] = {-1, -1};
   std::uint16_t port = 0;
   std::thread thread;
   std::atomic<bool> stop{false};
   std::map<std::string, std::vector<std::uint8_t>> data;
+  std::uint64_t stored_bytes = 0;
   std::unordered_map<int, Conn> conns;
+  std::vector<std::uint8_t> read_buf = std::vector<std::uint8_t>(kReadChunk);
+  Clock::time_point accept_paused_until{};
+  std::set<std::string> noticed;  // peers named once
+  bool wrote_secret_file = false;
+  std::atomic<std::uint64_t> n_turns{0}, n_accepted{0}, n_closed_bad{0}, n_stored{0}, n_keys{0},
+      n_conns{0};
+
+  static constexpr std::size_t kReadChunk = std::size_t{256} << 10;  // per connection and turn
+  static constexpr std::size_t kSmallInput = std::size_t{64} << 10;  // pipelined requests read
 
   ~Impl() {
+    if (wrote_secret_file) ::unlink(opt.secret_file.c_str());
     for (int fd : listeners) ::close(fd);
     for (auto& [fd, c] : conns) ::close(fd);
     if (wake[0] >= 0) ::close(wake[0]);
     if (wake[1] >= 0) ::close(wake[1]);
   }
 
-  void listen_on(std::uint16_t requested, std::string_view who) {
-    // A dual-stack IPv6 socket takes IPv4 and IPv6 clients; where IPv6 is off, an IPv4 one.
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE;
-    addrinfo* list = nullptr;
-    const std::string service = std::to_string(requested);
-    if (const int rc = ::getaddrinfo(nullptr, service.c_str(), &hints, &list); rc != 0)
-      config_error(who, "cannot listen on port " + service + ": " + ::gai_strerror(rc));
-    std::vector<addrinfo*> order;
-    for (addrinfo* a = list; a != nullptr; a = a->ai_next)
-      if (a->ai_family == AF_INET6) order.push_back(a);
-    for (addrinfo* a = list; a != nullptr; a = a->ai_next)
-      if (a->ai_family == AF_INET) order.push_back(a);
+  std::size_t max_request_bytes() const { return opt.limits.max_value_bytes + (1u << 20); }
+  // The largest request a connection may send: small until it is authenticated.
+  std::size_t request_bound(const Conn& c) const {
+    return c.authenticated ? max_request_bytes() : kSmallInput;
+  }
+
+  // ---- listening ----
+
+  // Binds and listens on `a`; -1 with errno on failure.
+  int listen_one(const addrinfo* a, bool v6only) {
+    const int s = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (s < 0) return -1;
+    int one = 1;
+    ::setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (a->ai_family == AF_INET6) {
+      int v = v6only ? 1 : 0;
+      ::setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &v, sizeof v);
+    }
+    if (::bind(s, a->ai_addr, a->ai_addrlen) != 0 || ::listen(s, 1024) != 0) {
+      const int e = errno;
+      ::close(s);
+      errno = e;
+      return -1;
+    }
+    set_nonblocking(s);
+    return s;
+  }
+
+  void listen_on(std::uint16_t requested) {
+    const bool any = opt.bind == "any";
+    std::vector<std::string> hosts;
+    if (any)
+      hosts = {""};
+    else if (opt.bind == "loopback" || opt.bind.empty() || is_loopback_host(opt.bind))
+      hosts = {"127.0.0.1", "::1"};
+    else
+      hosts = {opt.bind};
     int last_errno = EAFNOSUPPORT;
-    for (addrinfo* a : order) {
-      const int s = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-      if (s < 0) {
-        last_errno = errno;
+    std::string resolve_error;
+    for (const auto& host : hosts) {
+      addrinfo hints{};
+      hints.ai_family = AF_UNSPEC;
+      hints.ai_socktype = SOCK_STREAM;
+      hints.ai_flags = AI_NUMERICSERV | (any ? AI_PASSIVE : 0);
+      addrinfo* list = nullptr;
+      const std::string service = std::to_string(listeners.empty() ? requested : port);
+      if (const int rc =
+              ::getaddrinfo(any ? nullptr : host.c_str(), service.c_str(), &hints, &list);
+          rc != 0) {
+        resolve_error = "cannot resolve '" + host + "': " + ::gai_strerror(rc);
         continue;
       }
-      int one = 1;
-      ::setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-      if (a->ai_family == AF_INET6) {
-        int zero = 0;
-        ::setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+      // Every interface: a dual-stack IPv6 socket serves both families, else an IPv4 one.
+      std::vector<addrinfo*> order;
+      for (addrinfo* a = list; a != nullptr; a = a->ai_next)
+        if (a->ai_family == AF_INET6) order.push_back(a);
+      for (addrinfo* a = list; a != nullptr; a = a->ai_next)
+        if (a->ai_family == AF_INET) order.push_back(a);
+      for (addrinfo* a : order) {
+        const int s = listen_one(a, !any);
+        if (s < 0) {
+          last_errno = errno;
+          if (last_errno == EADDRINUSE) break;
+          continue;
+        }
+        listeners.push_back(s);
+        if (listeners.size() == 1) port = local_port(s);
+        if (any) break;
       }
-      if (::bind(s, a->ai_addr, a->ai_addrlen) != 0 || ::listen(s, 1024) != 0) {
-        last_errno = errno;
-        ::close(s);
-        if (last_errno == EADDRINUSE) break;
-        continue;
-      }
-      set_nonblocking(s);
-      listeners.push_back(s);
-      break;  // the dual-stack socket serves both families
+      ::freeaddrinfo(list);
+      // Loopback: ::1 is a courtesy once 127.0.0.1 listens (IPv6 may be off, or its port taken).
+      if (host == "::1" && !listeners.empty()) last_errno = 0;
+      if (last_errno == EADDRINUSE) break;
     }
-    ::freeaddrinfo(list);
-    if (listeners.empty()) {
-      std::string why = "cannot listen on port " + service + ": " + errno_text(last_errno);
-      if (last_errno == EADDRINUSE)
-        why +=
-            " (another process holds it: torchrun's agent hosts its store there when "
-            "TORCHELASTIC_USE_AGENT_STORE=True, or another job uses this MASTER_PORT; choose "
-            "a free MASTER_PORT)";
-      config_error(who, why);
-    }
+    if (last_errno == EADDRINUSE || listeners.empty())
+      fail_to_listen(requested, last_errno, resolve_error);
+  }
+
+  static std::uint16_t local_port(int s) {
     sockaddr_storage ss{};
     socklen_t len = sizeof ss;
-    ::getsockname(listeners[0], reinterpret_cast<sockaddr*>(&ss), &len);
-    port = ntohs(ss.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
+    ::getsockname(s, reinterpret_cast<sockaddr*>(&ss), &len);
+    return ntohs(ss.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
                                           : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
   }
 
-  // ---- request parsing: a cursor over a connection's input ----
+  [[noreturn]] void fail_to_listen(std::uint16_t requested, int e, const std::string& resolve) {
+    for (int fd : listeners) ::close(fd);
+    listeners.clear();
+    const std::string where =
+        opt.bind == "any" ? "" : " of " + (opt.bind.empty() ? std::string("loopback") : opt.bind);
+    std::string why = "cannot listen on port " + std::to_string(requested) + where + ": " +
+                      (listeners.empty() && !resolve.empty() ? resolve : errno_text(e));
+    if (e == EADDRINUSE)
+      why +=
+          " (another process holds it: torchrun's agent hosts its store there when "
+          "TORCHELASTIC_USE_AGENT_STORE=True, or another job uses this MASTER_PORT; choose "
+          "a free MASTER_PORT)";
+    else if (e == EADDRNOTAVAIL)
+      why += " ('" + opt.bind +
+             "' is not an address of this host, and rank 0 serves the store: set MASTER_ADDR to "
+             "rank 0's host, or backend.store_bind to an address of this host, or to 'any' for "
+             "every interface)";
+    config_error(who, why);
+  }
+
+  // ---- naming a client that is closed ----
+
+  void notice(const Conn& c, const std::string& why) {
+    ++n_closed_bad;
+    if (noticed.size() >= 256 || !noticed.insert(c.peer_host).second) return;
+    const std::string line = who + "the TCP store (port " + std::to_string(port) +
+                             ") closed the connection from " + c.peer + ": " + why +
+                             " (named once per peer address)\n";
+    std::fputs(line.c_str(), stderr);
+  }
+
+  void drop(std::unordered_map<int, Conn>::iterator it) {
+    ::close(it->first);
+    conns.erase(it);
+  }
+
+  // Closes the unauthenticated connection idle the longest (of `peer_host` when not empty) now:
+  // a client in the middle of its authentication has just sent something.
+  bool evict_oldest(const std::string& peer_host, const std::string& why) {
+    auto oldest = conns.end();
+    for (auto it = conns.begin(); it != conns.end(); ++it) {
+      const Conn& c = it->second;
+      if (c.authenticated || (!peer_host.empty() && c.peer_host != peer_host)) continue;
+      if (oldest == conns.end() || c.last_active < oldest->second.last_active) oldest = it;
+    }
+    if (oldest == conns.end()) return false;
+    notice(oldest->second, why);
+    drop(oldest);
+    return true;
+  }
+
+  // ---- accepting ----
+
+  static std::pair<std::string, std::string> peer_of(const sockaddr_storage& ss, socklen_t len) {
+    char host[INET6_ADDRSTRLEN] = {}, serv[16] = {};
+    if (::getnameinfo(reinterpret_cast<const sockaddr*>(&ss), len, host, sizeof host, serv,
+                      sizeof serv, NI_NUMERICHOST | NI_NUMERICSERV) != 0)
+      return {"an unknown peer", "?"};
+    const std::string h = host;
+    return {h.find(':') != std::string::npos ? "[" + h + "]:" + serv : h + ":" + serv, h};
+  }
+
+  void accept_from(int listener) {
+    const auto& lim = opt.limits;
+    for (int i = 0; i < 64; ++i) {  // a bounded number per turn: the others are served too
+      sockaddr_storage ss{};
+      socklen_t len = sizeof ss;
+      const int s =
+          ::accept4(listener, reinterpret_cast<sockaddr*>(&ss), &len, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (s < 0) {
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
+          // Out of descriptors: free the oldest unauthenticated connection's, and stop polling
+          // the listeners for a moment (never spin on a listener that cannot accept).
+          const std::string why = errno_text(errno);
+          if (evict_oldest({}, "the process ran out of file descriptors (" + why +
+                                   ") and this connection was the longest idle not authenticated"))
+            continue;
+          accept_paused_until = Clock::now() + std::chrono::milliseconds(100);
+        }
+        return;
+      }
+      ++n_accepted;
+      set_nodelay(s);
+      Conn c;
+      c.fd = s;
+      std::tie(c.peer, c.peer_host) = peer_of(ss, len);
+      c.since = c.last_active = Clock::now();
+      c.nonce = "tally-store-auth-1:" + random_hex(16);
+      if (conns.size() >= lim.max_connections &&
+          !evict_oldest({},
+                        "the store holds its bound of " + std::to_string(lim.max_connections) +
+                            " connections and this one was the longest idle not authenticated")) {
+        notice(c, "the store holds its bound of " + std::to_string(lim.max_connections) +
+                      " connections");
+        ::close(s);
+        continue;
+      }
+      std::size_t unauth = 0, from_peer = 0;
+      for (const auto& [fd, o] : conns) {
+        if (o.authenticated) continue;
+        ++unauth;
+        if (o.peer_host == c.peer_host) ++from_peer;
+      }
+      if (from_peer >= lim.max_unauthenticated_per_peer)
+        evict_oldest(c.peer_host, "more than " + std::to_string(lim.max_unauthenticated_per_peer) +
+                                      " connections from this address are not authenticated");
+      else if (unauth >= lim.max_unauthenticated)
+        evict_oldest({}, "more than " + std::to_string(lim.max_unauthenticated) +
+                             " connections are not authenticated");
+      conns.emplace(s, std::move(c));
+    }
+  }
+
+  // ---- request parsing: a cursor over a connection's input, checking every size first ----
   struct Cursor {
     const std::vector<std::uint8_t>& in;
-    std::size_t at;
-    bool short_input = false;
+    const StoreLimits& lim;
+    std::size_t at = 0;
     template <class T>
     bool value(T& v) {
-      if (in.size() - at < sizeof v) return short_input = true, false;
+      if (in.size() - at < sizeof v) return false;
       std::memcpy(&v, in.data() + at, sizeof v);
       at += sizeof v;
       return true;
     }
+    bool length(std::uint64_t& n, std::uint64_t bound, const char* what) {
+      if (!value(n)) return false;
+      if (n > bound)
+        throw Refusal(std::string(what) + " of " + std::to_string(n) + " bytes (the bound is " +
+                      std::to_string(bound) + ")");
+      return in.size() - at >= n;
+    }
     bool bytes(std::vector<std::uint8_t>& out) {
       std::uint64_t n = 0;
-      if (!value(n)) return false;
-      if (n > kMaxValueBytes) throw std::length_error("a value of " + std::to_string(n) + " bytes");
-      if (in.size() - at < n) return short_input = true, false;
+      if (!length(n, lim.max_value_bytes, "a value")) return false;
       out.assign(in.begin() + static_cast<std::ptrdiff_t>(at),
                  in.begin() + static_cast<std::ptrdiff_t>(at + n));
       at += n;
@@ -429,16 +823,24 @@ struct TcpStoreServer::Impl {
     }
     bool string(std::string& out) {
       std::uint64_t n = 0;
-      if (!value(n)) return false;
-      if (n > kMaxValueBytes) throw std::length_error("a key of " + std::to_string(n) + " bytes");
-      if (in.size() - at < n) return short_input = true, false;
+      if (!length(n, lim.max_key_bytes, "a key")) return false;
       out.assign(reinterpret_cast<const char*>(in.data()) + at, n);
       at += n;
       return true;
     }
     bool count(std::uint64_t& n) {
       if (!value(n)) return false;
-      if (n > kMaxKeys) throw std::length_error(std::to_string(n) + " keys");
+      if (n > lim.max_request_keys)
+        throw Refusal("a request of " + std::to_string(n) + " keys (the bound is " +
+                      std::to_string(lim.max_request_keys) + ")");
+      return in.size() - at >= n * sizeof(std::uint64_t);  // every key has its length at least
+    }
+    bool strings(std::vector<std::string>& keys) {
+      std::uint64_t n = 0;
+      if (!count(n)) return false;
+      keys.resize(n);
+      for (auto& key : keys)
+        if (!string(key)) return false;
       return true;
     }
   };
@@ -452,153 +854,145 @@ struct TcpStoreServer::Impl {
     put<std::uint64_t>(c, b.size());
     c.out.insert(c.out.end(), b.begin(), b.end());
   }
+  static void put_text(Conn& c, const std::string& s) {
+    put<std::uint64_t>(c, s.size());
+    c.out.insert(c.out.end(), s.begin(), s.end());
+  }
 
-  bool has(const std::string& k) const { return data.count(k) != 0; }
+  bool has(const Conn& c, const std::string& k) const {
+    return k == kNonceKey ? true : data.count(k) != 0 && c.authenticated;
+  }
 
-  void stored(const std::string&) {
+  // ---- the stored data, within its bounds ----
+
+  void store(const std::string& key, std::vector<std::uint8_t> v) {
+    const auto& lim = opt.limits;
+    if (v.size() > lim.max_value_bytes)
+      throw Refusal("a value of " + std::to_string(v.size()) + " bytes (the bound is " +
+                    std::to_string(lim.max_value_bytes) + ")");
+    auto it = data.find(key);
+    const std::uint64_t before = it == data.end() ? 0 : key.size() + it->second.size();
+    const std::uint64_t after = key.size() + v.size();
+    if (it == data.end() && data.size() >= lim.max_keys)
+      throw Refusal("a key past the store's bound of " + std::to_string(lim.max_keys) + " keys");
+    if (stored_bytes - before + after > lim.max_stored_bytes)
+      throw Refusal("a value past the store's bound of " + std::to_string(lim.max_stored_bytes) +
+                    " bytes stored");
+    stored_bytes = stored_bytes - before + after;
+    if (it == data.end())
+      data.emplace(key, std::move(v));
+    else
+      it->second = std::move(v);
+    n_stored = stored_bytes;
+    n_keys = data.size();
     for (auto& [fd, c] : conns) {
       if (c.waiting.empty()) continue;
-      std::erase_if(c.waiting, [&](const std::string& w) { return has(w); });
+      std::erase_if(c.waiting, [&](const std::string& w) { return has(c, w); });
       if (c.waiting.empty()) put<std::uint8_t>(c, kStopWaiting);
     }
   }
 
+  std::int64_t erase(const std::string& key) {
+    auto it = data.find(key);
+    if (it == data.end()) return 0;
+    stored_bytes -= key.size() + it->second.size();
+    data.erase(it);
+    n_stored = stored_bytes;
+    n_keys = data.size();
+    return 1;
+  }
+
+  static const char* query_name(std::uint8_t q) {
+    static constexpr const char* kNames[] = {"VALIDATE",    "SET",    "COMPARE_SET", "GET",
+                                             "ADD",         "CHECK",  "WAIT",        "GET_NUM_KEYS",
+                                             "DELETE_KEY",  "APPEND", "MULTI_GET",   "MULTI_SET",
+                                             "CANCEL_WAIT", "PING"};
+    return q < std::size(kNames) ? kNames[q] : "an unknown query";
+  }
+
+  // Only the steps of the authentication come before it: anything else closes the connection.
+  static void need_auth(const Conn& c, std::uint8_t q) {
+    if (!c.authenticated)
+      throw Refusal(std::string("a ") + query_name(q) +
+                    " before the client proved the job's secret");
+  }
+
+  void prove(Conn& c, const std::vector<std::uint8_t>& proof) {
+    if (opt.secret.empty()) return;  // nothing to prove to a store without a secret
+    const std::string want = proof_of(opt.secret, c.nonce);
+    if (proof.size() != want.size() || CRYPTO_memcmp(proof.data(), want.data(), want.size()) != 0)
+      throw Refusal("a wrong proof of the job's secret");
+    c.authenticated = true;
+  }
+
   // Handles one complete request at the head of c.in; returns false when more input is needed.
-  // Throws on a malformed request (the connection is then closed).
+  // Throws on a malformed request or a broken bound (the connection is then closed and named).
   bool handle(Conn& c) {
-    Cursor k{c.in, 0};
+    StoreLimits lim = opt.limits;
+    if (!c.authenticated) {  // the steps of the authentication are small
+      lim.max_value_bytes = 256;
+      lim.max_key_bytes = 256;
+      lim.max_request_keys = 1;
+    }
+    Cursor k{c.in, lim};
     std::uint8_t q = 0;
     if (!k.value(q)) return false;
     if (!c.validated && q != static_cast<std::uint8_t>(Query::Validate))
-      throw std::runtime_error("no VALIDATE first");
+      throw Refusal("no VALIDATE first (not a TCP store client)");
     switch (static_cast<Query>(q)) {
       case Query::Validate: {
         std::uint32_t magic = 0;
         if (!k.value(magic)) return false;
-        if (magic != kMagic) throw std::runtime_error("a wrong magic number");
+        if (magic != kMagic) throw Refusal("a wrong magic number (not a TCP store client)");
         c.validated = true;
+        if (opt.secret.empty()) c.authenticated = true;
         break;
       }
       case Query::Set: {
         std::string key;
         std::vector<std::uint8_t> v;
         if (!k.string(key) || !k.bytes(v)) return false;
-        data[key] = std::move(v);
-        stored(key);
-        break;
-      }
-      case Query::CompareSet: {
-        std::string key;
-        std::vector<std::uint8_t> expected, desired;
-        if (!k.string(key) || !k.bytes(expected) || !k.bytes(desired)) return false;
-        auto it = data.find(key);
-        if (it == data.end()) {
-          if (expected.empty()) {
-            data[key] = desired;
-            put_bytes(c, desired);
-            stored(key);
-          } else {
-            put_bytes(c, expected);
-          }
-        } else if (it->second == expected) {
-          it->second = desired;
-          put_bytes(c, desired);
-          stored(key);
-        } else {
-          put_bytes(c, it->second);
+        if (key == kProofKey) {
+          prove(c, v);
+          break;
         }
+        need_auth(c, q);
+        if (key == kNonceKey) throw Refusal("a SET of the reserved key " + kNonceKey);
+        store(key, std::move(v));
         break;
       }
       case Query::Get: {
         std::string key;
         if (!k.string(key)) return false;
+        if (key == kNonceKey) {
+          put_text(c, c.nonce);
+          break;
+        }
+        need_auth(c, q);
         auto it = data.find(key);
-        if (it == data.end()) throw std::runtime_error("GET of a key not set");
+        if (it == data.end()) throw Refusal("a GET of a key not set");
         put_bytes(c, it->second);
         break;
       }
-      case Query::Add: {
-        std::string key;
-        std::int64_t delta = 0;
-        if (!k.string(key) || !k.value(delta)) return false;
-        std::int64_t v = 0;
-        auto it = data.find(key);
-        if (it != data.end()) {
-          const auto* b = reinterpret_cast<const char*>(it->second.data());
-          const auto [end, ec] = std::from_chars(b, b + it->second.size(), v);
-          if (ec != std::errc() || end != b + it->second.size())
-            throw std::runtime_error("ADD to a value that is not an integer");
-        }
-        v = static_cast<std::int64_t>(static_cast<std::uint64_t>(v) +
-                                      static_cast<std::uint64_t>(delta));
-        const std::string text = std::to_string(v);
-        data[key].assign(text.begin(), text.end());
-        put<std::int64_t>(c, v);
-        stored(key);
-        break;
-      }
       case Query::Check:
-      case Query::Wait:
-      case Query::MultiGet: {
-        std::uint64_t n = 0;
-        if (!k.count(n)) return false;
-        std::vector<std::string> keys(n);
-        for (auto& key : keys)
-          if (!k.string(key)) return false;
+      case Query::Wait: {
+        std::vector<std::string> keys;
+        if (!k.strings(keys)) return false;
+        if (!(keys.size() == 1 && keys[0] == kNonceKey)) need_auth(c, q);
         if (static_cast<Query>(q) == Query::Check) {
-          put<std::uint8_t>(
-              c, std::all_of(keys.begin(), keys.end(), [&](const std::string& s) { return has(s); })
-                     ? kReady
-                     : kNotReady);
-        } else if (static_cast<Query>(q) == Query::Wait) {
-          std::erase_if(keys, [&](const std::string& s) { return has(s); });
-          if (keys.empty())
-            put<std::uint8_t>(c, kStopWaiting);
-          else
-            c.waiting = std::move(keys);
-        } else {
-          for (const auto& key : keys) {
-            auto it = data.find(key);
-            if (it == data.end()) throw std::runtime_error("MULTI_GET of a key not set");
-            put_bytes(c, it->second);
-          }
+          put<std::uint8_t>(c, std::all_of(keys.begin(), keys.end(),
+                                           [&](const std::string& s) { return has(c, s); })
+                                   ? kReady
+                                   : kNotReady);
+          break;
         }
+        std::erase_if(keys, [&](const std::string& s) { return has(c, s); });
+        if (keys.empty())
+          put<std::uint8_t>(c, kStopWaiting);
+        else
+          c.waiting = std::move(keys);
         break;
       }
-      case Query::GetNumKeys:
-        put<std::int64_t>(c, static_cast<std::int64_t>(data.size()));
-        break;
-      case Query::DeleteKey: {
-        std::string key;
-        if (!k.string(key)) return false;
-        put<std::int64_t>(c, static_cast<std::int64_t>(data.erase(key)));
-        break;
-      }
-      case Query::Append: {
-        std::string key;
-        std::vector<std::uint8_t> v;
-        if (!k.string(key) || !k.bytes(v)) return false;
-        auto& d = data[key];
-        if (d.size() + v.size() > kMaxValueBytes)
-          throw std::length_error("an APPEND past the bound");
-        d.insert(d.end(), v.begin(), v.end());
-        stored(key);
-        break;
-      }
-      case Query::MultiSet: {
-        std::uint64_t n = 0;
-        if (!k.count(n)) return false;
-        std::vector<std::pair<std::string, std::vector<std::uint8_t>>> kv(n);
-        for (auto& [key, v] : kv)
-          if (!k.string(key) || !k.bytes(v)) return false;
-        for (auto& [key, v] : kv) data[key] = std::move(v);
-        for (auto& [key, v] : kv) stored(key);
-        break;
-      }
-      case Query::CancelWait:
-        c.waiting.clear();
-        put<std::uint8_t>(c, kWaitCanceled);
-        break;
       case Query::Ping: {
         std::uint32_t nonce = 0;
         if (!k.value(nonce)) return false;
@@ -606,46 +1000,151 @@ struct TcpStoreServer::Impl {
         break;
       }
       default:
-        throw std::runtime_error("unknown query " + std::to_string(q));
+        need_auth(c, q);
+        if (!handle_more(c, k, q)) return false;
     }
     c.in.erase(c.in.begin(), c.in.begin() + static_cast<std::ptrdiff_t>(k.at));
     return true;
   }
 
-  void read_from(Conn& c) {
-    std::uint8_t buf[65536];
-    for (;;) {
-      const ssize_t got = ::recv(c.fd, buf, sizeof buf, 0);
-      if (got > 0) {
-        c.in.insert(c.in.end(), buf, buf + got);
-        if (c.in.size() > kMaxRequestBytes) {
-          c.closing = true;
-          return;
+  // The queries only an authenticated connection may make, but the commonest.
+  bool handle_more(Conn& c, Cursor& k, std::uint8_t q) {
+    switch (static_cast<Query>(q)) {
+      case Query::CompareSet: {
+        std::string key;
+        std::vector<std::uint8_t> expected, desired;
+        if (!k.string(key) || !k.bytes(expected) || !k.bytes(desired)) return false;
+        auto it = data.find(key);
+        if (it == data.end() ? expected.empty() : it->second == expected) {
+          put_bytes(c, desired);
+          store(key, std::move(desired));
+        } else {
+          put_bytes(c, it == data.end() ? expected : it->second);
         }
-        continue;
+        return true;
       }
-      if (got < 0 && errno == EINTR) continue;
-      if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-      // Closed by the peer, or failed: requests that came with the close still count (a SET has
-      // no answer, so a client may send one and close at once).
-      process(c);
-      c.closing = true;
-      return;
+      case Query::Add: {
+        std::string key;
+        std::int64_t delta = 0;
+        if (!k.string(key) || !k.value(delta)) return false;
+        std::int64_t v = 0;
+        if (auto it = data.find(key); it != data.end()) {
+          const auto* b = reinterpret_cast<const char*>(it->second.data());
+          const auto [end, ec] = std::from_chars(b, b + it->second.size(), v);
+          if (ec != std::errc() || end != b + it->second.size())
+            throw Refusal("an ADD to a value that is not an integer");
+        }
+        v = static_cast<std::int64_t>(static_cast<std::uint64_t>(v) +
+                                      static_cast<std::uint64_t>(delta));
+        const std::string text = std::to_string(v);
+        store(key, std::vector<std::uint8_t>(text.begin(), text.end()));
+        put<std::int64_t>(c, v);
+        return true;
+      }
+      case Query::MultiGet: {
+        std::vector<std::string> keys;
+        if (!k.strings(keys)) return false;
+        std::uint64_t total = 0;
+        for (const auto& key : keys) {
+          auto it = data.find(key);
+          if (it == data.end()) throw Refusal("a MULTI_GET of a key not set");
+          total += it->second.size();
+        }
+        if (total > opt.limits.max_value_bytes)
+          throw Refusal("a MULTI_GET of " + std::to_string(total) + " bytes (the bound is " +
+                        std::to_string(opt.limits.max_value_bytes) + ")");
+        for (const auto& key : keys) put_bytes(c, data.find(key)->second);
+        return true;
+      }
+      case Query::GetNumKeys:
+        put<std::int64_t>(c, static_cast<std::int64_t>(data.size()));
+        return true;
+      case Query::DeleteKey: {
+        std::string key;
+        if (!k.string(key)) return false;
+        put<std::int64_t>(c, erase(key));
+        return true;
+      }
+      case Query::Append: {
+        std::string key;
+        std::vector<std::uint8_t> v;
+        if (!k.string(key) || !k.bytes(v)) return false;
+        std::vector<std::uint8_t> d;
+        if (auto it = data.find(key); it != data.end()) d = it->second;
+        if (d.size() + v.size() > opt.limits.max_value_bytes)
+          throw Refusal("an APPEND past the bound of " +
+                        std::to_string(opt.limits.max_value_bytes) + " bytes of a value");
+        d.insert(d.end(), v.begin(), v.end());
+        store(key, std::move(d));
+        return true;
+      }
+      case Query::MultiSet: {
+        std::uint64_t n = 0;
+        if (!k.count(n)) return false;
+        std::vector<std::pair<std::string, std::vector<std::uint8_t>>> kv(n);
+        for (auto& [key, v] : kv)
+          if (!k.string(key) || !k.bytes(v)) return false;
+        for (auto& [key, v] : kv) store(key, std::move(v));
+        return true;
+      }
+      case Query::CancelWait:
+        c.waiting.clear();
+        put<std::uint8_t>(c, kWaitCanceled);
+        return true;
+      default:
+        throw Refusal("an unknown query (" + std::to_string(q) + ")");
     }
-    process(c);
   }
 
-  // Handles the complete requests in c.in. A request after a pending WAIT waits its turn
-  // (torch's clients send none meanwhile, except CANCEL_WAIT, which is handled at once).
-  void process(Conn& c) {
+  // ---- serving ----
+
+  // Whether a complete request of c may be handled now: not behind a pending WAIT (but for a
+  // CANCEL_WAIT), and the connection's unsent answers under their bound.
+  bool ready(const Conn& c) const {
+    return !c.closing && !c.in.empty() && !c.need_more &&
+           c.unsent() <= opt.limits.max_unsent_bytes &&
+           (c.waiting.empty() || c.in[0] == static_cast<std::uint8_t>(Query::CancelWait));
+  }
+
+  // Whether to read c's input this turn: its answers are going out, and its unhandled input is
+  // small (or the one request it holds is incomplete and under the bound of a request).
+  bool wants_input(const Conn& c) const {
+    return !c.closing && c.unsent() <= opt.limits.max_unsent_bytes &&
+           (c.in.size() < kSmallInput || (c.need_more && c.in.size() <= request_bound(c)));
+  }
+
+  // Handles c's complete requests, at most `budget` of them (fair service), stopping while its
+  // unsent answers are past their bound. `last`: the peer has closed; what it sent before still
+  // counts (a SET has no answer, so a client may set a key and close at once).
+  void process(Conn& c, int budget, bool last = false) {
     try {
-      while (!c.in.empty()) {
-        if (!c.waiting.empty() && c.in[0] != static_cast<std::uint8_t>(Query::CancelWait)) break;
-        if (!handle(c)) break;
+      for (int n = 0; n < budget && !c.in.empty(); ++n) {
+        if (!last && !ready(c)) break;
+        if (last && !c.waiting.empty()) break;
+        c.need_more = !handle(c);
+        if (c.need_more) break;
+        if (last) c.out.clear(), c.out_at = 0;  // nobody reads the answers
       }
-    } catch (const std::exception&) {
-      c.closing = true;  // garbage, a bound exceeded, a protocol error: drop the connection
+    } catch (const std::exception& e) {
+      if (!last) notice(c, e.what());
+      c.closing = true;
     }
+  }
+
+  void read_from(Conn& c) {
+    // At most one byte past the bound of a request: enough to tell it is past it.
+    const std::size_t room = std::min(read_buf.size(), request_bound(c) + 1 - c.in.size());
+    if (room == 0) return;
+    const ssize_t got = ::recv(c.fd, read_buf.data(), room, 0);
+    if (got > 0) {
+      c.in.insert(c.in.end(), read_buf.begin(), read_buf.begin() + got);
+      c.last_active = Clock::now();
+      c.need_more = false;  // the head request may be complete now
+      return;
+    }
+    if (got < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    process(c, std::numeric_limits<int>::max(), true);
+    c.closing = true;
   }
 
   void write_to(Conn& c) {
@@ -657,71 +1156,105 @@ struct TcpStoreServer::Impl {
         continue;
       }
       if (w < 0 && errno == EINTR) continue;
-      if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+      if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
       c.closing = true;
       return;
     }
-    c.out.clear();
-    c.out_at = 0;
+    if (c.out_at == c.out.size()) {
+      c.out.clear();
+      c.out_at = 0;
+    } else if (c.out_at > (std::size_t{1} << 20)) {
+      c.out.erase(c.out.begin(), c.out.begin() + static_cast<std::ptrdiff_t>(c.out_at));
+      c.out_at = 0;
+    }
+  }
+
+  // After a turn: what can be handled and written now, the connections that are done, the
+  // unauthenticated ones past their time. Returns whether work is left for the next turn at once.
+  bool tidy() {
+    const auto now = Clock::now();
+    bool backlog = false;
+    for (auto it = conns.begin(); it != conns.end();) {
+      Conn& c = it->second;
+      if (ready(c)) process(c, opt.limits.requests_per_turn);
+      if (c.need_more && c.in.size() > request_bound(c)) {
+        notice(c, "a request of more than " + std::to_string(request_bound(c)) + " bytes (the " +
+                      (c.authenticated ? "bound of a request)" : "bound before authentication)"));
+        c.closing = true;
+      }
+      if (!c.closing && c.unsent() > 0) write_to(c);
+      if (!c.closing && !c.authenticated && now - c.since > opt.limits.auth_timeout) {
+        notice(c, "not authenticated within " + seconds_text(opt.limits.auth_timeout));
+        c.closing = true;
+      }
+      if (c.closing) {
+        auto next = std::next(it);
+        drop(it);
+        it = next;
+        continue;
+      }
+      backlog = backlog || ready(c);
+      ++it;
+    }
+    n_conns = conns.size();
+    return backlog;
   }
 
   void serve() {
     std::vector<pollfd> fds;
+    bool backlog = false;
     while (!stop.load()) {
+      ++n_turns;
       fds.clear();
       fds.push_back({wake[0], POLLIN, 0});
-      for (int l : listeners) fds.push_back({l, POLLIN, 0});
+      const auto now = Clock::now();
+      const bool accepting = now >= accept_paused_until;
+      for (int l : listeners) fds.push_back({l, static_cast<short>(accepting ? POLLIN : 0), 0});
       for (auto& [fd, c] : conns)
         fds.push_back(
-            {fd, static_cast<short>(POLLIN | (c.out_at < c.out.size() ? POLLOUT : 0)), 0});
-      const int r = ::poll(fds.data(), fds.size(), 1000);
+            {fd, static_cast<short>((wants_input(c) ? POLLIN : 0) | (c.unsent() > 0 ? POLLOUT : 0)),
+             0});
+      int wait_ms = backlog ? 0 : 1000;
+      if (!accepting) wait_ms = std::min(wait_ms, std::max(1, ms_left(accept_paused_until)));
+      const int r = ::poll(fds.data(), fds.size(), wait_ms);
       if (r < 0 && errno != EINTR) return;
-      if (r <= 0) continue;
-      if (fds[0].revents != 0) return;
-      for (std::size_t i = 1; i < fds.size(); ++i) {
+      if (r > 0 && fds[0].revents != 0) return;
+      for (std::size_t i = 1; r > 0 && i < fds.size(); ++i) {
         const pollfd& p = fds[i];
         if (p.revents == 0) continue;
         if (i <= listeners.size()) {
-          for (;;) {
-            const int s = ::accept4(p.fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-            if (s < 0) break;
-            set_nodelay(s);
-            conns[s].fd = s;
-          }
+          accept_from(p.fd);
           continue;
         }
         auto it = conns.find(p.fd);
         if (it == conns.end()) continue;
         Conn& c = it->second;
-        if (p.revents & (POLLIN | POLLHUP | POLLERR)) read_from(c);
-        if (!c.closing) write_to(c);
-      }
-      // Answers queued by another connection's SET (a released WAIT) go out on the next turn;
-      // write what can go now, and drop the connections that are done.
-      for (auto it = conns.begin(); it != conns.end();) {
-        Conn& c = it->second;
-        if (!c.closing && c.waiting.empty() && !c.in.empty()) process(c);
-        if (!c.closing && c.out_at < c.out.size()) write_to(c);
-        if (c.closing) {
-          ::close(it->first);
-          it = conns.erase(it);
-        } else {
-          ++it;
+        if ((p.revents & (POLLIN | POLLHUP | POLLERR)) && wants_input(c)) {
+          read_from(c);
+        } else if (p.revents & (POLLHUP | POLLERR)) {
+          process(c, std::numeric_limits<int>::max(), true);
+          c.closing = true;
         }
+        if (!c.closing && c.unsent() > 0) write_to(c);
       }
+      backlog = tidy();
     }
   }
-
-  static constexpr std::uint64_t kMaxValueBytes = std::uint64_t{64} << 20;
-  static constexpr std::uint64_t kMaxKeys = std::uint64_t{1} << 20;
-  static constexpr std::size_t kMaxRequestBytes = std::size_t{256} << 20;
 };
 
-TcpStoreServer::TcpStoreServer(std::uint16_t port, std::string_view who)
+TcpStoreServer::TcpStoreServer(std::uint16_t port, std::string_view who, ServerOptions options)
     : impl_(std::make_unique<Impl>()) {
-  impl_->listen_on(port, who);
+  impl_->who = who;
+  impl_->opt = std::move(options);
+  impl_->listen_on(port);
   if (::pipe2(impl_->wake, O_CLOEXEC) != 0)
     throw tally::RuntimeError(std::string(who) + "pipe: " + errno_text(errno));
+  // The secret's file once the port is this job's (a job that finds the port taken never
+  // replaces another job's file), before the first client is served.
+  if (!impl_->opt.secret_file.empty()) {
+    write_secret(impl_->opt.secret_file, impl_->opt.secret, who);
+    impl_->wrote_secret_file = true;
+  }
   impl_->thread = std::thread([impl = impl_.get()] { impl->serve(); });
 }
 
@@ -733,6 +1266,18 @@ TcpStoreServer::~TcpStoreServer() {
 }
 
 std::uint16_t TcpStoreServer::port() const noexcept { return impl_->port; }
+const std::string& TcpStoreServer::secret() const noexcept { return impl_->opt.secret; }
+
+ServerStats TcpStoreServer::stats() const {
+  ServerStats s;
+  s.turns = impl_->n_turns;
+  s.accepted = impl_->n_accepted;
+  s.closed_bad = impl_->n_closed_bad;
+  s.stored_bytes = impl_->n_stored;
+  s.keys = impl_->n_keys;
+  s.connections = impl_->n_conns;
+  return s;
+}
 
 // ---- the client ---------------------------------------------------------------------------
 
@@ -741,6 +1286,7 @@ struct TcpStoreClient::Impl {
   int rank = 0;
   std::chrono::milliseconds timeout{0};
   std::string who;
+  std::string secret;
   int fd = -1;
   std::mutex mu;  // one request at a time (gloo's store calls come from one thread, but be safe)
 
@@ -765,11 +1311,35 @@ struct TcpStoreClient::Impl {
   // Connects (again, after a failure) before `deadline`, retrying while the server is not up.
   void ensure(Clock::time_point deadline) {
     if (fd >= 0) return;
+    // A store may close a connection not yet authenticated to make room (a flood of idle
+    // connections): a few attempts before that counts as a refusal.
+    constexpr int kAttempts = 5;
+    for (int attempt = 1;; ++attempt) {
+      connect_until(deadline);
+      std::string stage, what;
+      if (greet(deadline, stage, what)) return;
+      disconnect();
+      if (attempt == kAttempts || Clock::now() + std::chrono::milliseconds(100) >= deadline) {
+        if (stage == "connecting")
+          fail("connecting", what + " (is the peer at this port a TCP store?)");
+        throw tally::ConfigError(
+            where() + ": the store refused this rank's proof of the job's secret (" + what + ", " +
+            std::to_string(attempt) +
+            " times): every rank needs the same secret (TALLY_STORE_SECRET, "
+            "TALLY_STORE_SECRET_FILE or backend.store_secret_file; on one host, the file rank 0 "
+            "writes)");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20) * attempt);
+    }
+  }
+
+  // Connects before `deadline`, retrying while the server is not up.
+  void connect_until(Clock::time_point deadline) {
     std::string why;
     auto pause = std::chrono::milliseconds(20);
     for (;;) {
       fd = connect_once(address.host, address.port, deadline, why);
-      if (fd >= 0) break;
+      if (fd >= 0) return;
       if (Clock::now() + pause >= deadline)
         fail("connecting", "no connection within " + seconds_text(timeout) + ": " + why +
                                (address.host_here ? ""
@@ -778,11 +1348,16 @@ struct TcpStoreClient::Impl {
       std::this_thread::sleep_for(pause);
       pause = std::min(pause * 2, std::chrono::milliseconds(500));
     }
+  }
+
+  // VALIDATE, a PING (a wrong service at the port would never answer it), and the proof of the
+  // job's secret. False, with the stage and what happened, when the store closed the connection.
+  bool greet(Clock::time_point deadline, std::string& stage, std::string& what) {
+    stage = "connecting";
     try {
       Request v(Query::Validate);
       v.value<std::uint32_t>(kMagic);
       send_all(fd, v.data().data(), v.data().size(), deadline);
-      // A PING proves the peer is a store (a wrong service at the port would never answer).
       std::uint32_t nonce = static_cast<std::uint32_t>(std::random_device{}());
       Request p(Query::Ping);
       p.value<std::uint32_t>(nonce);
@@ -790,9 +1365,42 @@ struct TcpStoreClient::Impl {
       std::uint32_t back = 0;
       recv_all(fd, reinterpret_cast<std::uint8_t*>(&back), sizeof back, deadline);
       if (back != nonce) fail("connecting", "the peer is not a TCP store (a wrong PING answer)");
+      stage = "authenticating";
+      authenticate(deadline);
+      return true;
     } catch (const IoFailure& f) {
-      fail("connecting", std::string(f.what()) + " (is the peer at this port a TCP store?)");
+      if (f.timed_out)
+        fail(stage, std::string(f.what()) + " within " + seconds_text(timeout) +
+                        (stage == "connecting" ? " (is the peer at this port a TCP store?)" : ""));
+      what = f.what();
+      return false;
     }
+  }
+
+  // Proves the job's secret: GET the connection's nonce (after a WAIT, as torch's get() does),
+  // SET the proof, and a PING that a store refusing the proof never answers. The secret file of
+  // a one-host job is read here, after the connection: rank 0 writes it before it serves.
+  void authenticate(Clock::time_point deadline) {
+    if (secret.empty() && !address.secret_file.empty())
+      secret = read_secret_file(address.secret_file, "the secret file of rank 0's store", who);
+    if (secret.empty()) return;
+    wait_keys(std::span<const std::string>(&kNonceKey, 1), deadline, false);
+    Request g(Query::Get);
+    g.string(kNonceKey);
+    send(g, deadline);
+    const auto nonce = recv_bytes(deadline);
+    if (nonce.size() > 256)
+      io_fail("the store sent a nonce of " + std::to_string(nonce.size()) + " bytes");
+    Request p(Query::Set);
+    p.string(kProofKey);
+    const std::string proof = proof_of(
+        secret, std::string_view(reinterpret_cast<const char*>(nonce.data()), nonce.size()));
+    p.bytes(proof.data(), proof.size());
+    send(p, deadline);
+    Request ping(Query::Ping);
+    ping.value<std::uint32_t>(1);
+    send(ping, deadline);
+    (void)recv_value<std::uint32_t>(deadline);
   }
 
   template <class F>
@@ -822,22 +1430,23 @@ struct TcpStoreClient::Impl {
   std::vector<std::byte> recv_bytes(Clock::time_point deadline) {
     const auto n = recv_value<std::uint64_t>(deadline);
     if (n > Impl::kMaxValueBytes)
-      io_fail("the store sent a value of " + std::to_string(n) + " bytes (more than 64 MiB)");
+      io_fail("the store sent a value of " + std::to_string(n) + " bytes (more than 16 MiB)");
     std::vector<std::byte> out(n);
     recv_all(fd, reinterpret_cast<std::uint8_t*>(out.data()), n, deadline);
     return out;
   }
 
-  void wait_keys(std::span<const std::string> keys, Clock::time_point deadline) {
+  void wait_keys(std::span<const std::string> keys, Clock::time_point deadline,
+                 bool prefix = true) {
     Request r(Query::Wait);
     r.value<std::uint64_t>(keys.size());
-    for (const auto& k : keys) r.string("/" + k);
+    for (const auto& k : keys) r.string(prefix ? "/" + k : k);
     send(r, deadline);
     const auto answer = recv_value<std::uint8_t>(deadline);
     if (answer != kStopWaiting) io_fail("the store answered WAIT with " + std::to_string(answer));
   }
 
-  static constexpr std::uint64_t kMaxValueBytes = std::uint64_t{64} << 20;
+  static constexpr std::uint64_t kMaxValueBytes = StoreLimits{}.max_value_bytes;
 };
 
 namespace {
@@ -864,6 +1473,7 @@ TcpStoreClient::TcpStoreClient(const StoreAddress& address, int rank,
   impl_->rank = rank;
   impl_->timeout = timeout;
   impl_->who = who;
+  impl_->secret = address.secret;
   std::lock_guard lock(impl_->mu);
   impl_->ensure(Clock::now() + timeout);
 }
@@ -875,7 +1485,7 @@ TcpStoreClient& TcpStoreClient::operator=(TcpStoreClient&&) noexcept = default;
 void TcpStoreClient::set(std::string_view key, std::span<const std::byte> value) {
   if (value.size() > Impl::kMaxValueBytes)
     impl_->fail("setting '" + std::string(key) + "'",
-                "a value of " + std::to_string(value.size()) + " bytes (more than 64 MiB)");
+                "a value of " + std::to_string(value.size()) + " bytes (more than 16 MiB)");
   impl_->exchange("setting '" + std::string(key) + "'", {}, [&](Clock::time_point d) {
     Request r(Query::Set);
     r.string("/" + std::string(key));
@@ -931,6 +1541,7 @@ bool TcpStoreClient::check(std::span<const std::string> keys) {
 }
 
 std::chrono::milliseconds TcpStoreClient::timeout() const noexcept { return impl_->timeout; }
+const std::string& TcpStoreClient::secret() const noexcept { return impl_->secret; }
 void TcpStoreClient::set_timeout(std::chrono::milliseconds timeout) noexcept {
   impl_->timeout = timeout;
 }
@@ -948,10 +1559,20 @@ JobStore::JobStore(const StoreAddress& address, int rank, std::chrono::milliseco
     static std::map<std::uint16_t, std::shared_ptr<TcpStoreServer>> servers;
     std::lock_guard lock(mu);
     auto& server = servers[address.port];
-    if (!server) server = std::make_shared<TcpStoreServer>(address.port, who);
+    if (!server) {
+      ServerOptions options;
+      options.bind = address.bind.empty() ? address.host : address.bind;
+      options.secret = address.secret;
+      if (address.write_secret_file) options.secret_file = address.secret_file;
+      server = std::make_shared<TcpStoreServer>(address.port, who, std::move(options));
+    } else if (address.write_secret_file) {
+      address_.secret = server->secret();  // the secret the first backend's server wrote
+    }
     server_ = server;
   }
-  client_ = std::make_unique<TcpStoreClient>(address, rank, timeout, who);
+  client_ = std::make_unique<TcpStoreClient>(address_, rank, timeout, who);
+  // The secret read from rank 0's file: later clients of this job (heartbeats) need not read it.
+  address_.secret = client_->secret();
   const std::int64_t n = client_->add("tally/" + std::to_string(rank) + "/backends", 1);
   prefix_ = "tally/" + std::to_string(n) + "/";
 }

@@ -77,9 +77,10 @@ namespace {
 constexpr const char* kWho = "gloo backend: ";
 constexpr std::int64_t kDefaultChunkBytes = std::int64_t{1} << 30;
 constexpr double kDefaultTimeout = 600.0;
-// Starting is live work on a busy machine (every rank must start and reach the rendezvous): at
-// least start_timeout (30 s by default), so that a short backend.timeout bounds collectives
-// without failing healthy starts.
+// Starting is live work on a busy machine (every rank must start and reach the rendezvous): the
+// whole start-up has its own deadline, start_timeout (30 s by default), so that a short
+// backend.timeout bounds collectives without failing healthy starts, and a long one never makes
+// a world that cannot start wait for it.
 constexpr double kMinStartTimeout = 30.0;
 // The slot prefix of the rooted gather's point-to-point messages (Gloo's own collectives use
 // 0x01..0x08, gloo/types.h).
@@ -118,11 +119,20 @@ class StoreAdapter final : public gloo::rendezvous::Store {
   StoreAdapter(tally_store::TcpStoreClient& client, std::string prefix)
       : client_(client), prefix_(std::move(prefix)) {}
 
+  using Clock = std::chrono::steady_clock;
+
+  /// Every request from now until `deadline` (the start-up's: backend.start_timeout) waits at
+  /// most what is left of it; Clock::time_point::max(): none.
+  void set_deadline(Clock::time_point deadline) { deadline_ = deadline; }
+
   void set(const std::string& key, const std::vector<char>& data) override {
-    client_.set(prefix_ + key, std::as_bytes(std::span(data)));
+    bounded([&] {
+      client_.set(prefix_ + key, std::as_bytes(std::span(data)));
+      return 0;
+    });
   }
   std::vector<char> get(const std::string& key) override {
-    const auto v = client_.get(prefix_ + key, waiting_for(key));
+    const auto v = bounded([&] { return client_.get(prefix_ + key, waiting_for(key)); });
     std::vector<char> out(v.size());
     std::memcpy(out.data(), v.data(), v.size());
     return out;
@@ -132,15 +142,16 @@ class StoreAdapter final : public gloo::rendezvous::Store {
   // named with the rank that should have set it.
   void wait(const std::vector<std::string>& keys,
             const std::chrono::milliseconds& timeout) override {
-    using Clock = std::chrono::steady_clock;
     const auto before = client_.timeout();
-    // Gloo's own timeout when longer (its default is 30 s); never shorter than ours.
-    const auto deadline = Clock::now() + std::max(before, timeout);
+    // Gloo's own timeout when longer (its default is 30 s); never shorter than ours; never past
+    // the start-up's deadline.
+    const auto deadline = std::min(Clock::now() + std::max(before, timeout), deadline_);
     try {
       for (const auto& k : keys) {
         const auto left =
             std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-        client_.set_timeout(std::max(left, std::chrono::milliseconds(1)));
+        if (left.count() <= 0) throw_past_deadline(k);
+        client_.set_timeout(left);
         client_.wait(std::vector<std::string>{prefix_ + k}, waiting_for(k));
       }
     } catch (...) {
@@ -157,8 +168,32 @@ class StoreAdapter final : public gloo::rendezvous::Store {
     return "the address rank " + std::to_string(r) + " publishes (is rank " + std::to_string(r) +
            " running tally with the gloo backend?)";
   }
+  // f() with the client's timeout cut to what is left of the start-up's deadline.
+  template <class F>
+  auto bounded(F&& f) -> decltype(f()) {
+    if (deadline_ == Clock::time_point::max()) return f();
+    const auto before = client_.timeout();
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline_ - Clock::now());
+    if (left.count() <= 0) throw_past_deadline({});
+    client_.set_timeout(std::min(before, left));
+    try {
+      auto out = f();
+      client_.set_timeout(before);
+      return out;
+    } catch (...) {
+      client_.set_timeout(before);
+      throw;
+    }
+  }
+  [[noreturn]] static void throw_past_deadline(const std::string& key) {
+    throw std::runtime_error("the start-up did not complete within backend.start_timeout" +
+                             (key.empty() ? std::string() : " waiting for " + waiting_for(key)));
+  }
+
   tally_store::TcpStoreClient& client_;
   std::string prefix_;
+  Clock::time_point deadline_ = Clock::time_point::max();
 };
 
 // The local address from which this host reaches `host` (a connected UDP socket sends nothing).
@@ -225,6 +260,11 @@ class GlooBackend final : public tally::DistBackend,
     }
     if (params.has("master_addr") && master_addr.empty())
       params.fail("master_addr", "is empty: expected the host name or address of rank 0");
+    std::string store_bind, store_secret_file;
+    if (params.has("store_bind")) store_bind = params.get_string("store_bind");
+    if (params.has("store_bind") && store_bind.empty())
+      params.fail("store_bind", "is empty: expected 'any', 'loopback' or an address of this host");
+    if (params.has("store_secret_file")) store_secret_file = params.get_string("store_secret_file");
 
     // 2. The launcher's environment.
     const auto env = tally_launch::process_env();
@@ -238,13 +278,25 @@ class GlooBackend final : public tally::DistBackend,
     me_ = std::string(kWho) + "rank " + std::to_string(rank_) + " of " + std::to_string(world_);
     if (world_ == 1) return;  // alone: no context, every primitive is a copy or nothing
 
-    // 3. Rendezvous and the full mesh of TCP pairs.
-    const double start_s = std::max(timeout_s_, start_timeout_s);
-    const auto start_timeout = to_ms(start_s);
+    // 3. Rendezvous and the full mesh of TCP pairs, all of it within start_timeout.
+    const auto start_timeout = to_ms(start_timeout_s);
+    const auto start_deadline = std::chrono::steady_clock::now() + start_timeout;
+    const auto start_left = [&] {
+      return std::max(std::chrono::milliseconds(1),
+                      std::chrono::duration_cast<std::chrono::milliseconds>(
+                          start_deadline - std::chrono::steady_clock::now()));
+    };
     std::shared_ptr<gloo::transport::Device> device;
     std::string where;
     tally_store::StoreAddress address;
-    if (rendezvous.empty()) address = store_address(env, master_addr, master_port, launch);
+    if (rendezvous.empty()) {
+      address = store_address(env, master_addr, master_port, launch);
+      tally_store::secure_store_address(address, env, store_bind, store_secret_file, me_ + ": ");
+    }
+    // A world this machine cannot serve is a config error before any socket is opened: Gloo's
+    // full mesh holds a connection per peer, rank 0's store one (and the heartbeats' one) per rank.
+    tally_store::check_world_fits(world_, 1, rendezvous.empty() && address.host_here, launch.source,
+                                  me_ + ": ");
     // The device first: a bad interface is this rank's config error before it meets anyone.
     {
       gloo::transport::tcp::attr attr;
@@ -269,14 +321,18 @@ class GlooBackend final : public tally::DistBackend,
       where = "the TCP store at " + address.host + ":" + std::to_string(address.port) + " (" +
               address.source + ")";
       try {
-        job_store_ = std::make_unique<tally_store::JobStore>(address, rank_, start_timeout, kWho);
+        job_store_ = std::make_unique<tally_store::JobStore>(address, rank_, start_left(), kWho);
       } catch (const tally::ConfigError& e) {
         // The server's port: name this rank and where the address came from.
         std::string what = e.what();
         if (what.rfind(kWho, 0) == 0) what.erase(0, std::string_view(kWho).size());
         throw tally::ConfigError(me_ + ": " + what + " [" + address.source + "]");
       }
-      store_ = std::make_unique<StoreAdapter>(job_store_->client(), job_store_->prefix() + "gloo/");
+      auto adapter =
+          std::make_unique<StoreAdapter>(job_store_->client(), job_store_->prefix() + "gloo/");
+      adapter->set_deadline(start_deadline);
+      store_adapter_ = adapter.get();
+      store_ = std::move(adapter);
     } else {
       // A folder of this job: a sub-folder per launcher job id when the launcher gives one, so
       // that files an earlier job left are not read.
@@ -312,7 +368,7 @@ class GlooBackend final : public tally::DistBackend,
     try {
       check_world_size(rdv, launch);
       auto ctx = std::make_shared<gloo::rendezvous::Context>(rank_, world_);
-      ctx->setTimeout(start_timeout);
+      ctx->setTimeout(start_left());
       ctx->connectFullMesh(rdv, device);
       ctx->setTimeout(to_ms(timeout_s_));
       context_ = ctx;
@@ -320,8 +376,10 @@ class GlooBackend final : public tally::DistBackend,
       publish_call("0 (start)");  // before the barrier: every rank past it finds every counter
       // Every rank has read every address: the file store's files have served.
       gloo::BarrierOptions b(context_);
-      b.setTimeout(start_timeout);
+      b.setTimeout(start_left());
       gloo::barrier(b);
+      if (store_adapter_)
+        store_adapter_->set_deadline(std::chrono::steady_clock::time_point::max());
       if (file_store_)
         for (const auto& p : file_store_->getAllKeyFilePaths()) std::filesystem::remove(p, ec_);
       // From now on the store only carries call counters: a store that stops answering must not
@@ -335,8 +393,8 @@ class GlooBackend final : public tally::DistBackend,
       throw tally::RuntimeError(me_ + ": rendezvous through " + where +
                                 " failed: " + one_line(e.what()) +
                                 " (every rank of the job must run tally "
-                                "with the gloo backend; start-up waits at "
-                                "least 30 s)");
+                                "with the gloo backend; start-up waits "
+                                "backend.start_timeout, 30 s by default)");
     }
   }
 
@@ -796,6 +854,7 @@ class GlooBackend final : public tally::DistBackend,
                              env_addr != nullptr && a.host == env_addr && env_port != nullptr &&
                              std::to_string(port) == env_port;
     a.host_here = rank_ == 0 && !agent_store;
+    a.agent_store = agent_store;
     a.source = from_addr + ", " + from_port + (agent_store ? " (torchrun's agent store)" : "");
     return a;
   }
@@ -808,6 +867,7 @@ class GlooBackend final : public tally::DistBackend,
   std::unique_ptr<tally_store::JobStore> job_store_;
   std::unique_ptr<gloo::rendezvous::FileStore> file_store_;
   std::unique_ptr<gloo::rendezvous::Store> store_;  // job_store_'s or file_store_'s, prefixed
+  StoreAdapter* store_adapter_ = nullptr;           // store_ over job_store_'s client
   std::string store_where_;
   std::shared_ptr<gloo::Context> context_;
   // Peer r's address for its pair with this rank ("[10.0.0.3]:19621", as Gloo's errors print it).
@@ -832,12 +892,12 @@ std::vector<tally::ParamSpec> gloo_params() {
       param("timeout", ParamType::Float,
             "seconds a collective may wait for the other ranks (every Gloo call has this "
             "deadline); past it the call fails on this rank with a message naming the rank and "
-            "the call. The rendezvous waits at least start_timeout for every rank to start.")
+            "the call. The start-up has its own deadline, start_timeout.")
           .def(kDefaultTimeout),
       param("start_timeout", ParamType::Float,
-            "seconds the rendezvous waits at least for every rank to start and reach the store "
-            "(starting is live work on a busy machine: the wait is the larger of this and "
-            "timeout)")
+            "seconds the whole start-up may take: every rank starts, reaches the store and "
+            "connects to every other (whatever the world size); past it every rank fails naming "
+            "the rank it waited for")
           .def(kMinStartTimeout),
       param("rendezvous", ParamType::Path,
             "a folder every rank sees: rendezvous through Gloo's file store there instead of the "
@@ -849,6 +909,15 @@ std::vector<tally::ParamSpec> gloo_params() {
           .optional(),
       param("master_addr", ParamType::String,
             "the host of the TCP store (rank 0's host); by default MASTER_ADDR")
+          .optional(),
+      param("store_bind", ParamType::String,
+            "where rank 0's TCP store listens: by default only where MASTER_ADDR is (loopback "
+            "for a loopback MASTER_ADDR); 'any' for every interface, or an address of this host")
+          .optional(),
+      param("store_secret_file", ParamType::Path,
+            "a private file (mode 0600) holding the job's secret, the same on every rank: the "
+            "store serves only clients that prove it (else TALLY_STORE_SECRET_FILE or "
+            "TALLY_STORE_SECRET; on one host rank 0 makes one)")
           .optional(),
       param("master_port", ParamType::Int,
             "the port of the TCP store (1 to 65535); by default MASTER_PORT. Rank 0 serves the "

@@ -239,6 +239,11 @@ class NcclBackend final : public tally::DistBackend,
     std::optional<std::int64_t> master_port;
     if (params.has("master_addr")) master_addr = params.get_string("master_addr");
     if (params.has("master_port")) master_port = params.get_int("master_port");
+    std::string store_bind, store_secret_file;
+    if (params.has("store_bind")) store_bind = params.get_string("store_bind");
+    if (params.has("store_bind") && store_bind.empty())
+      params.fail("store_bind", "is empty: expected 'any', 'loopback' or an address of this host");
+    if (params.has("store_secret_file")) store_secret_file = params.get_string("store_secret_file");
 
     // 2. The launcher's environment and the bootstrap it allows (config errors too).
     const tally_nccl::GetEnv get_env = tally_nccl::process_env();
@@ -252,8 +257,15 @@ class NcclBackend final : public tally::DistBackend,
     rank_ = env.rank;
     world_ = env.world_size;
     std::optional<tally_store::StoreAddress> store;
-    if (bootstrap == tally_nccl::BootstrapKind::Store)
+    if (bootstrap == tally_nccl::BootstrapKind::Store) {
       store = tally_nccl::store_address(get_env, rank_, master_addr, master_port);
+      tally_store::secure_store_address(*store, get_env, store_bind, store_secret_file,
+                                        "nccl backend: rank " + std::to_string(rank_) + ": ");
+      // Rank 0 serves the store to every rank: a world it cannot serve is a config error before
+      // any socket is opened.
+      tally_store::check_world_fits(world_, 0, store->host_here, env.source,
+                                    "nccl backend: rank " + std::to_string(rank_) + ": ");
+    }
 
     try {
       // 3. A GPU, and NCCL.
@@ -899,6 +911,15 @@ std::vector<tally::ParamSpec> nccl_params() {
       param("master_port", ParamType::Int,
             "The port of that TCP store (1 to 65535); by default MASTER_PORT. Rank 0 serves the "
             "store there, unless torchrun's agent already does (TORCHELASTIC_USE_AGENT_STORE).")
+          .optional(),
+      param("store_bind", ParamType::String,
+            "Where rank 0's TCP store listens: by default only where MASTER_ADDR is (loopback for "
+            "a loopback MASTER_ADDR); 'any' for every interface, or an address of this host.")
+          .optional(),
+      param("store_secret_file", ParamType::Path,
+            "A private file (mode 0600) holding the job's secret, the same on every rank: the "
+            "store serves only clients that prove it (else TALLY_STORE_SECRET_FILE or "
+            "TALLY_STORE_SECRET; on one host rank 0 makes one).")
           .optional(),
       param("device", ParamType::Int,
             "The CUDA device of this rank; by default the local rank modulo the visible devices.")

@@ -321,6 +321,7 @@ tally_store::StoreAddress store_address(const GetEnv& env, int rank,
                            env_addr != nullptr && a.host == env_addr && env_port != nullptr &&
                            std::to_string(port) == env_port;
   a.host_here = rank == 0 && !agent_store;
+  a.agent_store = agent_store;
   a.source = addr_from + ", " + port_from + (agent_store ? " (torchrun's agent store)" : "");
   return a;
 }

@@ -447,9 +447,11 @@ struct Bed {
     if (!name.empty()) run_command("bash " + kNetns + " down " + name + " >/dev/null 2>&1");
   }
   // launch_ranks.sh with rank r run as host r, the store on host 0.
+  // The store's address is not a loopback one: every rank proves one secret (docs/gloo.md).
   std::string launch(int np) const {
-    return kLaunch + " " + std::to_string(np) + " --bound 240 --addr " + first_host + " -- bash " +
-           kNetns + " exec " + name + " {rank} ";
+    return "env TALLY_STORE_SECRET=bed-" + std::to_string(::getpid()) + "-" + name + " " + kLaunch +
+           " " + std::to_string(np) + " --bound 240 --addr " + first_host + " -- bash " + kNetns +
+           " exec " + name + " {rank} ";
   }
 };
 

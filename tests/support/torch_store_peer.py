@@ -4,8 +4,13 @@
                                     talks to tally's client (which connects to it)
   torch_store_peer.py client H P    a TCPStore client of tally's server at H:P
 
-Exits 0 and prints "python ... ok" when every exchange gave what tally's side sent.
+Exits 0 and prints "python ... ok" when every exchange gave what tally's side sent. As a client
+of tally's server it first proves the job's secret (TALLY_STORE_SECRET) as docs/gloo.md says:
+GET "tally/auth/nonce", SET "tally/auth/proof" to the hex HMAC-SHA256 of the nonce.
 """
+import hashlib
+import hmac
+import os
 import sys
 from datetime import timedelta
 
@@ -35,8 +40,14 @@ def server():
     print("python server ok", flush=True)
 
 
+def authenticate(store, secret):
+    nonce = store.get("tally/auth/nonce")
+    store.set("tally/auth/proof", hmac.new(secret.encode(), nonce, hashlib.sha256).hexdigest())
+
+
 def client(host, port):
     store = TCPStore(host, int(port), is_master=False, timeout=TIMEOUT, wait_for_workers=False)
+    authenticate(store, os.environ["TALLY_STORE_SECRET"])
     check(store.get("tally/key"), b"from tally", "get tally/key")
     check(store.add("counter", 5), 12, "add")
     check(store.check(["tally/key", "counter"]), True, "check")
