@@ -151,6 +151,10 @@ std::string Metadata::to_json() const {
 }
 
 Metadata Metadata::parse(std::string_view text, const fs::path& file) {
+  // nlohmann's parser ends the text at a NUL byte, and the checksum covers what it parsed: a NUL
+  // (never in JSON text) would let anything after it pass unchecked.
+  if (const auto nul = text.find('\0'); nul != std::string_view::npos)
+    corrupt(file, fmt::format("a NUL byte at offset {} (JSON text has none)", nul));
   nlohmann::ordered_json j;
   try {
     j = nlohmann::ordered_json::parse(text);

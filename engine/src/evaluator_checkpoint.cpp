@@ -3,6 +3,8 @@
 // `every_n_batches` the ranks save their states together.
 #include <algorithm>
 #include <atomic>
+#include <bit>
+#include <cstring>
 #include <filesystem>
 #include <tuple>
 
@@ -163,6 +165,9 @@ void Evaluator::Impl::restore_states(const msgpack::object& o, const std::string
   for (std::size_t i = 0; i < metrics.size(); ++i) {
     try {
       metrics[i].metric->restore(o.via.array.ptr[1].via.array.ptr[i]);
+    } catch (const Error& e) {  // the state reads, but no run of this metric could have saved it
+      throw InputError(fmt::format("{}: metric '{}' cannot read its saved state: {}", where,
+                                   metrics[i].label, e.what()));
     } catch (const std::exception&) {
       throw InputError(fmt::format(
           "{}: metric '{}' cannot read its saved state (expected the state its plugin packs)",
@@ -419,14 +424,78 @@ void Evaluator::Impl::read_checkpointed(Reader* reader, const ReadOptions& optio
 }
 
 // ---- a host program's checkpoint of this rank's state ---------------------------------------
+//
+// save_state() / load_state() (Python's state_dict()), docs/checkpoint.md "A host program's
+// state": a header, the payload, and a CRC-32 of everything before it, little-endian:
+//
+//   [0, 22)        "tally-evaluator-state\n"
+//   [22, 26)       u32 format version (2)
+//   [26, 34)       u64 payload bytes
+//   [34, 34 + n)   payload: msgpack [metrics fingerprint, samples, [0, [state...]]]
+//   [34 + n, +4)   u32 zlib CRC-32 of bytes [0, 34 + n)
+//
+// load_state checks the size and the CRC before anything is unpacked, then what the payload
+// says. Format 1 (tally 0.x before issue 32: a bare msgpack array, no checksum) is refused.
 
 namespace {
-constexpr std::string_view kStateMagic = "tally-evaluator-state";
-constexpr std::uint32_t kStateVersion = 1;
+
+constexpr std::string_view kStateMagic = "tally-evaluator-state\n";
+constexpr std::uint32_t kStateVersion = 2;
+constexpr std::size_t kStateHeader = kStateMagic.size() + 4 + 8;
+constexpr std::size_t kStateTrailer = 4;
+
+static_assert(std::endian::native == std::endian::little, "the state header is little-endian");
+
+template <class T>
+void append_le(std::string& out, T v) {
+  char b[sizeof(T)];
+  std::memcpy(b, &v, sizeof(T));
+  out.append(b, sizeof(T));
+}
+
+template <class T>
+T read_le(std::string_view bytes, std::size_t at) {
+  T v;
+  std::memcpy(&v, bytes.data() + at, sizeof(T));
+  return v;
+}
+
+// The payload of a state whose header, size and checksum hold; InputError otherwise.
+std::string_view checked_payload(std::string_view bytes) {
+  const auto fail = [&](const std::string& what) {
+    throw InputError(fmt::format("load_state: {}", what));
+  };
+  // Format 1: msgpack fixarray(5), then the magic without its newline as a str.
+  constexpr std::string_view v1 = "\x95\xb5tally-evaluator-state";
+  if (bytes.starts_with(v1))
+    fail(
+        "the state was saved by an older tally (state format 1, without a checksum); this tally "
+        "reads format 2: finish the epoch with the tally that saved it, or start it over");
+  if (bytes.size() < kStateHeader + kStateTrailer || !bytes.starts_with(kStateMagic))
+    fail(fmt::format("the {} bytes are not a saved evaluator state (save_state / state_dict())",
+                     bytes.size()));
+  const auto declared = read_le<std::uint64_t>(bytes, kStateMagic.size() + 4);
+  const std::size_t held = bytes.size() - kStateHeader - kStateTrailer;
+  if (declared != held)
+    fail(fmt::format(
+        "the state is corrupt: its header declares {} payload bytes, it holds {} (truncated or "
+        "extended since it was saved)",
+        declared, held));
+  const auto stored = read_le<std::uint32_t>(bytes, bytes.size() - kStateTrailer);
+  const auto computed = checkpoint::crc32_of(bytes.substr(0, bytes.size() - kStateTrailer));
+  if (stored != computed)
+    fail(fmt::format(
+        "the state is corrupt: CRC-32 expected {:08x} (saved with it), found {:08x}: its bytes "
+        "changed since it was saved",
+        stored, computed));
+  if (const auto v = read_le<std::uint32_t>(bytes, kStateMagic.size()); v != kStateVersion)
+    fail(fmt::format("state format version expected {}, found {} (saved by another tally)",
+                     kStateVersion, v));
+  return bytes.substr(kStateHeader, held);
+}
+
 }  // namespace
 
-// ["tally-evaluator-state", version, metrics fingerprint, samples, [0, [state...]]]: the
-// metric states as a checkpoint shard holds them (save_states).
 std::string Evaluator::save_state() const {
   const auto& s = *impl_;
   if (s.error) throw_error(s.error->first, s.error->second);
@@ -435,15 +504,20 @@ std::string Evaluator::save_state() const {
         "save_state: with a padded sampler the last sample added is held back until compute() "
         "knows whether it is padding; save the state between epochs (after compute() or "
         "reset())");
-  msgpack::sbuffer out;
-  Packer p(out);
-  p.pack_array(5);
-  p.pack(kStateMagic);
-  p.pack(kStateVersion);
+  msgpack::sbuffer payload;
+  Packer p(payload);
+  p.pack_array(3);
   p.pack(s.fingerprint);
   p.pack(s.samples);
-  s.save_states(out);  // the fifth element, in place
-  return std::string(out.data(), out.size());
+  s.save_states(payload);  // the third element, in place
+  std::string out;
+  out.reserve(kStateHeader + payload.size() + kStateTrailer);
+  out.append(kStateMagic);
+  append_le<std::uint32_t>(out, kStateVersion);
+  append_le<std::uint64_t>(out, payload.size());
+  out.append(payload.data(), payload.size());
+  append_le<std::uint32_t>(out, checkpoint::crc32_of(out));
+  return out;
 }
 
 void Evaluator::load_state(std::string_view bytes) {
@@ -451,35 +525,33 @@ void Evaluator::load_state(std::string_view bytes) {
   const auto fail = [](const std::string& what) {
     throw InputError(fmt::format("load_state: {}", what));
   };
+  const std::string_view payload = checked_payload(bytes);
   msgpack::object_handle h;
   try {
-    h = unpack_bounded(std::as_bytes(std::span(bytes.data(), bytes.size())),
+    h = unpack_bounded(std::as_bytes(std::span(payload.data(), payload.size())),
                        /*reference_bins=*/true);
   } catch (const std::exception& e) {
-    fail(fmt::format("the {} bytes are not a saved evaluator state: {}", bytes.size(), e.what()));
+    fail(fmt::format("the state's payload is not valid msgpack: {}", e.what()));
   }
   const auto& o = h.get();
   const auto* a = o.type == msgpack::type::ARRAY ? o.via.array.ptr : nullptr;
-  if (a == nullptr || o.via.array.size != 5 || a[0].type != msgpack::type::STR ||
-      std::string_view(a[0].via.str.ptr, a[0].via.str.size) != kStateMagic)
-    fail(fmt::format("the {} bytes are not a saved evaluator state (save_state / state_dict())",
-                     bytes.size()));
-  if (a[1].type != msgpack::type::POSITIVE_INTEGER || a[1].via.u64 != kStateVersion)
-    fail(fmt::format("expected a state of format version {}, found another", kStateVersion));
-  if (a[2].type != msgpack::type::POSITIVE_INTEGER || a[2].via.u64 != s.fingerprint)
+  if (a == nullptr || o.via.array.size != 3)
+    fail("the state's payload is not [fingerprint, samples, states]");
+  if (a[0].type != msgpack::type::POSITIVE_INTEGER || a[0].via.u64 != s.fingerprint)
     fail(
         "the state was saved by an evaluator of other metrics (labels, types, parameters or "
         "plugin versions differ from this one's)");
-  if (a[3].type != msgpack::type::POSITIVE_INTEGER) fail("the state's sample count is missing");
+  if (a[1].type != msgpack::type::POSITIVE_INTEGER || a[1].via.u64 > INT64_MAX)
+    fail("the state's sample count is not a count");
   // All or nothing: a state that fails part-way leaves this evaluator reset, not half-loaded.
   reset();
   try {
-    s.restore_states(a[4], "load_state");
+    s.restore_states(a[2], "load_state");
   } catch (const Error&) {
     reset();
     throw;
   }
-  s.samples = static_cast<std::int64_t>(a[3].via.u64);
+  s.samples = static_cast<std::int64_t>(a[1].via.u64);
 }
 
 }  // namespace tally

@@ -87,6 +87,15 @@ class Accuracy final : public TypedMetric<AccuracyState> {
       update_labels(state, batch);
   }
 
+  // A restored state (TypedMetric::check_restored): no k or threshold hits more samples than
+  // were counted. At a sync both fields were summed by the engine and hold zeros here.
+  void check_rank(const AccuracyState& s, std::size_t) const override {
+    for (const std::int64_t h : s.hits)
+      if (h > s.n)
+        throw RuntimeError("the state counts " + std::to_string(h) + " hits of " +
+                           std::to_string(s.n) + " samples");
+  }
+
   Value compute(const AccuracyState& all) const override {
     if (all.hits.size() != topk_.size() * thrs_.size())  // a state restored from another config
       throw RuntimeError(check_.owner() + ": the state has " + std::to_string(all.hits.size()) +

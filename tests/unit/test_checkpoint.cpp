@@ -6,9 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
 
 #include <fmt/format.h>
+#include <msgpack.hpp>
 
 #include "checkpoint.hpp"
 #include "file_io.hpp"
@@ -309,4 +311,303 @@ TEST_F(CheckpointApi, ARankWithoutAReaderFailsReadAllAndCompute) {
   auto ev = tally::Evaluator::from_file(dir / "eval.yaml");
   EXPECT_THROW(ev.read_all(nullptr), tally::RuntimeError);
   EXPECT_THROW(ev.compute(), tally::RuntimeError);
+}
+
+// ---- integrity: every changed byte of a checkpoint or a host program's state is refused -------
+
+namespace {
+
+// The bytes of `s` with bit `bit` flipped.
+std::string flip(std::string s, std::size_t bit) {
+  s[bit / 8] = static_cast<char>(static_cast<unsigned char>(s[bit / 8]) ^ (1u << (bit % 8)));
+  return s;
+}
+
+template <class F>
+std::string input_error_of(F&& f) {
+  try {
+    f();
+  } catch (const tally::InputError& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return std::string("not an InputError: ") + e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST(CheckpointFiles, EveryBitFlipOfTheMetadataIsRefused) {
+  const std::string text = sample_metadata().to_json();
+  ASSERT_NO_THROW(ck::Metadata::parse(text, "d/metadata.json"));
+  for (std::size_t bit = 0; bit < text.size() * 8; ++bit) {
+    const auto msg =
+        input_error_of([&] { ck::Metadata::parse(flip(text, bit), "d/metadata.json"); });
+    ASSERT_TRUE(msg.starts_with("checkpoint file d/metadata.json")) << "bit " << bit << ": " << msg;
+  }
+  // Truncated anywhere, or extended by anything but whitespace.
+  for (std::size_t n = 0; n < text.size() - 1; ++n) {
+    const auto msg = input_error_of([&] { ck::Metadata::parse(text.substr(0, n), "m.json"); });
+    ASSERT_TRUE(msg.starts_with("checkpoint file m.json is corrupt")) << n << ": " << msg;
+  }
+  for (const std::string& tail : {std::string("x"), std::string("{}"), std::string(1, '\0'),
+                                  std::string(",\"step\":1}"), std::string("\0\0garbage", 9)}) {
+    const auto msg = input_error_of([&] { ck::Metadata::parse(text + tail, "m.json"); });
+    EXPECT_TRUE(msg.starts_with("checkpoint file m.json is corrupt")) << msg;
+  }
+}
+
+TEST(CheckpointFiles, EveryBitFlipTruncationAndExtensionOfAShardIsRefused) {
+  ck::Shard s;
+  s.rank = 0;
+  s.step = 9;
+  s.samples = 44;
+  s.batches = 9;
+  s.payload = std::string("\x92\x00\x91\x92\xc4\x10", 6) + std::string(16, '\x07') + "\x2c";
+  const std::string bytes = s.serialize();
+  const ck::ShardRecord rec{"shard-00000.bin", ck::crc32_of(bytes), bytes.size()};
+  ASSERT_NO_THROW(ck::verify(bytes, rec, "d/shard-00000.bin", "d/metadata.json"));
+  for (std::size_t bit = 0; bit < bytes.size() * 8; ++bit) {
+    const auto msg = input_error_of(
+        [&] { ck::verify(flip(bytes, bit), rec, "d/shard-00000.bin", "d/metadata.json"); });
+    ASSERT_TRUE(msg.starts_with("checkpoint shard d/shard-00000.bin: crc32 expected"))
+        << "bit " << bit << ": " << msg;
+  }
+  for (std::size_t n = 0; n < bytes.size(); ++n) {
+    const auto msg = input_error_of(
+        [&] { ck::verify(bytes.substr(0, n), rec, "d/shard-00000.bin", "d/metadata.json"); });
+    ASSERT_NE(msg.find("the shard is truncated or corrupt"), std::string::npos) << n << ": " << msg;
+  }
+  for (const std::string& tail :
+       {std::string(1, '\0'), std::string("\x90"), std::string(4096, 'x')}) {
+    const auto msg = input_error_of(
+        [&] { ck::verify(bytes + tail, rec, "d/shard-00000.bin", "d/metadata.json"); });
+    EXPECT_NE(msg.find("the shard is truncated or corrupt"), std::string::npos) << msg;
+  }
+}
+
+TEST_F(CheckpointApi, AChangedShardOrMetadataIsNeverResumed) {
+  const auto want = evaluate(false);
+  const fs::path step = dir / "ckpt" / "step-0000000009";
+  const fs::path shard = step / ck::shard_name(0);
+  const fs::path meta = step / ck::kMetadataName;
+  const std::string shard_bytes = read_file(shard);
+  const std::string meta_text = read_file(meta);
+  const auto resume_error = [&] { return input_error_of([&] { (void)evaluate(true); }); };
+  // Bits spread over the whole shard, its header and its states.
+  for (std::size_t k = 0; k < 6; ++k) {
+    const std::size_t bit = (shard_bytes.size() * 8 - 1) * k / 5;
+    write_text(shard, flip(shard_bytes, bit));
+    EXPECT_NE(resume_error().find("crc32 expected"), std::string::npos) << "bit " << bit;
+  }
+  for (const std::size_t n : {std::size_t{0}, shard_bytes.size() / 2, shard_bytes.size() - 1}) {
+    write_text(shard, shard_bytes.substr(0, n));
+    EXPECT_NE(resume_error().find("truncated or corrupt"), std::string::npos) << n;
+  }
+  write_text(shard, shard_bytes + "\x90");
+  EXPECT_NE(resume_error().find("truncated or corrupt"), std::string::npos);
+  write_text(shard, shard_bytes);
+  for (std::size_t k = 0; k < 4; ++k) {
+    const std::size_t bit = (meta_text.size() * 8 - 1) * k / 3;
+    write_text(meta, flip(meta_text, bit));
+    EXPECT_NE(resume_error().find(meta.string()), std::string::npos) << "bit " << bit;
+  }
+  // Bytes after a NUL, which the JSON parser would not see.
+  write_text(meta, meta_text + std::string("\0{\"step\": 3}", 13));
+  EXPECT_NE(resume_error().find("a NUL byte at offset"), std::string::npos);
+  write_text(meta, meta_text);
+  EXPECT_EQ(evaluate(true), want);
+}
+
+// save_state / load_state (Python's state_dict): a header, the payload and a CRC-32.
+namespace {
+
+constexpr const char* kHostStateConfig =
+    "metrics: [{type: Accuracy, topk: [1, 2]}, {type: ConfusionMatrix, num_classes: 3}]";
+
+tally::Batch host_batch(std::int64_t begin, std::int64_t end) {
+  std::vector<double> scores;
+  std::vector<std::int64_t> labels;
+  for (std::int64_t i = begin; i < end; ++i) {
+    for (int c = 0; c < 3; ++c) scores.push_back(static_cast<double>((i * 7 + c * 5) % 11));
+    labels.push_back(i % 3);
+  }
+  tally::Batch b;
+  b.set("pred_scores", tally::Tensor::from_vector(scores, {end - begin, 3}));
+  b.set("gt_labels", tally::Tensor::from_vector(labels));
+  return b;
+}
+
+template <class T>
+void put_le(std::string& out, T v) {
+  char b[sizeof(T)];
+  std::memcpy(b, &v, sizeof(T));
+  out.append(b, sizeof(T));
+}
+
+// A state container around `payload`, sealed with a right CRC-32 (docs/checkpoint.md).
+std::string seal(const std::string& payload, std::uint32_t version = 2) {
+  std::string out = "tally-evaluator-state\n";
+  put_le<std::uint32_t>(out, version);
+  put_le<std::uint64_t>(out, payload.size());
+  out += payload;
+  put_le<std::uint32_t>(out, ck::crc32_of(out));
+  return out;
+}
+
+void pack_counts(msgpack::packer<msgpack::sbuffer>& p, const std::vector<std::int64_t>& v) {
+  p.pack_bin(static_cast<std::uint32_t>(v.size() * 8));
+  p.pack_bin_body(reinterpret_cast<const char*>(v.data()),
+                  static_cast<std::uint32_t>(v.size() * 8));
+}
+
+struct HostState {
+  std::uint64_t fingerprint = 0;
+  std::uint64_t samples = 0;
+  std::vector<std::int64_t> hits;  // Accuracy
+  std::int64_t n = 0;
+  std::vector<std::int64_t> cells;  // ConfusionMatrix
+  std::int64_t cm_n = 0;
+
+  // What save_state() packs for kHostStateConfig's two metrics.
+  std::string bytes() const {
+    msgpack::sbuffer b;
+    msgpack::packer<msgpack::sbuffer> p(b);
+    p.pack_array(3);
+    p.pack(fingerprint);
+    p.pack(samples);
+    p.pack_array(2);
+    p.pack(0);
+    p.pack_array(2);
+    p.pack_array(2);
+    pack_counts(p, hits);
+    p.pack(n);
+    p.pack_array(2);
+    pack_counts(p, cells);
+    p.pack(cm_n);
+    return seal(std::string(b.data(), b.size()));
+  }
+};
+
+HostState host_state_of(const std::string& saved) {
+  const auto h = msgpack::unpack(saved.data() + 34, saved.size() - 38);
+  const auto& a = h.get().via.array.ptr;
+  const auto& states = a[2].via.array.ptr[1].via.array.ptr;
+  const auto counts = [](const msgpack::object& o) {
+    std::vector<std::int64_t> v(o.via.bin.size / 8);
+    std::memcpy(v.data(), o.via.bin.ptr, o.via.bin.size);
+    return v;
+  };
+  HostState s;
+  s.fingerprint = a[0].via.u64;
+  s.samples = a[1].via.u64;
+  s.hits = counts(states[0].via.array.ptr[0]);
+  s.n = states[0].via.array.ptr[1].as<std::int64_t>();
+  s.cells = counts(states[1].via.array.ptr[0]);
+  s.cm_n = states[1].via.array.ptr[1].as<std::int64_t>();
+  return s;
+}
+
+}  // namespace
+
+TEST(HostState, EveryBitFlipTruncationAndExtensionIsRefused) {
+  auto a = tally::Evaluator::from_yaml(kHostStateConfig);
+  a.add(host_batch(0, 37));
+  const std::string saved = a.save_state();
+  auto b = tally::Evaluator::from_yaml(kHostStateConfig);
+  b.add(host_batch(0, 5));  // a refused state leaves b as it was
+  std::size_t corrupt = 0, not_a_state = 0;
+  for (std::size_t bit = 0; bit < saved.size() * 8; ++bit) {
+    const auto msg = input_error_of([&] { b.load_state(flip(saved, bit)); });
+    if (msg.starts_with("load_state: the state is corrupt: "))
+      ++corrupt;
+    else if (msg.find("are not a saved evaluator state") != std::string::npos)
+      ++not_a_state;  // a flip in the leading tag
+    else
+      ADD_FAILURE() << "bit " << bit << ": " << msg;
+  }
+  EXPECT_EQ(not_a_state, 22u * 8);
+  EXPECT_EQ(corrupt, saved.size() * 8 - 22 * 8);
+  for (std::size_t n = 0; n < saved.size(); ++n) {
+    const auto msg = input_error_of([&] { b.load_state(saved.substr(0, n)); });
+    ASSERT_TRUE(msg.find("truncated or extended") != std::string::npos ||
+                msg.find("are not a saved evaluator state") != std::string::npos)
+        << n << ": " << msg;
+  }
+  for (const std::string& tail : {std::string(1, '\0'), std::string("\xc0"), saved}) {
+    const auto msg = input_error_of([&] { b.load_state(saved + tail); });
+    EXPECT_NE(msg.find("truncated or extended"), std::string::npos) << msg;
+  }
+  EXPECT_EQ(b.compute().run.samples, 5);
+  b.load_state(saved);
+  EXPECT_EQ(b.compute().metrics, a.compute().metrics);
+}
+
+TEST(HostState, AStateWithARightChecksumIsStillCheckedBeforeUse) {
+  auto a = tally::Evaluator::from_yaml(kHostStateConfig);
+  a.add(host_batch(0, 37));
+  const std::string saved = a.save_state();
+  const HostState real = host_state_of(saved);
+  ASSERT_EQ(real.bytes(), saved);  // the forgery below packs what save_state() packs
+  auto b = tally::Evaluator::from_yaml(kHostStateConfig);
+  const auto refused = [&](const HostState& s, const std::string& expected) {
+    const auto msg = input_error_of([&] { b.load_state(s.bytes()); });
+    EXPECT_NE(msg.find(expected), std::string::npos) << msg;
+  };
+  HostState s = real;
+  s.hits = {real.n + 1, real.n};  // top-1 accuracy above 1
+  refused(s, "metric 'Accuracy' cannot read its saved state: the state counts " +
+                 std::to_string(real.n + 1) + " hits of " + std::to_string(real.n) + " samples");
+  s = real;
+  s.n = -1;
+  s.hits = {-3, -2};
+  refused(s,
+          "metric 'Accuracy' cannot read its saved state: the saved state is corrupt (state field "
+          "0): a count is negative");
+  s = real;
+  s.cells[4] = -7;
+  refused(s,
+          "metric 'ConfusionMatrix' cannot read its saved state: the saved state is corrupt "
+          "(state field 0): a count is negative (-7)");
+  s = real;
+  s.cells.resize(4);  // the counts of 2 classes where num_classes is 3
+  refused(s, "(state field 0): 4 counts where this metric's parameters make 9");
+  s = real;
+  s.hits.push_back(0);
+  refused(s, "(state field 0): 3 counts where this metric's parameters make 2");
+  s = real;
+  s.cells[0] = std::int64_t{1} << 62;
+  refused(s, "the counts sum to 2^62 or more");
+  s = real;
+  s.samples = std::uint64_t{1} << 63;
+  refused(s, "load_state: the state's sample count is not a count");
+  s = real;
+  s.fingerprint ^= 1;
+  refused(s, "other metrics");
+  // Payloads that are not the state's structure, sealed with a right checksum.
+  for (const std::string& payload :
+       {std::string(), std::string("\x90"), std::string("\x93\x01\x02"), std::string("\xc1")}) {
+    const auto msg = input_error_of([&] { b.load_state(seal(payload)); });
+    EXPECT_TRUE(msg.starts_with("load_state: the state's payload is not")) << msg;
+  }
+  // Another format version (sealed right), and a state of format 1 (no checksum).
+  EXPECT_NE(input_error_of([&] {
+              b.load_state(seal(saved.substr(34, saved.size() - 38), 3));
+            }).find("state format version expected 2, found 3 (saved by another tally)"),
+            std::string::npos);
+  EXPECT_NE(input_error_of([&] {
+              b.load_state(std::string("\x95\xb5", 2) + "tally-evaluator-state" +
+                           std::string("\x01\x00\x00\x92\x00\x90", 6));
+            }).find("saved by an older tally (state format 1, without a checksum)"),
+            std::string::npos);
+  // A state sealed right whose header declares more bytes than it holds.
+  std::string big = saved;
+  const std::uint64_t huge = std::uint64_t{1} << 62;
+  std::memcpy(big.data() + 26, &huge, 8);
+  EXPECT_NE(input_error_of([&] { b.load_state(big); })
+                .find(fmt::format("its header declares {} payload bytes, it holds {}", huge,
+                                  saved.size() - 38)),
+            std::string::npos);
+  b.load_state(real.bytes());
+  EXPECT_EQ(b.compute().metrics, a.compute().metrics);
 }

@@ -412,12 +412,14 @@ TEST(StateMerge, CorruptTextStatesAreARuntimeError) {
                    [&] { compute_states(*make_metric("ROUGE", rl), {from_old("ROUGE", rl, r)}); }),
                "scores for");
   }
+  // Counters of another size than n_gram fixes: refused when restored (check_restored).
   const Value::Map one{{"n_gram", 1}, {"tokenizer", "en"}};
   EXPECT_HAS(
       error_of<RuntimeError>([&] {
         from_old("BLEU", one, OldBleu{PackedVector<std::int64_t>{4, 4, 2}, -1, 2})->compute_local();
       }),
-      "counters");
+      "the saved state is corrupt (state field 0): 3 counts where this metric's parameters "
+      "make 4");
 }
 
 // ExactSums::merge: the same words as one accumulator over all the values, whatever the split;

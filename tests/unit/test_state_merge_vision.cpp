@@ -477,14 +477,13 @@ TEST(DetectionMerge, BadSummedCountsAreARuntimeError) {
 // ------------------------------------------------
 
 TEST(StateLayout, ACheckpointOfAnotherConfigurationIsARuntimeErrorAtCompute) {
-  // Restored as it was saved (restore checks the types, not the sizes): compute must not read
-  // out of range.
+  // Refused when restored (TypedMetric::check_restored: counts of another size, what the
+  // metric's check_rank finds), or at the latest by compute: never read out of range.
   const auto check = [](const std::string& type, const Value::Map& params,
                         const msgpack::sbuffer& saved) {
     SCOPED_TRACE(type);
     const auto make = [&] { return make_metric(type, params); };
-    const auto m = restore_from(make, saved);
-    EXPECT_THROW(m->compute_local(), RuntimeError);
+    EXPECT_THROW(restore_from(make, saved)->compute_local(), RuntimeError);
   };
   OldMeanIoUState iou{PackedVector<std::int64_t>(9, 1), 2};  // 3 x 3 for num_classes 4
   check("MeanIoU", kMeanIoU, pack_of(iou));

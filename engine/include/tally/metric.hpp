@@ -350,6 +350,7 @@ class TypedMetric : public Metric {
       throw msgpack::type_error();
     detail::for_each_field(
         fields, [&](auto& f, std::size_t i) { saved.via.array.ptr[i].convert(f.value); });
+    check_restored(s);
     state_ = std::move(s);
   }
 
@@ -424,17 +425,50 @@ class TypedMetric : public Metric {
   /// The merged counts of every `sum` field together stay under 2^62, so that any sum of some of
   /// them (a row of a confusion matrix, tp + fp), and the sum of two such sums, is exact.
   static void check_total(const State& s, std::size_t last_rank) {
+    check_counts(s, [&](std::size_t field, const std::string& what) {
+      detail::corrupt(last_rank, field, what);
+    });
+  }
+
+  /// Calls fail(field, what) for the first negative count, or where the counts reach 2^62.
+  template <class Fail>
+  static void check_counts(const State& s, Fail&& fail) {
     std::int64_t total = 0;
     detail::for_each_field(s.tally_fields(), [&](const auto& f, std::size_t i) {
       if constexpr (detail::is_count_field<decltype(f)>()) {
         for (const std::int64_t c : detail::counts_of(f.value)) {
-          if (c < 0)
-            detail::corrupt(last_rank, i, "a count is negative (" + std::to_string(c) + ")");
+          if (c < 0) fail(i, "a count is negative (" + std::to_string(c) + ")");
           if (__builtin_add_overflow(total, c, &total) || total >= (std::int64_t{1} << 62))
-            detail::corrupt(last_rank, i, "the counts sum to 2^62 or more");
+            fail(i, "the counts sum to 2^62 or more");
         }
       }
     });
+  }
+
+  /// A restored state must be one this metric could have saved (a checkpoint or a host program's
+  /// state that passed its checksum may still be of another tally or be forged): counts >= 0
+  /// summing under 2^62, `sum` fields of the sizes this configuration fixes (when reducible()),
+  /// and what check_rank() checks of a rank's state. RuntimeError naming the field otherwise.
+  void check_restored(const State& s) const {
+    const auto fail = [](std::size_t field, const std::string& what) {
+      throw RuntimeError("the saved state is corrupt (state field " + std::to_string(field) +
+                         "): " + what);
+    };
+    if (reducible()) {
+      const State layout = initial_state();
+      detail::zip_fields<const State>(
+          s, layout, [&](const auto& mine, const auto& fixed, std::size_t i) {
+            if constexpr (detail::is_count_field<decltype(mine)>()) {
+              const auto have = detail::counts_of(mine.value).size();
+              const auto want = detail::counts_of(fixed.value).size();
+              if (have != want)
+                fail(i, std::to_string(have) + " counts where this metric's parameters make " +
+                            std::to_string(want));
+            }
+          });
+    }
+    check_counts(s, fail);
+    check_rank(s, 0);
   }
 
   mutable std::optional<State> state_;
