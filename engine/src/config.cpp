@@ -849,9 +849,9 @@ std::vector<std::pair<std::string, std::string>> Config::agreed_settings() const
     if (p) s.emplace_back(name, p->string());
   };
   s.emplace_back("backend.type", backend_type);
-  // The deadlines and the size of each transport call: every rank must wait, and split its
-  // collectives, alike (the rendezvous and interface settings may differ from host to host).
-  for (const char* key : {"timeout", "start_timeout", "chunk_bytes"})
+  // The deadlines: every rank must wait alike (the rendezvous and interface settings may differ
+  // from host to host; the chunk size is compared first of all, by sync::exchange_start).
+  for (const char* key : {"timeout", "start_timeout"})
     if (const Located* v = backend_params.child(key))
       s.emplace_back(fmt::format("backend.{}", key), v->value.to_json());
   path("output.json", output_json);

@@ -176,10 +176,38 @@ Verdict settings_verdict(int r, const std::vector<std::string>& mine,
                      r, name, shown_setting(a), shown_setting(b), also)};
 }
 
+// Every later collective is split into transport calls by the chunk size (backend.chunk_bytes),
+// the rest of this exchange too, so the ranks agree on it first, in calls of one byte a rank:
+// within any rank's chunk, none being below the world size. Ranks that differ all go on with the
+// smallest, so that the calls that report the failure match, and fail (exit 2).
+std::optional<Verdict> agree_on_chunk(Collectives& backend) {
+  const auto world = static_cast<std::size_t>(backend.world_size());
+  if (world == 1) return std::nullopt;
+  const std::uint64_t mine = backend.chunk_bytes();
+  std::vector<std::uint64_t> all(world);
+  backend.set_chunk_bytes(world);
+  try {
+    backend.all_gather_fixed(std::as_bytes(std::span(&mine, 1)),
+                             std::as_writable_bytes(std::span(all)), {"chunk sizes"});
+  } catch (...) {
+    backend.set_chunk_bytes(mine);
+    throw;
+  }
+  backend.set_chunk_bytes(*std::min_element(all.begin(), all.end()));
+  const auto other = std::find_if(all.begin(), all.end(), [&](auto c) { return c != all[0]; });
+  if (other == all.end()) return std::nullopt;
+  return Verdict{2,
+                 fmt::format("start failed: rank {}'s backend.chunk_bytes is {}, rank 0's is {}: "
+                             "every rank must split its collectives alike; nothing was read or "
+                             "written",
+                             other - all.begin(), *other, all[0])};
+}
+
 }  // namespace
 
 std::optional<Verdict> exchange_start(Collectives& backend, const StartRecord& mine) {
   const int world = backend.world_size();
+  if (auto chunk = agree_on_chunk(backend)) return chunk;
   const std::string settings = settings_text(mine.settings);
   StartHeader header = mine.header;
   header.settings_fingerprint = fingerprint(settings);

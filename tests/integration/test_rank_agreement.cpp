@@ -255,6 +255,7 @@ TEST_F(RankAgreementTest, ASettingThatDiffersOnOneRankFailsEveryRankAtStartNamin
       {plain, "--markdown " + md, "--markdown is '" + md + "', rank 0's is not set"},
       {plain, "--set output.html=" + html, "output.html is '" + html + "', rank 0's is not set"},
       {plain, "--set backend.timeout=60", "backend.timeout is '60', rank 0's is '120'"},
+      {plain, "--set backend.chunk_bytes=64", "backend.chunk_bytes is 64, rank 0's is "},
       {regression, "--set regression.rtol=0.5", "regression.rtol is '0.5', rank 0's is not set"},
       {regression, "--set regression.baseline=other.json",
        "regression.baseline is '" + (dir / "other.json").string() + "', rank 0's is '" +

@@ -633,3 +633,38 @@ TEST(StartExchange, SettingsThatDifferOnARankAreNamedWithBothValues) {
                 .front(),
             "2: rank 2: bad --set");
 }
+
+// The chunk size splits every collective into transport calls, the start record's own: a rank
+// with another backend.chunk_bytes is found first, in calls every chunk can carry, and every rank
+// goes on with the smallest, so the calls stay in step (before: MPI_ERR_TRUNCATE on one rank and
+// the others waiting for backend.timeout).
+TEST(StartExchange, AChunkSizeThatDiffersOnARankIsNamedAndTheCallsStayInStep) {
+  for (const int w : {2, 3, 7}) {
+    for (const int bad : {0, w - 1}) {
+      for (const std::size_t chunk : {std::size_t{64}, static_cast<std::size_t>(w)}) {
+        SCOPED_TRACE(fmt::format("world {}, rank {} with chunk {}", w, bad, chunk));
+        ThreadWorld world(w);
+        std::vector<std::string> verdicts(static_cast<std::size_t>(w));
+        run_world(world, true, 1 << 20, [&](Collectives& b) {
+          if (b.rank() == bad) b.set_chunk_bytes(chunk);
+          tally::sync::StartRecord rec;
+          rec.header.protocol = tally::kProtocolVersion;
+          const auto v = tally::sync::exchange_start(b, rec);
+          verdicts[static_cast<std::size_t>(b.rank())] =
+              v ? std::to_string(v->exit_code) + ": " + v->message : "";
+          EXPECT_EQ(b.chunk_bytes(), chunk);  // the smallest, on every rank
+          // A later collective in rounds of that chunk: the same calls on every rank.
+          std::vector<std::byte> mine(100, std::byte{7});
+          EXPECT_EQ(b.all_gather_object(std::as_bytes(std::span(mine)), {"after"}).size(),
+                    static_cast<std::size_t>(w));
+        });
+        EXPECT_TRUE(world.violations.empty()) << world.violations.front();
+        const int named = bad == 0 ? 1 : bad;
+        const std::string expect = fmt::format(
+            "2: start failed: rank {}'s backend.chunk_bytes is {}, rank 0's is {}: ", named,
+            bad == 0 ? 1 << 20 : chunk, bad == 0 ? chunk : std::size_t{1} << 20);
+        for (const auto& v : verdicts) EXPECT_EQ(v.substr(0, expect.size()), expect) << v;
+      }
+    }
+  }
+}
