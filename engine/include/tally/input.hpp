@@ -17,6 +17,8 @@
 //
 // Sample numbers in messages are `first_sample` + the row in the batch: a metric passes the
 // number of samples it has already seen on this rank, so the number points into the rank's shard.
+// When the engine reads the shards (Evaluator::read_all), it adds the shard's first index to every
+// "sample N" of a message from add(): the message names the sample's index in the dataset.
 #pragma once
 
 #include <algorithm>
