@@ -1,6 +1,7 @@
 #include "tally/params.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -101,6 +102,61 @@ std::vector<std::int64_t> Params::get_size_list(std::string_view name, std::int6
                                                 std::int64_t max, std::string_view why) const {
   auto out = get_int_list(name);
   for (const auto v : out) checked_size(*this, name, v, min, max, why);
+  return out;
+}
+
+std::string bounds_text(const NumberBounds& b) {
+  return fmt::format("{}{}, {}{}", b.lo_open ? '(' : '[', b.lo, b.hi, b.hi_open ? ')' : ']');
+}
+
+namespace {
+/// "element 2 " before a message, or nothing.
+std::string part_prefix(std::string_view where) {
+  return where.empty() ? std::string() : std::string(where) + " ";
+}
+}  // namespace
+
+double Params::check_number(std::string_view name, double value, const NumberBounds& bounds,
+                            std::string_view where) const {
+  if (!bounds.contains(value))
+    fail(name, fmt::format("{}must be a number in {}, got {}", part_prefix(where),
+                           bounds_text(bounds), value));
+  return value;
+}
+
+void Params::check_range(std::string_view name, double lo, double hi, const NumberBounds& bounds,
+                         std::string_view where, bool closed) const {
+  const std::string part = part_prefix(where);
+  check_number(name, lo, bounds, part + "lo");
+  check_number(name, hi, bounds, part + "hi");
+  if (closed ? !(lo <= hi) : !(lo < hi))
+    fail(name, fmt::format("{}must be a range [lo, hi] with lo {} hi, got [{}, {}]", part,
+                           closed ? "<=" : "<", lo, hi));
+}
+
+double Params::get_number(std::string_view name, const NumberBounds& bounds) const {
+  return check_number(name, get_double(name), bounds);
+}
+
+std::vector<double> Params::get_number_list(std::string_view name, const NumberBounds& bounds,
+                                            ListOrder order, std::size_t min_size,
+                                            std::size_t max_size) const {
+  std::vector<double> out = get_double_list(name);
+  if (out.size() < min_size)
+    fail(name, fmt::format("must hold at least {} number{}, got {}", min_size,
+                           min_size == 1 ? "" : "s", out.size()));
+  if (out.size() > max_size)
+    fail(name, fmt::format("must hold at most {} numbers, got {}", max_size, out.size()));
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    check_number(name, out[i], bounds, fmt::format("element {}", i));
+    if (i == 0 || order == ListOrder::Any) continue;
+    const bool ok = order == ListOrder::Increasing ? out[i] > out[i - 1] : out[i] >= out[i - 1];
+    if (!ok)
+      fail(name, fmt::format("must be {}: element {} ({}) follows {}",
+                             order == ListOrder::Increasing ? "strictly increasing"
+                                                            : "in non-decreasing order",
+                             i, out[i], out[i - 1]));
+  }
   return out;
 }
 

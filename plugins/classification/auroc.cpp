@@ -60,9 +60,7 @@ class AUROC final : public CurveMetric {
  public:
   explicit AUROC(const Params& p) : CurveMetric(p, "AUROC"), average_(p.get_string("average")) {
     if (p.has("max_fpr")) {
-      max_fpr_ = p.get_double("max_fpr");
-      if (!(max_fpr_ > 0.0 && max_fpr_ <= 1.0))
-        p.fail("max_fpr", fmt::format("must be in (0, 1], got {}", max_fpr_));
+      max_fpr_ = p.get_number("max_fpr", kPositiveFraction);
     }
     if (cp_.tp.task == Task::Multiclass && average_ == "micro")
       p.fail("average",

@@ -144,7 +144,7 @@ inline std::vector<std::optional<double>> read_thrs(const Params& p) {
   auto thrs = p.get_optional_double_list("thrs");
   if (thrs.empty()) p.fail("thrs", "must hold at least one threshold (null: no threshold)");
   for (std::size_t i = 0; i < thrs.size(); ++i) {
-    if (thrs[i] && std::isnan(*thrs[i])) p.fail("thrs", "must not be NaN");
+    if (thrs[i]) p.check_number("thrs", *thrs[i], kFinite, fmt::format("element {}", i));
     for (std::size_t j = 0; j < i; ++j)
       if (thrs[j] == thrs[i]) p.fail("thrs", "lists the same threshold twice");
   }

@@ -147,11 +147,7 @@ inline CurveParams read_curve_params(const Params& p) {
       p.fail("thresholds", fmt::format("an integer must be in [2, {}], got {}", kMaxSize, n));
     c.thresholds = linspace01(n);
   } else if (t.is_array()) {
-    c.thresholds = p.get_double_list("thresholds");
-    if (c.thresholds.empty()) p.fail("thresholds", "a list must hold at least one threshold");
-    for (const double x : c.thresholds)
-      if (!(x >= 0.0 && x <= 1.0))
-        p.fail("thresholds", fmt::format("every threshold must be in [0, 1], got {}", x));
+    c.thresholds = p.get_fraction_list("thresholds");
   } else if (!t.is_null()) {
     p.fail("thresholds",
            "must be null (exact), an integer (linspace(0, 1, T)) or a list of floats, got " +
@@ -322,11 +318,7 @@ inline std::pair<double, double> best_where(const std::vector<double>& value,
 }
 
 /// A 0-1 bound of a metric (min_recall, ...): a float in [0, 1].
-inline double unit_param(const Params& p, const char* name) {
-  const double v = p.get_double(name);
-  if (!(v >= 0.0 && v <= 1.0)) p.fail(name, fmt::format("must be in [0, 1], got {}", v));
-  return v;
-}
+inline double unit_param(const Params& p, const char* name) { return p.get_fraction(name); }
 
 /// torchmetrics' _reduce_average_precision / _reduce_logauc / AUROC's reduction of per-curve
 /// scores: none, the array; macro, the mean of the non-NaN ones; weighted, the non-NaN ones

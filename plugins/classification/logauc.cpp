@@ -116,10 +116,8 @@ class LogAUC final : public CurveMetric {
  public:
   explicit LogAUC(const Params& p)
       : CurveMetric(p, "LogAUC"), average_(p.has("average") ? p.get_string("average") : "none") {
-    const auto r = p.get_double_list("fpr_range");
-    if (r.size() != 2 || !(r[0] >= 0.0 && r[0] < r[1] && r[1] <= 1.0))
-      p.fail("fpr_range",
-             fmt::format("must be [a, b] with 0 <= a < b <= 1, got [{}]", fmt::join(r, ", ")));
+    const auto r = p.get_number_list("fpr_range", kUnitInterval, ListOrder::Any, 2, 2);
+    p.check_range("fpr_range", r[0], r[1], kUnitInterval);
     a_ = r[0];
     b_ = r[1];
   }

@@ -75,8 +75,7 @@ class MultiLabelMetric final : public TypedMetric<MultiLabelState> {
       topk_ = p.get_size("topk");
       suffix_ = "_top" + std::to_string(topk_);
     } else {
-      thr_ = p.has("thr") ? p.get_double("thr") : 0.5;
-      if (std::isnan(thr_)) p.fail("thr", "must not be NaN");
+      thr_ = p.has("thr") ? p.get_number("thr") : 0.5;
       explicit_thr_ = p.has("thr");
       if (thr_ != 0.5) {
         char buf[64];

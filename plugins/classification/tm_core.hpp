@@ -156,9 +156,7 @@ inline TaskParams read_task(const Params& p, const TaskOptions& o) {
            : task == "multiclass" ? Task::Multiclass
                                   : Task::Multilabel;
   if (o.threshold) {
-    t.threshold = p.get_double("threshold");
-    if (!(t.threshold >= 0.0 && t.threshold <= 1.0))
-      p.fail("threshold", fmt::format("must be in [0, 1], got {}", t.threshold));
+    t.threshold = p.get_fraction("threshold");
   }
   // The class counts are checked whenever given, also by a task that does not read them
   // (torchmetrics ignores them there): a count beyond the bounds is a mistake in any config.

@@ -38,6 +38,7 @@
 // the same file. The same result on any number of ranks.
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -45,6 +46,7 @@
 #include <numeric>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -331,10 +333,10 @@ class AvaMeanAp final : public TypedMetric<AvaState> {
         std::string_view v = line.substr(line.find(':') + 1);
         while (!v.empty() && (v.back() == ' ' || v.back() == '\r')) v.remove_suffix(1);
         v = v.substr(v.rfind(' ') == std::string_view::npos ? 0 : v.rfind(' ') + 1);
-        char* stop = nullptr;
-        const std::string digits(v);
-        const long long id = std::strtoll(digits.c_str(), &stop, 10);
-        if (digits.empty() || *stop != '\0' || id < 1 || id > (1 << 20))
+        std::int64_t id = 0;
+        const auto [stop, ec] = std::from_chars(v.data(), v.data() + v.size(), id);
+        if (v.empty() || ec != std::errc() || stop != v.data() + v.size() || id < 1 ||
+            id > (1 << 20))
           p.fail("label_file",
                  fmt::format("line {}: expected an id from 1 to 2^20, found '{}'", line_no, line));
         categories_.push_back({id, name});
@@ -352,7 +354,8 @@ class AvaMeanAp final : public TypedMetric<AvaState> {
         p.fail("exclude_file", fmt::format("row {}: expected 2 columns (video_id, timestamp), "
                                            "found {}",
                                            r + 1, rows[r].size()));
-      excluded_.insert(frame_key(rows[r][0], parse_int(p, "exclude_file", r, rows[r][1])));
+      excluded_.insert(
+          frame_key(rows[r][0], parse_int(p, "exclude_file", r, "timestamp", rows[r][1])));
     }
   }
 
@@ -373,10 +376,10 @@ class AvaMeanAp final : public TypedMetric<AvaState> {
       if (row.size() != 7 && row.size() != 8)
         p.fail("ann_file",
                fmt::format("row {}: expected 7 or 8 columns, found {}", r + 1, row.size()));
-      const std::string key = frame_key(row[0], parse_int(p, "ann_file", r, row[1]));
+      const std::string key = frame_key(row[0], parse_int(p, "ann_file", r, "timestamp", row[1]));
       std::array<double, 4> xy{};
       for (std::size_t c = 0; c < 4; ++c) xy[c] = parse_float(p, "ann_file", r, row[2 + c]);
-      const std::int64_t action = parse_int(p, "ann_file", r, row[6]);
+      const std::int64_t action = parse_int(p, "ann_file", r, "action_id", row[6]);
       if (!whitelist_.count(action)) continue;
       const double order_key = row.size() == 8 ? parse_float(p, "ann_file", r, row[7]) : 1.0;
       const auto [it, fresh] = index.emplace(key, static_cast<std::int64_t>(frames.size()));
@@ -404,12 +407,27 @@ class AvaMeanAp final : public TypedMetric<AvaState> {
     }
   }
 
+  /// Column `column` of a CSV row: a decimal integer (as Python's int() reads it: spaces around
+  /// it and a '+' allowed) that fits in int64; a longer one is refused, not saturated (two
+  /// timestamps of 23 digits would name one frame).
   static std::int64_t parse_int(const Params& p, const char* param, std::size_t row,
-                                const std::string& text) {
-    char* stop = nullptr;
-    const long long v = std::strtoll(text.c_str(), &stop, 10);
-    if (text.empty() || *stop != '\0')
-      p.fail(param, fmt::format("row {}: expected an integer, found '{}'", row + 1, text));
+                                const char* column, const std::string& text) {
+    std::string_view t(text);
+    while (!t.empty() && (t.front() == ' ' || t.front() == '\t')) t.remove_prefix(1);
+    while (!t.empty() && (t.back() == ' ' || t.back() == '\t' || t.back() == '\r'))
+      t.remove_suffix(1);
+    if (t.size() > 1 && t.front() == '+' && t[1] != '-') t.remove_prefix(1);
+    std::int64_t v = 0;
+    const char* end = t.data() + t.size();
+    const auto [stop, ec] = std::from_chars(t.data(), end, v);
+    if (ec == std::errc::result_out_of_range)
+      p.fail(param, fmt::format("row {} column {}: the integer '{}' is out of range (expected "
+                                "[{}, {}])",
+                                row + 1, column, text, std::numeric_limits<std::int64_t>::min(),
+                                std::numeric_limits<std::int64_t>::max()));
+    if (t.empty() || ec != std::errc() || stop != end)
+      p.fail(param, fmt::format("row {} column {}: expected an integer, found '{}'", row + 1,
+                                column, text));
     return v;
   }
 

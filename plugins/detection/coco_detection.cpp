@@ -108,11 +108,7 @@ class COCODetection : public TypedMetric<CocoState> {
       p.fail("metric", "must name at least one of bbox, segm, proposal, keypoints");
     std::vector<double> thrs = coco::default_iou_thrs();
     if (p.has("iou_thrs")) {
-      thrs = p.get_double_list("iou_thrs");
-      if (thrs.empty()) p.fail("iou_thrs", "must hold at least one threshold");
-      if (thrs.size() > 32) p.fail("iou_thrs", "holds more than 32 thresholds");
-      for (const double t : thrs)
-        if (!(t >= 0 && t <= 1)) p.fail("iou_thrs", "values must lie in [0, 1]");
+      thrs = p.get_number_list("iou_thrs", kUnitInterval, ListOrder::Any, 1, 32);
     }
     std::optional<std::vector<std::int64_t>> max_dets;
     if (p.has("proposal_nums") && p.has("max_dets"))
@@ -129,43 +125,31 @@ class COCODetection : public TypedMetric<CocoState> {
     if (p.has("area_ranges")) areas = read_area_ranges(p);
     std::vector<double> sigmas = coco::coco_kpt_sigmas();
     if (p.has("kpt_oks_sigmas")) {
-      sigmas = p.get_double_list("kpt_oks_sigmas");
-      if (sigmas.empty()) p.fail("kpt_oks_sigmas", "must hold one sigma per keypoint");
-      for (const double v : sigmas)
-        if (!(v > 0 && std::isfinite(v))) p.fail("kpt_oks_sigmas", "values must be > 0 and finite");
+      sigmas = p.get_number_list("kpt_oks_sigmas", kPositive);  // one sigma per keypoint
     }
     classwise_ = p.get_bool("classwise");
     curves_ = p.get_bool("curves");
-    curve_iou_ = p.get_double("curve_iou");
+    curve_iou_ = p.get_fraction("curve_iou");
     if (curves_ && std::find(thrs.begin(), thrs.end(), curve_iou_) == thrs.end())
       p.fail("curve_iou", fmt::format("must be one of iou_thrs, got {}", curve_iou_));
     calibration_bins_ =
         static_cast<std::size_t>(p.get_size("calibration_bins", 0, std::int64_t{1} << 20));
-    calibration_iou_ = p.get_double("calibration_iou");
+    calibration_iou_ = p.get_fraction("calibration_iou");
     if (calibration_bins_ > 0 &&
         std::find(thrs.begin(), thrs.end(), calibration_iou_) == thrs.end())
       p.fail("calibration_iou", fmt::format("must be one of iou_thrs, got {}", calibration_iou_));
     if (p.has("f_beta")) {
-      f_beta_ = p.get_double("f_beta");
-      if (!(f_beta_ > 0 && std::isfinite(f_beta_)))
-        p.fail("f_beta", fmt::format("must be > 0, got {}", f_beta_));
+      f_beta_ = p.get_number("f_beta", kPositive);
     }
     if (p.get_bool("confusion")) {
-      confusion_iou_ = p.get_double("confusion_iou");
-      if (!(confusion_iou_ >= 0 && confusion_iou_ <= 1))
-        p.fail("confusion_iou", fmt::format("must lie in [0, 1], got {}", confusion_iou_));
+      confusion_iou_ = p.get_fraction("confusion_iou");
     }
     use_cats_ = lvis_ || p.get_bool("use_cats");
     if (!lvis_ && p.get_bool("tide")) {
       tide_ = true;
-      tide_pos_ = p.get_double("tide_pos_thresh");
-      tide_bg_ = p.get_double("tide_bg_thresh");
+      tide_pos_ = p.get_number("tide_pos_thresh", kPositiveFraction);
+      tide_bg_ = p.get_number("tide_bg_thresh", NumberBounds{0.0, tide_pos_, false, false});
       tide_max_dets_ = p.get_size("tide_max_dets", 1, std::int64_t{1} << 30);
-      if (!(tide_pos_ > 0 && tide_pos_ <= 1))
-        p.fail("tide_pos_thresh", fmt::format("must lie in (0, 1], got {}", tide_pos_));
-      if (!(tide_bg_ >= 0 && tide_bg_ <= tide_pos_))
-        p.fail("tide_bg_thresh",
-               fmt::format("must lie in [0, tide_pos_thresh {}], got {}", tide_pos_, tide_bg_));
       if (!use_cats_) p.fail("tide", "needs use_cats: true (TIDE's errors are about categories)");
       if (std::none_of(metrics_.begin(), metrics_.end(),
                        [](const std::string& m) { return m == "bbox" || m == "segm"; }))
@@ -559,9 +543,7 @@ class COCODetection : public TypedMetric<CocoState> {
                       r.as_array()[1].is_number();
       if (!ok) p.fail("area_ranges", "'" + label + "' must be [lo, hi] (two numbers)");
       const double lo = r.as_array()[0].as_double(), hi = r.as_array()[1].as_double();
-      if (!(lo <= hi) || std::isnan(lo))
-        p.fail("area_ranges", "'" + label + "' must have lo <= hi, got [" + fmt::format("{}", lo) +
-                                  ", " + fmt::format("{}", hi) + "]");
+      p.check_range("area_ranges", lo, hi, kNonNegativeOrInf, "'" + label + "'", true);
       const bool key_safe = !label.empty() && std::all_of(label.begin(), label.end(), [](char c) {
         return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
       });

@@ -89,8 +89,7 @@ struct Boxes {
 class DOTAMeanAP final : public TypedMetric<DotaState> {
  public:
   explicit DOTAMeanAP(const Params& p) : check_(p.owner()) {
-    cfg_.thrs = p.get_double_list("iou_thrs");
-    if (cfg_.thrs.empty()) p.fail("iou_thrs", "must hold at least one threshold");
+    cfg_.thrs = p.get_fraction_list("iou_thrs");
     num_classes_ = p.get_size("num_classes");
     cfg_.num_classes = static_cast<std::size_t>(num_classes_);
     cfg_.mode_11 = p.get_string("eval_mode") == "11points";

@@ -177,9 +177,8 @@ float mmeval_iof(const float* a, const float* b, float extra) {
 class OIDMeanAP final : public TypedMetric<OidState> {
  public:
   explicit OIDMeanAP(const Params& p) : check_(p.owner()) {
-    cfg_.thrs = p.get_double_list("iou_thrs");
-    if (cfg_.thrs.empty()) p.fail("iou_thrs", "must hold at least one threshold");
-    iof_thrs_ = p.get_double_list("iof_thrs");
+    cfg_.thrs = p.get_fraction_list("iou_thrs");
+    iof_thrs_ = p.get_fraction_list("iof_thrs");
     if (iof_thrs_.size() != cfg_.thrs.size())
       p.fail("iof_thrs", fmt::format("must have one threshold per IoU threshold ({}), found {}",
                                      cfg_.thrs.size(), iof_thrs_.size()));

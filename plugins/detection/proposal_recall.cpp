@@ -50,8 +50,7 @@ class ProposalRecall final : public TypedMetric<RecallState> {
   explicit ProposalRecall(const Params& p) : check_(p.owner()) {
     thrs_ = coco::default_iou_thrs();
     if (p.has("iou_thrs")) {
-      thrs_ = p.get_double_list("iou_thrs");
-      if (thrs_.empty()) p.fail("iou_thrs", "must hold at least one threshold");
+      thrs_ = p.get_fraction_list("iou_thrs");
     }
     nums_ = p.get_size_list("proposal_nums");
     if (nums_.empty()) p.fail("proposal_nums", "must hold at least one number");

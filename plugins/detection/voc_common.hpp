@@ -71,8 +71,14 @@ inline Scales read_scale_ranges(const Params& p) {
         const Value& e = r.as_array()[i];
         if (e.is_null()) continue;
         if (!e.is_number()) p.fail("scale_ranges", "bounds must be numbers or null");
-        b[i] = Bound{e.as_double(), e.is_int()};
+        b[i] = Bound{
+            p.check_number("scale_ranges", e.as_double(), kNonNegativeOrInf,
+                           fmt::format("element {} {}", out.ranges.size(), i == 0 ? "min" : "max")),
+            e.is_int()};
       }
+      if (b[0].v && b[1].v)
+        p.check_range("scale_ranges", *b[0].v, *b[1].v, kNonNegativeOrInf,
+                      fmt::format("element {}", out.ranges.size()));
       out.ranges.push_back(b);
     }
   }

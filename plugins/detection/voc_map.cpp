@@ -67,8 +67,7 @@ struct VocState {
 class VOCMeanAP final : public TypedMetric<VocState> {
  public:
   explicit VOCMeanAP(const Params& p) : check_(p.owner()) {
-    thrs_ = p.get_double_list("iou_thrs");
-    if (thrs_.empty()) p.fail("iou_thrs", "must hold at least one threshold");
+    thrs_ = p.get_fraction_list("iou_thrs");
     num_classes_ = p.get_size("num_classes");
     extra_ = p.get_bool("use_legacy_coordinate") ? 1.0 : 0.0;
     cfg_.scales = voc::read_scale_ranges(p);

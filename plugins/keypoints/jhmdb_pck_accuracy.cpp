@@ -27,10 +27,8 @@ class JhmdbPCKAccuracy final : public CountMetric {
  public:
   explicit JhmdbPCKAccuracy(const Params& p)
       : CountMetric(p.owner_or("JhmdbPCKAccuracy"), 6),
-        thr_(p.get_double("thr")),
-        items_(read_norm_items(p)) {
-    if (std::isnan(thr_)) p.fail("thr", "must not be NaN");
-  }
+        thr_(p.get_number("thr", kNonNegative)),
+        items_(read_norm_items(p)) {}
 
  protected:
   void check_keypoints(std::int64_t k) const override {

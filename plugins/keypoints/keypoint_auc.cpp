@@ -27,12 +27,12 @@ class KeypointAUC final : public CountMetric {
  public:
   explicit KeypointAUC(const Params& p)
       : CountMetric(p.owner_or("KeypointAUC"), 1 + p.get_size("num_thrs", 1, 100000)),
-        norm_factor_(p.get_double("norm_factor")),
+        norm_factor_(p.get_number("norm_factor")),
         num_thrs_(p.get_size("num_thrs", 1, 100000)) {
-    if (std::isnan(norm_factor_)) p.fail("norm_factor", "must not be NaN");
     // mmeval masks every keypoint out at the first threshold, then (its calc_distances having
     // replaced the 0 by 1e6 in place) counts every keypoint as correct at the others: AUC
-    // (T - 1) / T, a number that means nothing.
+    // (T - 1) / T, a number that means nothing. (A negative factor is mmeval's too: the
+    // distances of its absolute value.)
     if (norm_factor_ == 0.0)
       p.fail("norm_factor", "must not be 0 (mmeval's result would be (num_thrs - 1) / num_thrs)");
   }

@@ -43,10 +43,8 @@ class MpiiPCKAccuracy final : public CountMetric {
  public:
   explicit MpiiPCKAccuracy(const Params& p)
       : CountMetric(p.owner_or("MpiiPCKAccuracy"), 11),
-        thr_(p.get_double("thr")),
-        items_(read_norm_items(p)) {
-    if (std::isnan(thr_)) p.fail("thr", "must not be NaN");
-  }
+        thr_(p.get_number("thr", kNonNegative)),
+        items_(read_norm_items(p)) {}
 
  protected:
   void check_keypoints(std::int64_t k) const override {

@@ -27,10 +27,8 @@ class PCKAccuracy final : public CountMetric {
  public:
   explicit PCKAccuracy(const Params& p)
       : CountMetric(p.owner_or("PCKAccuracy"), 6),
-        thr_(p.get_double("thr")),
-        items_(read_norm_items(p)) {
-    if (std::isnan(thr_)) p.fail("thr", "must not be NaN");
-  }
+        thr_(p.get_number("thr", kNonNegative)),
+        items_(read_norm_items(p)) {}
 
  protected:
   void count(const Batch& batch, const Coords& c, std::int64_t first,

@@ -34,9 +34,7 @@ class ConnectivityError final : public MattingMetric {
   explicit ConnectivityError(const Params& p)
       : MattingMetric(p, "ConnectivityError", "connectivity_error", true, true),
         norm_(norm_const(p)) {
-    const double step = p.get_double("step");
-    if (!(step >= 1e-4) || step > 1.0)
-      p.fail("step", "must be in [0.0001, 1], got " + std::to_string(step));
+    const double step = p.get_number("step", NumberBounds{1e-4, 1.0, false, false});
     // numpy.arange(0, 1 + step, step): ceil((stop - start) / step) values, value j = 0 + j * step.
     const auto count = static_cast<std::int64_t>(std::ceil((1.0 + step) / step));
     for (std::int64_t j = 0; j < count; ++j) thresholds_.push_back(static_cast<double>(j) * step);

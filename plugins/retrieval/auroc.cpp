@@ -30,10 +30,7 @@ class RetrievalAUROC final : public RetrievalMetric<std::uint8_t> {
   explicit RetrievalAUROC(const Params& p)
       : RetrievalMetric(p, "RetrievalAUROC", "retrieval_auroc", true, false) {
     if (p.has("max_fpr")) {
-      const double f = p.get_double("max_fpr");
-      if (!(f > 0.0 && f <= 1.0))
-        p.fail("max_fpr", "must be in (0, 1] or null, got " + std::to_string(f));
-      max_fpr_ = f;
+      max_fpr_ = p.get_number("max_fpr", kPositiveFraction);
     }
   }
 

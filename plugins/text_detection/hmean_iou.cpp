@@ -148,8 +148,8 @@ class HmeanIoU final : public TypedMetric<HmeanState> {
  public:
   explicit HmeanIoU(const Params& p)
       : check_(p.owner_or("HmeanIoU")),
-        match_iou_thr_(p.get_double("match_iou_thr")),
-        ignore_precision_thr_(p.get_double("ignore_precision_thr")),
+        match_iou_thr_(p.get_fraction("match_iou_thr")),
+        ignore_precision_thr_(p.get_fraction("ignore_precision_thr")),
         max_matching_(p.get_string("strategy") == "max_matching") {
     const Value& r = p.get("pred_score_thrs");
     if (!r.is_map())
@@ -177,9 +177,6 @@ class HmeanIoU final : public TypedMetric<HmeanState> {
     const double delta = (start + step) - start;
     for (std::int64_t i = 0; i < static_cast<std::int64_t>(count); ++i)
       thresholds_.push_back(i == 0 ? start : start + static_cast<double>(i) * delta);
-    for (const auto& [name, v] : {std::pair{"match_iou_thr", match_iou_thr_},
-                                  {"ignore_precision_thr", ignore_precision_thr_}})
-      if (!std::isfinite(v)) p.fail(name, "must be a finite number, got " + std::to_string(v));
   }
 
  protected:

@@ -272,7 +272,7 @@ TEST(TorchmetricsClassificationErrors, BadParameters) {
   EXPECT_HAS(config_error("StatScores", {{"task", "multiclass"}, {"num_classes", 1}}),
              "num_classes");
   EXPECT_HAS(config_error("Specificity", {{"task", "binary"}, {"threshold", 1.5}}),
-             "parameter 'threshold' must be in [0, 1], got 1.5");
+             "parameter 'threshold' must be a number in [0, 1], got 1.5");
   EXPECT_HAS(config_error("StatScores", {{"task", "multiclass"}, {"num_classes", 3}, {"top_k", 4}}),
              "parameter 'top_k' must be at most num_classes (3), got 4");
   EXPECT_HAS(config_error("FBetaScore", {{"task", "binary"}, {"beta", 0.0}}),

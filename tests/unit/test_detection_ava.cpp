@@ -96,6 +96,42 @@ TEST_F(AvaFiles, HandCheckedFrame) {
   EXPECT_TRUE(std::isnan(r.at("AP@0.5IOU_classwise").at("b").as_double()));
 }
 
+// The integer columns (timestamp, action id) fit in int64 or are an error naming the file, row
+// and column: a 23-digit timestamp would saturate and name another frame. Spaces around and a '+'
+// are read as Python's int() reads them.
+TEST_F(AvaFiles, IntegerColumnsAreRangeChecked) {
+  const std::string map = write("map.pbtxt", "item {\n  name: \"a\"\n  id: 1\n}\n");
+  const auto ava = [&](const std::string& ann, const std::string& exclude) {
+    Value::Map p{{"ann_file", write("ann.csv", ann)}, {"label_file", map}};
+    if (!exclude.empty()) p.emplace_back("exclude_file", write("exclude.csv", exclude));
+    return config_error("AVAMeanAP", p);
+  };
+  const std::string box = "0.1,0.1,0.5,0.5";
+  EXPECT_EQ(ava("v1,0902," + box + ",1\n", ""), "");
+  EXPECT_EQ(ava("v1, +902 ," + box + ",1\n", "v1, 0903\n"), "");
+  for (const std::string ts :
+       {"12345678901234567890123", "-99999999999999999999", "9223372036854775808"}) {
+    SCOPED_TRACE(ts);
+    EXPECT_HAS(ava("v1,0902," + box + ",1\nv1," + ts + "," + box + ",1\n", ""),
+               "parameter 'ann_file' row 2 column timestamp: the integer '" + ts +
+                   "' is out of range (expected [-9223372036854775808, 9223372036854775807])");
+    EXPECT_HAS(ava("v1,0902," + box + ",1\n", "v1," + ts + "\n"),
+               "parameter 'exclude_file' row 1 column timestamp: the integer '" + ts +
+                   "' is out of range");
+  }
+  EXPECT_HAS(ava("v1,0902," + box + ",100000000000000000000000\n", ""),
+             "row 1 column action_id: the integer '100000000000000000000000' is out of range");
+  for (const std::string bad : {"9.5", "0x10", "12a", "--1", "+-1"})
+    EXPECT_HAS(
+        ava("v1," + bad + "," + box + ",1\n", ""),
+        "parameter 'ann_file' row 1 column timestamp: expected an integer, found '" + bad + "'");
+  EXPECT_HAS(config_error("AVAMeanAP", {{"ann_file", write("one.csv", "v1,0902," + box + ",1\n")},
+                                        {"label_file", write("big.pbtxt",
+                                                             "item {\n  name: \"a\"\n  id: "
+                                                             "99999999999999999999999\n}\n")}}),
+             "parameter 'label_file' line 3: expected an id from 1 to 2^20");
+}
+
 TEST_F(AvaFiles, BadFilesAndInputsAreNamed) {
   const std::string map = write("map.pbtxt", "item {\n  name: \"a\"\n  id: 1\n}\n");
   const std::string gt = write("gt.csv", "vid,0902,0.1,0.2,0.5,0.9,1,0\n");

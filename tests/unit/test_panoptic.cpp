@@ -23,6 +23,7 @@
 
 #include "../../plugins/panoptic/torch_reduce.hpp"
 #include "metric_harness.hpp"
+#include "support/png_bytes.hpp"
 #include "support/process.hpp"
 #include "tally/error.hpp"
 #include "tally/reader.hpp"
@@ -408,6 +409,96 @@ TEST(CocoPanopticReader, BadInputsAreOneLineInputErrors) {
     const auto m = one_line(read_error([&] { return make_reader("coco_panoptic", p); }));
     EXPECT_HAS(m, "annotation_dir");
     EXPECT_HAS(m, "does not exist");
+  }
+}
+
+// A file_name that leaves its folder is an error naming the JSON, the annotation and the name,
+// before anything is opened: absolute, with a '..' part, with a NUL; and a name inside the
+// folder that is a link out of it.
+TEST(CocoPanopticReader, FileNamesStayInsideTheirFolder) {
+  const std::int64_t a = 1026;
+  const std::vector<std::string> names{"/etc/passwd", "../x.png",   "sub/../../x.png",
+                                       "..",          "./../x.png", std::string("a\0.png", 6)};
+  for (const std::string& name : names) {
+    for (const bool gt_side : {true, false}) {
+      SCOPED_TRACE(name + (gt_side ? " (ground truth)" : " (prediction)"));
+      DataCopy d;
+      (gt_side ? d.gt_ann(a) : d.pred_ann(a))["file_name"] = name;
+      const auto m = d.error();
+      EXPECT_HAS(m, gt_side ? "annotations '" : "predictions '");
+      EXPECT_HAS(m, "(image_id 1026): key 'file_name': the string");
+      EXPECT_HAS(m, "expected a name relative to the PNG folder that stays inside it");
+    }
+  }
+  // A link inside the folder to a PNG outside it (a real PNG: only the place is wrong), and a
+  // link to /etc/passwd.
+  for (const std::string target : {"outside.png", "/etc/passwd"}) {
+    SCOPED_TRACE(target);
+    DataCopy d;
+    const fs::path gt_png =
+        d.dir / "annotation_dir" / d.gt_ann(a).at("file_name").get<std::string>();
+    fs::path to = target;
+    if (target == "outside.png") {
+      to = d.dir / target;
+      fs::copy_file(gt_png, to);
+    }
+    fs::remove(gt_png);
+    fs::create_symlink(to, gt_png);
+    const auto m = d.error();
+    EXPECT_HAS(m, "coco_panoptic reader: ground truth of sample");
+    EXPECT_HAS(m, "resolves to " + fs::canonical(to).string() + ", outside its folder");
+  }
+}
+
+// The pixels of a batch are checked against max_batch_pixels from the PNG headers before one is
+// decoded: an image larger than the budget, a batch whose images pass it together, and a
+// 12000x12000 image in a 430 KB file under the default budget (2^26 pixels); each an error naming
+// the image and its size.
+TEST(CocoPanopticReader, BatchPixelsAreBoundedBeforeDecoding) {
+  const std::int64_t a = 1026;  // 80x48 (3840 pixels), the second image; the first 64x64
+  {
+    DataCopy d;
+    Value::Map p = d.params(1);
+    p.emplace_back("max_batch_pixels", Value(3000L));
+    const auto m = one_line(read_error([&] { return make_reader("coco_panoptic", p); }));
+    EXPECT_HAS(m, "image_id 1000)");
+    EXPECT_HAS(m, "is 64x64 pixels (4096); alone more than max_batch_pixels 3000");
+  }
+  {
+    DataCopy d;  // one image fits, two do not
+    Value::Map p = d.params(2);
+    p.emplace_back("max_batch_pixels", Value(6000L));
+    const auto m = one_line(read_error([&] { return make_reader("coco_panoptic", p); }));
+    EXPECT_HAS(m,
+               "is 80x48 pixels (3840); with the batch's images before it, 7936 pixels, more "
+               "than max_batch_pixels 6000");
+    EXPECT_HAS(m, "give a smaller batch_size or a larger max_batch_pixels");
+    // The same images one a batch (the largest 80x64: 5120 pixels) are read.
+    Value::Map one = d.params(1);
+    one.emplace_back("max_batch_pixels", Value(6000L));
+    EXPECT_EQ(read_batches(one).size(), d.gt.at("annotations").size());
+  }
+  for (const auto& [w, h] : {std::pair{12000u, 12000u}, std::pair{1u << 20, 65u}}) {
+    SCOPED_TRACE(std::to_string(w) + "x" + std::to_string(h));
+    DataCopy d;
+    for (auto& im : d.gt.at("images"))
+      if (im.at("id") == a) im["width"] = w, im["height"] = h;
+    for (const char* side : {"annotation_dir", "prediction_dir"}) {
+      const Json& ann = std::string(side) == "annotation_dir" ? d.gt_ann(a) : d.pred_ann(a);
+      write_text(d.dir / side / ann.at("file_name").get<std::string>(),
+                 png_declaring(w, h, 2, 8, 430000));
+    }
+    const Value::Map p = d.params(1);
+    const auto m = one_line(read_error([&] { return make_reader("coco_panoptic", p); }));
+    EXPECT_HAS(m, "ground truth of sample 1 (image_id 1026)");
+    EXPECT_HAS(m, fmt::format("is {}x{} pixels ({}); alone more than max_batch_pixels 67108864", w,
+                              h, std::uint64_t{w} * h));
+  }
+  {
+    DataCopy d;
+    Value::Map p = d.params();
+    p.emplace_back("max_batch_pixels", Value(0L));
+    EXPECT_THROW(make_reader("coco_panoptic", p), ConfigError);
   }
 }
 

@@ -19,7 +19,9 @@
 #include "config.hpp"
 #include "metric_harness.hpp"
 #include "registry.hpp"
+#include "support/png_bytes.hpp"
 #include "support/process.hpp"
+#include "support/special_files.hpp"
 #include "tally/batch.hpp"
 #include "tally/error.hpp"
 #include "tally/reader.hpp"
@@ -31,108 +33,7 @@ using tally::Value;
 
 namespace {
 
-// ---- a minimal PNG encoder ----------------------------------------------------------------------
-
-std::uint32_t crc32(const std::string& bytes) {
-  static const auto table = [] {
-    std::array<std::uint32_t, 256> t{};
-    for (std::uint32_t n = 0; n < 256; ++n) {
-      std::uint32_t c = n;
-      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
-      t[n] = c;
-    }
-    return t;
-  }();
-  std::uint32_t c = 0xFFFFFFFFu;
-  for (unsigned char b : bytes) c = table[(c ^ b) & 0xFF] ^ (c >> 8);
-  return c ^ 0xFFFFFFFFu;
-}
-
-void put32(std::string& out, std::uint32_t v) {
-  for (int s = 24; s >= 0; s -= 8) out += static_cast<char>((v >> s) & 0xFF);
-}
-
-std::string chunk(const std::string& type, const std::string& data) {
-  std::string out;
-  put32(out, static_cast<std::uint32_t>(data.size()));
-  const std::string body = type + data;
-  out += body;
-  put32(out, crc32(body));
-  return out;
-}
-
-/// zlib stream of stored (uncompressed) deflate blocks.
-std::string zlib_stored(const std::string& raw) {
-  std::string out = "\x78\x01";
-  std::size_t at = 0;
-  do {
-    const std::size_t n = std::min<std::size_t>(65535, raw.size() - at);
-    const bool last = at + n == raw.size();
-    out += static_cast<char>(last ? 1 : 0);
-    out += static_cast<char>(n & 0xFF);
-    out += static_cast<char>(n >> 8);
-    out += static_cast<char>(~n & 0xFF);
-    out += static_cast<char>((~n >> 8) & 0xFF);
-    out += raw.substr(at, n);
-    at += n;
-  } while (at < raw.size());
-  std::uint32_t a = 1, b = 0;
-  for (unsigned char c : raw) {
-    a = (a + c) % 65521;
-    b = (b + a) % 65521;
-  }
-  put32(out, (b << 16) | a);
-  return out;
-}
-
-struct Png {
-  std::uint32_t width = 0, height = 0;
-  int bit_depth = 8;
-  int color_type = 0;                  // 0 gray, 2 RGB, 3 palette, 4 gray+alpha, 6 RGBA
-  std::vector<std::uint16_t> samples;  // row-major, channels interleaved
-  std::string palette;                 // PLTE bytes (palette images)
-  std::string trns;                    // tRNS bytes, if any
-
-  int channels() const {
-    return color_type == 2 ? 3 : color_type == 4 ? 2 : color_type == 6 ? 4 : 1;
-  }
-
-  std::string encode() const {
-    std::string raw;
-    const int c = channels();
-    for (std::uint32_t y = 0; y < height; ++y) {
-      raw += '\0';  // filter: none
-      if (bit_depth < 8) {
-        int acc = 0, used = 0;
-        for (std::uint32_t x = 0; x < width; ++x) {
-          acc = (acc << bit_depth) | samples[y * width + x];
-          used += bit_depth;
-          if (used == 8) raw += static_cast<char>(acc), acc = 0, used = 0;
-        }
-        if (used > 0) raw += static_cast<char>(acc << (8 - used));
-      } else {
-        for (std::uint32_t i = 0; i < width * static_cast<std::uint32_t>(c); ++i) {
-          const std::uint16_t v = samples[y * width * c + i];
-          if (bit_depth == 16) raw += static_cast<char>(v >> 8);
-          raw += static_cast<char>(v & 0xFF);
-        }
-      }
-    }
-    std::string ihdr;
-    put32(ihdr, width);
-    put32(ihdr, height);
-    ihdr += static_cast<char>(bit_depth);
-    ihdr += static_cast<char>(color_type);
-    ihdr += std::string(3, '\0');
-    std::string out = "\x89PNG\r\n\x1a\n";
-    out += chunk("IHDR", ihdr);
-    if (!palette.empty()) out += chunk("PLTE", palette);
-    if (!trns.empty()) out += chunk("tRNS", trns);
-    out += chunk("IDAT", zlib_stored(raw));
-    out += chunk("IEND", "");
-    return out;
-  }
-};
+using tally::test::Png;
 
 std::vector<std::uint16_t> pattern(std::size_t n, int modulo, int offset = 0) {
   std::vector<std::uint16_t> v(n);
@@ -303,8 +204,8 @@ TEST_F(PngReaderTest, SamplesAreMatchedByNameInSortedOrderAcrossFolders) {
     write(pred / names[i], gray(2, 1, 8, static_cast<int>(i)).encode());
     write(gt / names[i], gray(3, 1, 8, static_cast<int>(10 + i)).encode());
   }
-  write(pred / "notes.txt", "not an image");  // not a .png: skipped
-  fs::create_directories(gt / "sub.png");     // a folder: skipped
+  write(pred / "notes.txt", "not an image");  // not a .png: not looked at
+  fs::create_directories(gt / "sub");         // nor is a folder of another name
   auto reader = make_reader("png_masks", {{"pred_sem_seg", pred}, {"gt_sem_seg", gt}}, 3);
   EXPECT_EQ(reader->total_samples(), 4);
   EXPECT_EQ(reader->fields(), (std::vector<std::string>{"pred_sem_seg", "gt_sem_seg"}));
@@ -429,6 +330,36 @@ TEST_F(PngReaderTest, CorruptAndTruncatedFilesNameTheFileAndLibspngsMessage) {
   // The message is libspng's own words, e.g. for a bad signature.
   EXPECT_NE(error_for("sig", "\x89PNX\r\n\x1a\n" + good.substr(8)).find("signature"),
             std::string::npos);
+}
+
+// A FIFO, a socket, a link to /dev/zero, a dangling link or a folder named .png in either
+// field's folder is an error naming it, for both readers: never skipped (the sample count and
+// the matching would change without a word), never opened (a FIFO would block the test).
+TEST_F(PngReaderTest, NonRegularEntriesAreErrorsNamingThem) {
+  for (const std::string type : {"png_masks", "images"}) {
+    for (const auto& [kind, words] : tally::test::special_kinds()) {
+      for (const bool second : {false, true}) {
+        SCOPED_TRACE(type + " " + kind + (second ? " in the second field" : ""));
+        const std::string base = type + "_" + kind + (second ? "2" : "1");
+        const fs::path pred = folder(base + "/pred"), gt = folder(base + "/gt");
+        for (const char* n : {"a.png", "b.png"}) write(pred / n, gray(2, 2, 8).encode());
+        write(gt / "a.png", gray(2, 2, 8).encode());
+        const fs::path bad = second ? gt / "b.png" : pred / "c.PNG";
+        ASSERT_TRUE(tally::test::make_special(kind, bad));
+        const std::string msg = input_error(type, {{"pred", pred}, {"gt", gt}});
+        EXPECT_EQ(msg.rfind(type + " reader: field '" + (second ? "gt" : "pred") +
+                                "': " + bad.string() + " is not a regular file " + words,
+                            0),
+                  0u)
+            << msg;
+      }
+    }
+  }
+  // A link to a regular PNG is read.
+  const fs::path linked = folder("linked"), target = folder("target");
+  write(target / "t.png", gray(2, 2, 8).encode());
+  fs::create_symlink(target / "t.png", linked / "a.png");
+  EXPECT_EQ(make_reader("png_masks", {{"m", linked}})->total_samples(), 1);
 }
 
 TEST_F(PngReaderTest, BadParametersAreConfigErrors) {

@@ -380,7 +380,8 @@ TEST(MattingErrors, BadInputsAndParameters) {
   EXPECT_HAS(error_of([&] { make_metric("GradientError", {})->add(no_trimap); }), "'trimap'");
   EXPECT_HAS(config_error("GradientError", {{"sigma", 0.0}}), "must be in (0, 20], got 0");
   EXPECT_HAS(config_error("GradientError", {{"sigma", 50.0}}), "must be in (0, 20]");
-  EXPECT_HAS(config_error("ConnectivityError", {{"step", 0.0}}), "must be in [0.0001, 1]");
+  EXPECT_HAS(config_error("ConnectivityError", {{"step", 0.0}}),
+             "parameter 'step' must be a number in [0.0001, 1], got 0");
   EXPECT_HAS(config_error("SAD", {{"norm_const", -1.0}}), "must be a finite number > 0");
   for (const char* type : {"SAD", "MattingMSE", "GradientError", "ConnectivityError"}) {
     Batch empty;

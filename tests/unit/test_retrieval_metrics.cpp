@@ -289,7 +289,7 @@ TEST(RetrievalErrors, BadParameters) {
   EXPECT_HAS(config_error("RetrievalMAP", {{"top_k", 0}}),
              "parameter 'top_k' must be a positive integer or null (all documents), got 0");
   EXPECT_HAS(config_error("RetrievalAUROC", {{"max_fpr", 1.5}}),
-             "parameter 'max_fpr' must be in (0, 1] or null, got 1.5");
+             "parameter 'max_fpr' must be a number in (0, 1], got 1.5");
   EXPECT_HAS(config_error("RetrievalAUROC", {{"max_fpr", 0.0}}), "parameter 'max_fpr'");
   EXPECT_HAS(config_error("RetrievalMRR", {{"empty_target_action", "ignore"}}),
              "must be one of neg, pos, skip, error");

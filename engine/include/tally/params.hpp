@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -77,6 +78,40 @@ inline ParamBuilder param(std::string name, ParamType type, std::string doc) {
 /// matrix) passes a smaller bound and says why.
 inline constexpr std::int64_t kMaxSize = std::int64_t{1} << 20;
 
+/// The values a number parameter may take: lo..hi, either end open or closed. NaN is never in
+/// it; an infinite end is in it only when closed (kNonNegativeOrInf). Read with
+/// Params::get_number and its kin, whose messages are uniform across every metric: "<owner>:
+/// parameter 'iou_thrs' element 1 must be a number in [0, 1], got 2".
+struct NumberBounds {
+  double lo = -std::numeric_limits<double>::infinity();
+  double hi = std::numeric_limits<double>::infinity();
+  bool lo_open = true;
+  bool hi_open = true;
+  constexpr bool contains(double v) const {
+    return (lo_open ? v > lo : v >= lo) && (hi_open ? v < hi : v <= hi);
+  }
+};
+/// Thresholds, IoUs, probabilities, fractions: [0, 1].
+inline constexpr NumberBounds kUnitInterval{0.0, 1.0, false, false};
+/// A fraction that must leave something: (0, 1] (max_fpr, a positive threshold).
+inline constexpr NumberBounds kPositiveFraction{0.0, 1.0, true, false};
+/// A finite number > 0 (a scale, a sigma, a beta).
+inline constexpr NumberBounds kPositive{0.0, std::numeric_limits<double>::infinity(), true, true};
+/// A finite number >= 0.
+inline constexpr NumberBounds kNonNegative{0.0, std::numeric_limits<double>::infinity(), false,
+                                           true};
+/// A number >= 0, infinity included (the open end of an area or scale range).
+inline constexpr NumberBounds kNonNegativeOrInf{0.0, std::numeric_limits<double>::infinity(), false,
+                                                false};
+/// Any finite number.
+inline constexpr NumberBounds kFinite{};
+
+/// "[0, 1]", "(0, inf)": bounds for messages.
+TALLY_API std::string bounds_text(const NumberBounds& b);
+
+/// The order a number list must have (Params::get_number_list).
+enum class ListOrder { Any, Increasing /* strictly */, NonDecreasing };
+
 /// Checked parameter values of one component, with defaults filled in. Accessors throw
 /// ConfigError naming the component and parameter on a type mismatch.
 class TALLY_API Params {
@@ -116,6 +151,35 @@ class TALLY_API Params {
   std::vector<std::int64_t> get_size_list(std::string_view name, std::int64_t min = 1,
                                           std::int64_t max = kMaxSize,
                                           std::string_view why = {}) const;
+
+  /// A number parameter within `bounds` (NaN never is; nor an infinity unless a closed end is
+  /// one); an integer is widened. ConfigError otherwise: "<owner>: parameter 'match_iou_thr' must
+  /// be a number in [0, 1], got 5".
+  double get_number(std::string_view name, const NumberBounds& bounds = kFinite) const;
+  /// A threshold, IoU or fraction: get_number(name, kUnitInterval).
+  double get_fraction(std::string_view name) const { return get_number(name, kUnitInterval); }
+  /// A list of numbers (a single number is a list of one) with at least `min_size` and at most
+  /// `max_size` elements, each within `bounds`, in `order`: "<owner>: parameter 'iou_thrs'
+  /// element 1 must be a number in [0, 1], got -1", "... must be strictly increasing: element 1
+  /// (0.5) follows 0.7".
+  std::vector<double> get_number_list(
+      std::string_view name, const NumberBounds& bounds = kFinite, ListOrder order = ListOrder::Any,
+      std::size_t min_size = 1, std::size_t max_size = static_cast<std::size_t>(kMaxSize)) const;
+  /// Thresholds: get_number_list(name, kUnitInterval, order).
+  std::vector<double> get_fraction_list(std::string_view name,
+                                        ListOrder order = ListOrder::Any) const {
+    return get_number_list(name, kUnitInterval, order);
+  }
+  /// `value` (read by the component itself: a list element, a map entry) within `bounds`, else
+  /// ConfigError "<owner>: parameter '<name>'[ <where>] must be a number in <bounds>, got <v>";
+  /// `where` says which part of the parameter it is ("element 2", "'small' lo"). Returns value.
+  double check_number(std::string_view name, double value, const NumberBounds& bounds,
+                      std::string_view where = {}) const;
+  /// A range [lo, hi] of a parameter: both ends within `bounds` (check_number) and lo < hi, or
+  /// lo <= hi when `closed` (a range that holds just lo), else ConfigError "<owner>: parameter
+  /// 'scale_ranges' element 0 must be a range [lo, hi] with lo < hi, got [64, 32]".
+  void check_range(std::string_view name, double lo, double hi, const NumberBounds& bounds,
+                   std::string_view where = {}, bool closed = false) const;
 
   /// ConfigError("<owner>: parameter '<name>' <message>").
   [[noreturn]] void fail(std::string_view name, std::string_view message) const;

@@ -29,6 +29,12 @@
 // prediction, a prediction of an image not in the ground truth, image ids listed twice; malformed
 // JSON or a key of the wrong type. Predicted categories are not checked: PanopticQuality decides
 // (allow_unknown_preds_category).
+//
+// Bounded, before anything is decoded: a file_name must be a relative name inside its folder (no
+// leading '/', no '..' part; the file, links resolved, inside the folder); the PNG headers of a
+// batch are read first (tally_png::read_header) and the batch's pixels checked against
+// max_batch_pixels (default 2^26, about 1 GiB of maps: 16 bytes a pixel), an InputError naming
+// the image and its size otherwise.
 #include <simdjson.h>
 
 #include <sys/stat.h>
@@ -63,6 +69,23 @@ namespace fs = std::filesystem;
 
 constexpr std::int64_t kMaxSegmentId = std::int64_t{1} << 24;  // three 8-bit channels
 constexpr std::int64_t kMaxCategory = std::int64_t{1} << 31;   // int32 maps
+/// max_batch_pixels: its default (2^26 pixels: about 1 GiB of int32 maps for the ground truth and
+/// the prediction, 16 bytes a pixel) and its upper bound.
+constexpr std::int64_t kDefaultBatchPixels = std::int64_t{1} << 26;
+constexpr std::int64_t kMaxBatchPixels = std::int64_t{1} << 34;
+
+/// Empty when `name` is a plain relative name that stays in its folder (no leading '/', no '..'
+/// part, no NUL), else what is wrong with it.
+std::string file_name_problem(std::string_view name) {
+  if (name.find('\0') != std::string_view::npos) return "holds a NUL character";
+  if (name.front() == '/') return "is an absolute path";
+  for (std::size_t at = 0; at <= name.size();) {
+    const std::size_t end = std::min(name.find('/', at), name.size());
+    if (name.substr(at, end - at) == "..") return "has a '..' part";
+    at = end + 1;
+  }
+  return "";
+}
 
 [[noreturn]] void fail(const std::string& what) {
   throw tally::InputError("coco_panoptic reader: " + what);
@@ -200,6 +223,10 @@ std::vector<Annotation> read_annotations(const JsonFile& f, bool gt) {
     if (o.at_key("file_name").get(v)) f.fail_at(where, "no 'file_name' (the PNG's name)");
     if (v.get_string().get(name) || name.empty())
       f.fail_at(where, "key 'file_name': expected the PNG's name, found " + found(v));
+    if (const std::string problem = file_name_problem(name); !problem.empty())
+      f.fail_at(where, fmt::format("key 'file_name': {} {}: expected a name relative to the PNG "
+                                   "folder that stays inside it",
+                                   found(v), problem));
     a.file_name = std::string(name);
     dom::array segs;
     if (o.at_key("segments_info").get(v)) f.fail_at(where, "no 'segments_info'");
@@ -246,6 +273,18 @@ class CocoPanopticReader final : public tally::support::ShardedReader {
                          fs::exists(*dir, ec) ? "" : " (it does not exist)",
                          params.has(key) ? "" : " (the default: the JSON's path without .json)"));
     }
+    // The folders resolved (links and all): every PNG must resolve to a file inside its folder.
+    for (fs::path* dir : {&gt_dir_, &pred_dir_}) {
+      std::error_code ec;
+      fs::path real = fs::canonical(*dir, ec);
+      if (ec) fail(fmt::format("cannot resolve the folder {}: {}", dir->string(), ec.message()));
+      *dir = std::move(real);
+    }
+    const std::int64_t budget = params.get_int("max_batch_pixels");
+    if (budget < 1 || budget > kMaxBatchPixels)
+      params.fail("max_batch_pixels",
+                  fmt::format("must be in [1, {}], got {}", kMaxBatchPixels, budget));
+    max_batch_pixels_ = static_cast<std::uint64_t>(budget);
     gt_json_ = gt_path;
     pred_json_ = pred_path;
     read_ground_truth(gt_path);
@@ -261,17 +300,20 @@ class CocoPanopticReader final : public tally::support::ShardedReader {
   tally::Batch read_batch(std::int64_t begin, std::int64_t end) override {
     using tally::DType;
     using tally::Tensor;
+    // Every PNG of the batch resolved and its header read first: the batch's pixels are checked
+    // against max_batch_pixels before one is decoded.
+    const std::vector<Planned> plan = plan_batch(begin, end);
     std::vector<std::int64_t> ids;
     tally::Batch::Ragged gt_maps, pred_maps, crowds, things, stuffs;
     for (std::int64_t i = begin; i < end; ++i) {
       const Image& im = images_[static_cast<std::size_t>(i)];
+      const Planned& pl = plan[static_cast<std::size_t>(i - begin)];
       ids.push_back(im.gt.image_id);
-      const std::string gt_file = (gt_dir_ / im.gt.file_name).string();
-      Tensor g = panoptic_map(
-          im.gt, gt_dir_, gt_json_, "ground truth", i, im.height, im.width,
-          fmt::format("the size that 'images' of {} gives image_id {}", gt_json_, im.gt.image_id));
-      Tensor p = panoptic_map(im.pred, pred_dir_, pred_json_, "prediction", i, g.size(0), g.size(1),
-                              fmt::format("the size of its ground truth {}", gt_file));
+      Tensor g = panoptic_map(im.gt, pl.gt_file, gt_json_, "ground truth", i, pl.height, pl.width,
+                              "the size its header declared");
+      Tensor p =
+          panoptic_map(im.pred, pl.pred_file, pred_json_, "prediction", i, pl.height, pl.width,
+                       fmt::format("the size of its ground truth {}", pl.gt_file.string()));
       std::vector<std::int32_t> crowd;
       for (const Segment& s : im.gt.segments)
         if (s.crowd) {
@@ -396,28 +438,111 @@ class CocoPanopticReader final : public tally::support::ShardedReader {
                                            images_[k].gt.image_id));
   }
 
-  /// The [H, W, 2] int32 (category_id, segment id) map of one annotation's PNG, which must be
-  /// `height` x `width` pixels (`size_is` says whose size that is) unless height < 0.
-  tally::Tensor panoptic_map(const Annotation& a, const fs::path& dir, const std::string& json,
+  /// One image of a batch: its two PNGs, resolved inside their folders, and its size.
+  struct Planned {
+    fs::path gt_file, pred_file;
+    std::int64_t height = 0, width = 0;
+  };
+
+  static std::string describe(const char* side, std::int64_t sample, const Annotation& a) {
+    return fmt::format("coco_panoptic reader: {} of sample {} (image_id {})", side, sample,
+                       a.image_id);
+  }
+
+  /// The annotation's PNG in `dir` (resolved: a link out of the folder is refused), which must
+  /// exist.
+  static fs::path resolve_png(const Annotation& a, const fs::path& dir, const std::string& json,
+                              const std::string& what) {
+    const fs::path file = dir / a.file_name;
+    std::error_code ec;
+    const fs::path real = fs::canonical(file, ec);
+    if (ec)
+      throw tally::InputError(fmt::format(
+          "{}: {}: {} (the file_name of image_id {} in {})", what, file.string(),
+          ec == std::errc::no_such_file_or_directory ? std::string("no such file") : ec.message(),
+          a.image_id, json));
+    const fs::path rel = real.lexically_relative(dir);
+    if (rel.empty() || *rel.begin() == "..")
+      throw tally::InputError(fmt::format(
+          "{}: {} resolves to {}, outside its folder {} (the file_name of image_id {} in {}): a "
+          "PNG must be inside the folder",
+          what, file.string(), real.string(), dir.string(), a.image_id, json));
+    return real;
+  }
+
+  /// The header of a panoptic PNG, which must decode to 8-bit RGB or RGBA (a palette does).
+  static tally_png::Header rgb_header(const fs::path& file, const std::string& what) {
+    tally_png::Header h = tally_png::read_header(file, what);
+    if (!h.palette && (h.bit_depth != 8 || (h.channels != 3 && h.channels != 4)))
+      throw tally::InputError(fmt::format(
+          "{}: {}: is {}; a panoptic PNG is 8-bit RGB (or RGBA), segment id = R + 256 G + "
+          "256^2 B",
+          what, file.string(), h.describe));
+    return h;
+  }
+
+  /// The PNGs of images [begin, end) resolved and their headers read: each ground truth of the
+  /// size 'images' gives it, each prediction of its ground truth's size, and the batch's pixels
+  /// within max_batch_pixels, all before a pixel is decoded.
+  std::vector<Planned> plan_batch(std::int64_t begin, std::int64_t end) const {
+    std::vector<Planned> plan;
+    std::uint64_t pixels = 0;
+    for (std::int64_t i = begin; i < end; ++i) {
+      const Image& im = images_[static_cast<std::size_t>(i)];
+      Planned pl;
+      const std::string gt_what = describe("ground truth", i, im.gt);
+      pl.gt_file = resolve_png(im.gt, gt_dir_, gt_json_, gt_what);
+      const tally_png::Header g = rgb_header(pl.gt_file, gt_what);
+      if (im.height >= 0 && (g.height != im.height || g.width != im.width))
+        throw tally::InputError(fmt::format(
+            "{}: {}: is {}x{} pixels (width x height), expected {}x{}, the size that 'images' of "
+            "{} gives image_id {}",
+            gt_what, pl.gt_file.string(), g.width, g.height, im.width, im.height, gt_json_,
+            im.gt.image_id));
+      const std::uint64_t image_pixels =
+          static_cast<std::uint64_t>(g.width) * static_cast<std::uint64_t>(g.height);
+      pixels += image_pixels;
+      if (pixels > max_batch_pixels_)
+        throw tally::InputError(fmt::format(
+            "{}: {}: is {}x{} pixels ({}); {} more than max_batch_pixels {} (each pixel takes "
+            "16 bytes: the ground-truth and prediction maps): give a smaller batch_size or a "
+            "larger max_batch_pixels",
+            gt_what, pl.gt_file.string(), g.width, g.height, image_pixels,
+            image_pixels == pixels
+                ? std::string("alone")
+                : fmt::format("with the batch's images before it, {} pixels,", pixels),
+            max_batch_pixels_));
+      const std::string pred_what = describe("prediction", i, im.pred);
+      pl.pred_file = resolve_png(im.pred, pred_dir_, pred_json_, pred_what);
+      const tally_png::Header p = rgb_header(pl.pred_file, pred_what);
+      if (p.height != g.height || p.width != g.width)
+        throw tally::InputError(
+            fmt::format("{}: {}: is {}x{} pixels (width x height), expected {}x{}, the size of its "
+                        "ground truth {}",
+                        pred_what, pl.pred_file.string(), p.width, p.height, g.width, g.height,
+                        pl.gt_file.string()));
+      pl.height = g.height;
+      pl.width = g.width;
+      plan.push_back(std::move(pl));
+    }
+    return plan;
+  }
+
+  /// The [H, W, 2] int32 (category_id, segment id) map of one annotation's PNG `file`, which
+  /// must be `height` x `width` pixels (`size_is` says whose size that is).
+  tally::Tensor panoptic_map(const Annotation& a, const fs::path& file, const std::string& json,
                              const char* side, std::int64_t sample, std::int64_t height,
                              std::int64_t width, const std::string& size_is) const {
-    const fs::path file = dir / a.file_name;
-    const std::string what = fmt::format("coco_panoptic reader: {} of sample {} (image_id {})",
-                                         side, sample, a.image_id);
-    std::error_code ec;
-    if (!fs::exists(file, ec))
-      throw tally::InputError(
-          fmt::format("{}: {}: no such file (the file_name of image_id {} in "
-                      "{})",
-                      what, file.string(), a.image_id, json));
-    const tally::Tensor rgb = tally_png::decode_image(file, what);
+    const std::string what = describe(side, sample, a);
+    const tally::Tensor rgb = tally_png::decode_image(
+        file, what, static_cast<std::uint64_t>(height) * static_cast<std::uint64_t>(width));
     if (rgb.dtype() != tally::DType::U8 || (rgb.size(2) != 3 && rgb.size(2) != 4))
       throw tally::InputError(fmt::format(
           "{}: {}: is {} channel(s) of {}; a panoptic PNG is 8-bit RGB (or RGBA), segment id = "
           "R + 256 G + 256^2 B",
           what, file.string(), rgb.size(2), tally::dtype_name(rgb.dtype())));
     const std::int64_t h = rgb.size(0), w = rgb.size(1), c = rgb.size(2);
-    if (height >= 0 && (h != height || w != width))
+    if (h != height || w != width)
       throw tally::InputError(
           fmt::format("{}: {}: is {}x{} pixels (width x height), expected {}x{}, "
                       "{}",
@@ -463,6 +588,7 @@ class CocoPanopticReader final : public tally::support::ShardedReader {
   }
 
   fs::path gt_dir_, pred_dir_;
+  std::uint64_t max_batch_pixels_ = 0;
   std::string gt_json_, pred_json_;
   std::vector<Image> images_;
   std::shared_ptr<const CategoryIds> categories_;
@@ -486,6 +612,14 @@ std::vector<tally::ParamSpec> coco_panoptic_params() {
                    "extension)")
           .optional(),
       tally::support::batch_size_param("images per batch (decoded together, then released)", 16),
+      tally::param("max_batch_pixels", tally::ParamType::Int,
+                   "The most pixels (width x height) the ground-truth images of one batch may "
+                   "have together, checked from the PNG headers before anything is decoded: each "
+                   "pixel takes 16 bytes in memory (the ground-truth and prediction maps, int32 "
+                   "[H, W, 2] each), so the default of 2^26 pixels is about 1 GiB a batch. A "
+                   "larger image, or a batch past it, is an error naming the image (give a "
+                   "smaller batch_size or a larger max_batch_pixels, at most 2^34).")
+          .def(kDefaultBatchPixels),
   };
 }
 

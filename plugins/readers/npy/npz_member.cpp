@@ -1,5 +1,6 @@
 #include "npz_member.hpp"
 
+#include <sys/stat.h>
 #include <zip.h>
 
 #include <algorithm>
@@ -7,6 +8,7 @@
 #include <vector>
 
 #include "tally/error.hpp"
+#include "tally_support/folder_fields.hpp"
 
 namespace tally_npy {
 
@@ -49,6 +51,10 @@ NpzMember::NpzMember(const NpzRef& ref, const std::string& what)
   auto fail = [&](const std::string& problem) -> tally::InputError {
     return tally::InputError(what + ": " + problem);
   };
+  // A FIFO, device or folder is refused by its kind before libzip opens it.
+  struct stat file {};
+  if (::stat(ref.archive.c_str(), &file) == 0 && !S_ISREG(file.st_mode))
+    tally::support::require_regular_file(ref.archive, what, "an .npz archive");
   int code = 0;
   impl_->archive = zip_open(ref.archive.c_str(), ZIP_RDONLY | ZIP_CHECKCONS, &code);
   if (impl_->archive == nullptr) {

@@ -4,8 +4,12 @@
 // conversions only to expand a palette for `images`.
 #include "png_decode.hpp"
 
+#include <fcntl.h>
 #include <spng.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
@@ -17,6 +21,7 @@
 #include <fmt/format.h>
 
 #include "tally/error.hpp"
+#include "tally_support/folder_fields.hpp"
 
 namespace tally_png {
 namespace {
@@ -34,23 +39,51 @@ constexpr std::size_t kMaxChunkBytes = std::size_t{64} << 20;
   throw InputError(fmt::format("{}: {}: {}", what, path.string(), reason));
 }
 
-std::string read_file(const fs::path& path, const std::string& what) {
-  // A FIFO or device is refused before it is opened (a FIFO would wait for a writer).
-  std::error_code ec;
-  const auto st = fs::status(path, ec);
-  if (!ec && !fs::is_regular_file(st))
-    fail(what, path, "not a regular file (a PNG file was expected)");
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
-  if (!f) fail(what, path, fmt::format("cannot open: {}", std::strerror(errno)));
-  std::string bytes;
-  char buf[1 << 16];
-  for (;;) {
-    const std::size_t n = std::fread(buf, 1, sizeof buf, f.get());
-    bytes.append(buf, n);
-    if (n < sizeof buf) break;
+/// The file opened read-only without blocking, refused unless it is a regular file (a FIFO would
+/// wait for a writer, /dev/zero never end); closed when it goes.
+class PngFile {
+ public:
+  PngFile(const fs::path& path, const std::string& what)
+      : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY)) {
+    if (fd_ < 0) fail(what, path, fmt::format("cannot open: {}", std::strerror(errno)));
+    struct stat st {};
+    if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+      const std::string kind = tally::support::not_regular_kind(path);
+      ::close(fd_);
+      fail(what, path, fmt::format("not a regular file ({}); a PNG file was expected", kind));
+    }
+    size_ = static_cast<std::uint64_t>(st.st_size);
   }
-  if (std::ferror(f.get())) fail(what, path, fmt::format("cannot read: {}", std::strerror(errno)));
-  return bytes;
+  PngFile(const PngFile&) = delete;
+  PngFile& operator=(const PngFile&) = delete;
+  ~PngFile() { ::close(fd_); }
+
+  std::uint64_t size() const { return size_; }
+
+  /// Up to `max` bytes from the start.
+  std::string read(std::uint64_t max, const fs::path& path, const std::string& what) const {
+    std::string bytes;
+    char buf[1 << 16];
+    while (bytes.size() < max) {
+      const auto want =
+          static_cast<std::size_t>(std::min<std::uint64_t>(sizeof buf, max - bytes.size()));
+      const ssize_t n = ::read(fd_, buf, want);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) fail(what, path, fmt::format("cannot read: {}", std::strerror(errno)));
+      if (n == 0) break;
+      bytes.append(buf, static_cast<std::size_t>(n));
+    }
+    return bytes;
+  }
+
+ private:
+  int fd_;
+  std::uint64_t size_ = 0;
+};
+
+std::string read_file(const fs::path& path, const std::string& what) {
+  const PngFile f(path, what);
+  return f.read(~std::uint64_t{0}, path, what);
 }
 
 const char* color_type_name(std::uint8_t t) {
@@ -69,6 +102,41 @@ const char* color_type_name(std::uint8_t t) {
   return "unknown";
 }
 
+std::string describe_ihdr(const spng_ihdr& h) {
+  return fmt::format("{}, {}-bit", color_type_name(h.color_type), h.bit_depth);
+}
+
+/// The channels the file stores a pixel in (a palette index is one).
+std::uint64_t stored_channels(std::uint8_t color_type) {
+  switch (color_type) {
+    case SPNG_COLOR_TYPE_TRUECOLOR:
+      return 3;
+    case SPNG_COLOR_TYPE_GRAYSCALE_ALPHA:
+      return 2;
+    case SPNG_COLOR_TYPE_TRUECOLOR_ALPHA:
+      return 4;
+    default:
+      return 1;
+  }
+}
+
+// The pixels a header declares must fit in the file: deflate compresses at most 1032:1, so a
+// file of N bytes holds at most about 1032 N bytes of pixels. A header that declares more is a
+// corrupt or truncated file, refused before the decoded image is allocated (a 40-byte file must
+// not make tally allocate gigabytes).
+void check_pixels_fit(const spng_ihdr& h, std::uint64_t file_bytes, const std::string& what,
+                      const fs::path& path) {
+  const std::uint64_t pixel_bytes = std::uint64_t{h.height} * h.width *
+                                    stored_channels(h.color_type) * h.bit_depth /
+                                    8;  // H, W <= 2^20: no overflow
+  const std::uint64_t can_hold = file_bytes * 1032 + (std::uint64_t{1} << 16);
+  if (pixel_bytes > can_hold)
+    fail(what, path,
+         fmt::format("its header declares {}x{} {} pixels ({} bytes), more than a file of {} "
+                     "bytes can hold: the file is truncated or corrupt",
+                     h.width, h.height, describe_ihdr(h), pixel_bytes, file_bytes));
+}
+
 /// A libspng decoder over the bytes of one file, its header parsed.
 class Decoder {
  public:
@@ -82,15 +150,13 @@ class Decoder {
     check(spng_set_chunk_limits(ctx_.get(), kMaxChunkBytes, kMaxChunkBytes), "set limits");
     check(spng_set_png_buffer(ctx_.get(), bytes_.data(), bytes_.size()), "not a PNG file");
     check(spng_get_ihdr(ctx_.get(), &ihdr_), "not a valid PNG file");
-    check_size_against_file();
+    check_pixels_fit(ihdr_, bytes_.size(), what_, path_);
   }
 
   const spng_ihdr& ihdr() const { return ihdr_; }
   std::int64_t height() const { return ihdr_.height; }
   std::int64_t width() const { return ihdr_.width; }
-  std::string describe() const {
-    return fmt::format("{}, {}-bit", color_type_name(ihdr_.color_type), ihdr_.bit_depth);
-  }
+  std::string describe() const { return describe_ihdr(ihdr_); }
   bool has_trns() {
     spng_trns trns;
     return spng_get_trns(ctx_.get(), &trns) == 0;
@@ -121,35 +187,6 @@ class Decoder {
   [[noreturn]] void fail_here(const std::string& reason) const { fail(what_, path_, reason); }
 
  private:
-  // The pixels a header declares must fit in the file: deflate compresses at most 1032:1, so a
-  // file of N bytes holds at most about 1032 N bytes of pixels. A header that declares more is a
-  // corrupt or truncated file, refused here, before the decoded image is allocated (a 40-byte
-  // file must not make tally allocate gigabytes).
-  void check_size_against_file() const {
-    std::uint64_t channels = 1;
-    switch (ihdr_.color_type) {
-      case SPNG_COLOR_TYPE_TRUECOLOR:
-        channels = 3;
-        break;
-      case SPNG_COLOR_TYPE_GRAYSCALE_ALPHA:
-        channels = 2;
-        break;
-      case SPNG_COLOR_TYPE_TRUECOLOR_ALPHA:
-        channels = 4;
-        break;
-      default:
-        break;
-    }
-    const std::uint64_t pixel_bytes = std::uint64_t{ihdr_.height} * ihdr_.width * channels *
-                                      ihdr_.bit_depth / 8;  // H, W <= 2^20: no overflow
-    const std::uint64_t can_hold = std::uint64_t{bytes_.size()} * 1032 + (std::uint64_t{1} << 16);
-    if (pixel_bytes > can_hold)
-      fail(what_, path_,
-           fmt::format("its header declares {}x{} {} pixels ({} bytes), more than a file of {} "
-                       "bytes can hold: the file is truncated or corrupt",
-                       ihdr_.width, ihdr_.height, describe(), pixel_bytes, bytes_.size()));
-  }
-
   void check(int rc, const char* doing) const {
     if (rc != 0) fail(what_, path_, fmt::format("{} (libspng: {})", doing, spng_strerror(rc)));
   }
@@ -183,6 +220,31 @@ void unpack_low_bits(std::uint8_t* data, std::int64_t height, std::int64_t width
 
 }  // namespace
 
+Header read_header(const fs::path& path, const std::string& what) {
+  const PngFile f(path, what);
+  // The signature (8 bytes) and the IHDR chunk (length, type, 13 bytes, CRC): 33 bytes.
+  std::string bytes = f.read(33, path, what);
+  std::unique_ptr<spng_ctx, void (*)(spng_ctx*)> ctx(spng_ctx_new(0), &spng_ctx_free);
+  if (!ctx) fail(what, path, "libspng could not allocate a decoder");
+  const auto check = [&](int rc, const char* doing) {
+    if (rc != 0) fail(what, path, fmt::format("{} (libspng: {})", doing, spng_strerror(rc)));
+  };
+  check(spng_set_image_limits(ctx.get(), kMaxSide, kMaxSide), "set limits");
+  check(spng_set_png_buffer(ctx.get(), bytes.data(), bytes.size()), "not a PNG file");
+  spng_ihdr ihdr{};
+  check(spng_get_ihdr(ctx.get(), &ihdr), "not a valid PNG file");
+  check_pixels_fit(ihdr, f.size(), what, path);
+  Header h;
+  h.width = ihdr.width;
+  h.height = ihdr.height;
+  h.bit_depth = ihdr.bit_depth;
+  h.palette = ihdr.color_type == SPNG_COLOR_TYPE_INDEXED;
+  h.channels = static_cast<int>(
+      ihdr.color_type == SPNG_COLOR_TYPE_INDEXED ? 4 : stored_channels(ihdr.color_type));
+  h.describe = describe_ihdr(ihdr);
+  return h;
+}
+
 Tensor decode_mask(const fs::path& path, const std::string& what) {
   Decoder d(path, what);
   const auto& h = d.ihdr();
@@ -207,9 +269,14 @@ Tensor decode_mask(const fs::path& path, const std::string& what) {
   return t;
 }
 
-Tensor decode_image(const fs::path& path, const std::string& what) {
+Tensor decode_image(const fs::path& path, const std::string& what, std::uint64_t max_pixels) {
   Decoder d(path, what);
   const auto& h = d.ihdr();
+  if (max_pixels > 0 && std::uint64_t{h.width} * h.height > max_pixels)
+    d.fail_here(
+        fmt::format("is {}x{} pixels, more than the {} allowed (the file changed since its "
+                    "header was read?)",
+                    h.width, h.height, max_pixels));
   const bool wide = h.bit_depth == 16;
   const DType dtype = wide ? DType::U16 : DType::U8;
   switch (h.color_type) {

@@ -13,6 +13,8 @@
 //
 // png_masks: each sample a [H, W] label map (U8: 8-bit or lower grayscale, palette indices; U16:
 // 16-bit grayscale). images: each sample [H, W, C] (C = 1, 2, 3 or 4 as stored; U8 or U16).
+// Every entry named *.png of a folder must be a regular file or a link to one: a FIFO, device,
+// socket, folder or dangling link so named is an InputError naming it, never skipped.
 #include <algorithm>
 #include <cstdint>
 #include <filesystem>
@@ -39,36 +41,6 @@ namespace fs = std::filesystem;
 
 enum class Kind { Masks, Images };
 
-bool is_png_name(const fs::path& p) {
-  std::string ext = p.extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) {
-    return static_cast<char>(c >= 'A' && c <= 'Z' ? c + 32 : c);
-  });
-  return ext == ".png";
-}
-
-/// The sorted names of the PNG files (regular files, or links to them) in `dir`.
-std::vector<std::string> png_names(const std::string& reader, const std::string& field,
-                                   const fs::path& dir) {
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec))
-    throw tally::InputError(fmt::format("{} reader: field '{}': {} is not a folder{}", reader,
-                                        field, dir.string(),
-                                        fs::exists(dir) ? "" : " (it does not exist)"));
-  std::vector<std::string> names;
-  fs::directory_iterator it(dir, ec);
-  if (ec)
-    throw tally::InputError(fmt::format("{} reader: field '{}': cannot list {}: {}", reader, field,
-                                        dir.string(), ec.message()));
-  for (const auto& entry : it) {
-    if (!is_png_name(entry.path())) continue;
-    if (!entry.is_regular_file(ec)) continue;
-    names.push_back(entry.path().filename().string());
-  }
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
 class PngReader : public tally::support::ShardedReader {
  public:
   PngReader(Kind kind, const tally::Params& params, const tally::ShardInfo& shard)
@@ -80,12 +52,12 @@ class PngReader : public tally::support::ShardedReader {
     tally::support::check_shard(name_, shard);
 
     for (const auto& [field, dir] : dirs) fields_.push_back({field, fs::path(dir)});
-    names_ = png_names(name_, fields_.front().name, fields_.front().dir);
+    names_ = tally::support::folder_file_names(name_, fields_.front(), ".png");
     if (names_.empty())
       throw tally::InputError(fmt::format("{} reader: field '{}': no .png files in {}", name_,
                                           fields_.front().name, fields_.front().dir.string()));
     for (std::size_t f = 1; f < fields_.size(); ++f) {
-      const auto other = png_names(name_, fields_[f].name, fields_[f].dir);
+      const auto other = tally::support::folder_file_names(name_, fields_[f], ".png");
       if (other != names_)
         tally::support::folder_mismatch(name_, ".png", fields_.front(), names_, fields_[f], other);
     }

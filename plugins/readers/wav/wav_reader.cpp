@@ -14,23 +14,35 @@
 //       target: clean/
 //
 // Values as libsndfile reads them as double: PCM of b bits is x / 2^(b-1) (in [-1, 1)), IEEE
-// float files as stored. PCM 8/16/24/32-bit and float32/64 WAV (and any other format libsndfile
-// reads: the file's header decides). The files of one sample must have the same number of frames
-// and channels in every field (a metric compares them sample by sample), and every file the same
-// sample rate (sample_rate, or else the first file's): otherwise an InputError naming the file.
+// float files as stored. PCM 8/16/24/32-bit and float32/64 WAV, and the other containers that
+// declare their length (the file's header decides): RF64, W64, AIFF/AIFC, CAF, FLAC, AU. Each
+// is checked for the data its header declares against the file's size (sound_container.hpp): a
+// cut-off file is an InputError naming it, never a shorter recording. Formats that declare no
+// length (Ogg, MP3, raw, ...) are refused naming their format. Every entry named *.wav of a
+// folder must be a regular file or a link to one: a FIFO, device, socket, folder or dangling
+// link is an InputError naming it (tally_support/folder_fields.hpp), never skipped. The files of
+// one sample must have the same number of frames and channels in every field (a metric compares
+// them sample by sample), and every file the same sample rate (sample_rate, or else the first
+// file's): otherwise an InputError naming the file.
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <iterator>
 #include <memory>
 #include <string>
 #include <system_error>
 #include <vector>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <fmt/format.h>
 #include <sndfile.h>
+
+#include "sound_container.hpp"
 
 #include "tally/batch.hpp"
 #include "tally/error.hpp"
@@ -49,88 +61,49 @@ namespace fs = std::filesystem;
 constexpr std::int64_t kMaxChannels = 1024;
 constexpr std::int64_t kMaxValues = std::int64_t{1} << 28;
 
-bool is_wav_name(const fs::path& p) {
-  std::string ext = p.extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) {
-    return static_cast<char>(c >= 'A' && c <= 'Z' ? c + 32 : c);
-  });
-  return ext == ".wav";
-}
-
-/// The sorted names of the WAV files (regular files, or links to them) in `dir`.
-std::vector<std::string> wav_names(const std::string& field, const fs::path& dir) {
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec))
-    throw tally::InputError(fmt::format("wav reader: field '{}': {} is not a folder{}", field,
-                                        dir.string(),
-                                        fs::exists(dir) ? "" : " (it does not exist)"));
-  std::vector<std::string> names;
-  fs::directory_iterator it(dir, ec);
-  if (ec)
-    throw tally::InputError(fmt::format("wav reader: field '{}': cannot list {}: {}", field,
-                                        dir.string(), ec.message()));
-  for (const auto& entry : it) {
-    if (!is_wav_name(entry.path())) continue;
-    if (!entry.is_regular_file(ec)) continue;
-    names.push_back(entry.path().filename().string());
-  }
-  std::sort(names.begin(), names.end());
-  return names;
-}
-
-/// InputError when a RIFF/WAVE file's data chunk claims more bytes than the file holds:
-/// libsndfile then reads the frames that are there without an error (it logs "should be"), and a
-/// cut-off download would pass as a shorter recording. Other formats are left to libsndfile.
-void check_wav_data_size(const fs::path& file, const std::string& what) {
-  std::ifstream in(file, std::ios::binary);
-  std::error_code ec;
-  const auto size = fs::file_size(file, ec);
-  if (!in || ec) return;  // sf_open reports it
-  const auto u32 = [](const unsigned char* b) {
-    return std::uint64_t{b[0]} | std::uint64_t{b[1]} << 8 | std::uint64_t{b[2]} << 16 |
-           std::uint64_t{b[3]} << 24;
-  };
-  unsigned char head[12];
-  if (!in.read(reinterpret_cast<char*>(head), 12) || std::memcmp(head, "RIFF", 4) != 0 ||
-      std::memcmp(head + 8, "WAVE", 4) != 0)
-    return;
-  std::uint64_t at = 12;
-  // Chunks: 4-byte id, 4-byte little-endian size, the body padded to an even size. Bounded by
-  // the file's size (each step moves forward by at least 8 bytes).
-  while (at + 8 <= size) {
-    unsigned char chunk[8];
-    in.seekg(static_cast<std::streamoff>(at));
-    if (!in.read(reinterpret_cast<char*>(chunk), 8)) return;
-    const std::uint64_t body = u32(chunk + 4);
-    if (std::memcmp(chunk, "data", 4) == 0) {
-      // 0xffffffff: a streamed file of unknown length (libsndfile takes the rest of the file).
-      if (body != 0xffffffffu && at + 8 + body > size)
-        throw tally::InputError(fmt::format(
-            "{}: {} is truncated: its data chunk declares {} bytes, the file holds {} after it",
-            what, file.string(), body, size - (at + 8)));
-      return;
-    }
-    at += 8 + body + (body % 2);
-  }
-}
-
 struct SndCloser {
   void operator()(SNDFILE* f) const { sf_close(f); }
 };
 
-/// One open file and its header.
+/// A file descriptor, closed when it goes.
+struct Fd {
+  int fd = -1;
+  explicit Fd(int f) : fd(f) {}
+  Fd(Fd&& o) noexcept : fd(o.fd) { o.fd = -1; }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  Fd& operator=(Fd&&) = delete;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+/// One open file and its header (the handle closed before the descriptor).
 struct SoundFile {
+  explicit SoundFile(int f) : fd(f) {}
+  Fd fd;
   std::unique_ptr<SNDFILE, SndCloser> handle;
   SF_INFO info{};
 };
 
+/// The file opened without blocking (a FIFO or device named .wav is refused, not waited on), as a
+/// regular file, its container checked for the data it declares (sound_container.hpp).
 SoundFile open_sound(const fs::path& file, const std::string& what) {
-  check_wav_data_size(file, what);
-  SoundFile s;
-  s.handle.reset(sf_open(file.c_str(), SFM_READ, &s.info));
+  SoundFile s(::open(file.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY));
+  if (s.fd.fd < 0)
+    throw tally::InputError(
+        fmt::format("{}: cannot open {}: {}", what, file.string(), std::strerror(errno)));
+  struct stat st {};
+  if (::fstat(s.fd.fd, &st) != 0 || !S_ISREG(st.st_mode))
+    throw tally::InputError(
+        fmt::format("{}: {} is not a regular file ({}); a WAV file was expected", what,
+                    file.string(), tally::support::not_regular_kind(file)));
+  s.handle.reset(sf_open_fd(s.fd.fd, SFM_READ, &s.info, SF_FALSE));
   if (!s.handle)
     throw tally::InputError(
         fmt::format("{}: cannot read {} as audio: {}", what, file.string(), sf_strerror(nullptr)));
+  tally_wav::check_declared_data(s.fd.fd, static_cast<std::uint64_t>(st.st_size), s.info,
+                                 file.string(), what);
   if (s.info.channels < 1 || s.info.channels > kMaxChannels)
     throw tally::InputError(fmt::format("{}: {} has {} channels (at most {})", what, file.string(),
                                         s.info.channels, kMaxChannels));
@@ -154,12 +127,12 @@ class WavReader final : public tally::support::ShardedReader {
       params.fail("fields", "must name at least one field (field name: folder of .wav files)");
     tally::support::check_shard("wav", shard);
     for (const auto& [field, dir] : dirs) fields_.push_back({field, fs::path(dir)});
-    names_ = wav_names(fields_.front().name, fields_.front().dir);
+    names_ = tally::support::folder_file_names("wav", fields_.front(), ".wav");
     if (names_.empty())
       throw tally::InputError(fmt::format("wav reader: field '{}': no .wav files in {}",
                                           fields_.front().name, fields_.front().dir.string()));
     for (std::size_t f = 1; f < fields_.size(); ++f) {
-      const auto other = wav_names(fields_[f].name, fields_[f].dir);
+      const auto other = tally::support::folder_file_names("wav", fields_[f], ".wav");
       if (other != names_)
         tally::support::folder_mismatch("wav", ".wav", fields_.front(), names_, fields_[f], other);
     }
@@ -251,7 +224,9 @@ std::vector<tally::ComponentInfo> wav_components() {
       "Folders of WAV files, one folder per field, files matched by name; samples in sorted name "
       "order. Each sample is a float64 tensor (ragged): [T] for a mono file, [C, T] for C "
       "channels (speakers). PCM x of b bits reads as x / 2^(b-1), float files as stored "
-      "(libsndfile). The files of a sample must match in length and channels across fields, and "
+      "(libsndfile). Containers: WAV, RF64, W64, AIFF/AIFC, CAF, FLAC, AU, each checked for the "
+      "data its header declares (a cut-off file is an error). Every .wav entry must be a regular "
+      "file. The files of a sample must match in length and channels across fields, and "
       "every file must have one sample rate. Decoded one batch at a time; each rank reads its "
       "contiguous block of the sorted names.",
       {tally::param("fields", tally::ParamType::PathMap,

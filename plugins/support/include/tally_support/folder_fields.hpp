@@ -1,5 +1,6 @@
 // Readers whose fields are folders of files matched by name (png_masks, images, wav): the field
-// and its folder, and the error when two folders do not hold the same file names.
+// and its folder, the walk that lists a folder's files, the error when two folders do not hold
+// the same file names; and the check every reader makes of a file before it opens it.
 #pragma once
 
 #include <algorithm>
@@ -20,6 +21,26 @@ struct FolderField {
   std::string name;
   std::filesystem::path dir;
 };
+
+/// What `path` is when it is not a regular file: "a FIFO", "a character device", "a socket", "a
+/// folder", "a block device", "a link to nothing", ...; "" for a regular file (or a link to one).
+/// Found with stat/lstat only: nothing is opened (opening a FIFO waits for a writer).
+std::string not_regular_kind(const std::filesystem::path& path);
+
+/// InputError "<what>: <path> is not a regular file (<kind>); <expected>" unless `path` is a
+/// regular file or a link to one; "<what>: <path>: cannot open (<reason>)" when it cannot be
+/// looked at (missing, no permission). `expected` says what was expected ("a PNG file").
+void require_regular_file(const std::filesystem::path& path, std::string_view what,
+                          std::string_view expected);
+
+/// The sorted (byte order) names of the entries of the field's folder whose extension is
+/// `extension` (".wav", ".png"; any case). Every such entry must be a regular file or a link to
+/// one: a FIFO, device, socket, folder or dangling link of that name is an InputError naming it
+/// (never skipped: a skipped file changes the count and the matching of the samples). InputError
+/// when the folder is missing, not a folder or cannot be listed. Entries of other names are not
+/// looked at.
+std::vector<std::string> folder_file_names(std::string_view reader, const FolderField& field,
+                                           std::string_view extension);
 
 /// InputError naming the first file (in name order) that one field's folder has and the other's
 /// lacks, and how many more names differ. `in_a` and `in_b`: the sorted file names of a and b.
