@@ -367,6 +367,10 @@ std::vector<RankRun> run_job(const std::vector<int>& ranks, int world, std::uint
     vars.push_back("LOCAL_RANK=" + std::to_string(where.local_rank));
     vars.push_back("MASTER_ADDR=" + master_addr);
     vars.push_back("MASTER_PORT=" + std::to_string(port));
+    // A store other hosts reach guards itself with a secret every rank has (docs/gloo.md); on
+    // loopback rank 0 makes one.
+    if (master_addr != "127.0.0.1")
+      vars.push_back("TALLY_STORE_SECRET=emulated-" + std::to_string(::getpid()));
     vars.push_back("TMPDIR=" + dir.string());
     vars.push_back("TALLY_TEST_NCCL_SCENARIO=" + scenario);
     vars.push_back("TALLY_TEST_NCCL_OUT=" + dir.string());
