@@ -495,7 +495,8 @@ class PyEvaluator {
     return nb::bytes(s.data(), s.size());
   }
   void load_state(nb::bytes b) {
-    const std::string bytes(static_cast<const char*>(b.data()), b.size());
+    // Read in place, not copied: `b` holds its (immutable) bytes alive while the GIL is released.
+    const std::string_view bytes(static_cast<const char*>(b.data()), b.size());
     nb::gil_scoped_release unlocked;
     const std::lock_guard lock(*mutex_);
     ev_.load_state(bytes);

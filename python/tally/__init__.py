@@ -192,7 +192,9 @@ class Evaluator:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restores a :meth:`state_dict` of an evaluator with the same metrics (on the same rank
-        of the same world size). :class:`InputError` when it is not one."""
+        of the same world size). :class:`InputError` when it is not one: other metrics, another
+        rank, bytes that changed since they were saved (their CRC-32 is checked before anything
+        is read), or a state no run of these metrics could have saved."""
         if not isinstance(state, Mapping) or "tally_state" not in state:
             raise InputError("load_state_dict: expected a dict from Evaluator.state_dict()")
         saved = (state.get("rank"), state.get("world_size"))
@@ -202,7 +204,14 @@ class Evaluator:
                 f"rank {self._ev.rank} of {self._ev.world_size} (each rank restores its own shard's "
                 "state)"
             )
-        self._ev.load_state(bytes(state["tally_state"]))
+        blob = state["tally_state"]
+        # Only bytes are read (never bytes(n), which would allocate n zero bytes from a number).
+        if not isinstance(blob, (bytes, bytearray, memoryview)):
+            raise InputError(
+                "load_state_dict: 'tally_state' expects the bytes Evaluator.state_dict() saved, "
+                f"found {type(blob).__name__}"
+            )
+        self._ev.load_state(blob if isinstance(blob, bytes) else bytes(blob))
 
     # ---- ranks ------------------------------------------------------------------------------
     @property

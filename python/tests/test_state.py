@@ -1,6 +1,9 @@
 """state_dict()/load_state_dict(): a checkpoint of the accumulated state mid-epoch; reset()."""
 
 import pickle
+import re
+import struct
+import zlib
 
 import numpy as np
 import pytest
@@ -62,3 +65,113 @@ def test_a_padded_sampler_holds_the_last_sample_back():
     with pytest.raises(tally.ConfigError, match="held back"):
         ev.state_dict()
     assert ev.compute(dataset_size=897) == full()
+
+
+# ---- integrity: a state whose bytes changed is refused before anything of it is used ---------
+# The container (docs/checkpoint.md, "A host program's state"): "tally-evaluator-state\n", u32
+# format version, u64 payload bytes, the payload, then a CRC-32 (zlib's) of everything before it.
+HEADER = struct.Struct("<22sIQ")
+REFUSED = re.compile(
+    r"^load_state: (the state is corrupt: |the \d+ bytes are not a saved evaluator state)"
+)
+
+
+def saved(cut=300):
+    ev = tally.Evaluator(CONFIG)
+    ev.add(pred_scores=PREDS[:cut], gt_labels=LABELS[:cut])
+    return ev.state_dict(), ev.compute()
+
+
+def seal(payload, version=2):
+    head = HEADER.pack(b"tally-evaluator-state\n", version, len(payload))
+    return head + payload + struct.pack("<I", zlib.crc32(head + payload))
+
+
+def test_the_state_carries_its_size_and_checksum():
+    state, _ = saved()
+    blob = state["tally_state"]
+    magic, version, size = HEADER.unpack_from(blob)
+    assert (magic, version, size) == (b"tally-evaluator-state\n", 2, len(blob) - HEADER.size - 4)
+    assert seal(blob[HEADER.size : -4]) == blob
+
+
+def test_every_bit_flip_truncation_and_extension_is_refused():
+    state, want = saved()
+    blob = state["tally_state"]
+    ev = tally.Evaluator(CONFIG)
+    ev.add(pred_scores=PREDS[:10], gt_labels=LABELS[:10])  # kept while every state is refused
+    loaded = []
+    for bit in range(len(blob) * 8):
+        b = bytearray(blob)
+        b[bit // 8] ^= 1 << (bit % 8)
+        try:
+            ev.load_state_dict({**state, "tally_state": bytes(b)})
+            loaded.append(bit)
+        except tally.InputError as e:
+            assert REFUSED.search(str(e)), (bit, str(e))
+    assert loaded == [], f"{len(loaded)} of {len(blob) * 8} flipped states loaded"
+    for n in list(range(0, len(blob), 7)) + [len(blob) - 1]:
+        with pytest.raises(tally.InputError, match=REFUSED):
+            ev.load_state_dict({**state, "tally_state": blob[:n]})
+    for tail in (b"\0", b"\xc0", blob, bytes(4096)):
+        with pytest.raises(tally.InputError, match="truncated or extended"):
+            ev.load_state_dict({**state, "tally_state": blob + tail})
+    assert ev.compute()["Accuracy"] == full_of(10)["Accuracy"]
+    ev.load_state_dict(state)
+    assert ev.compute() == want
+
+
+def full_of(n):
+    ev = tally.Evaluator(CONFIG)
+    ev.add(pred_scores=PREDS[:n], gt_labels=LABELS[:n])
+    return ev.compute()
+
+
+def test_a_state_resealed_after_a_change_is_still_checked():
+    # A flip in the payload sealed again with a right checksum (what a forger or another
+    # program's bug could write): the decoded state is checked before use. A count that stays
+    # possible (another number of hits, up to the samples) cannot be told from a real one, but no
+    # flip gives an accuracy outside [0, 1], a negative count, or counts of another size.
+    state, want = saved()
+    blob = state["tally_state"]
+    payload = blob[HEADER.size : -4]
+    ev = tally.Evaluator(CONFIG)
+    refused = 0
+    for bit in range(39 * 8):  # the fingerprint, the sample count and the Accuracy state
+        p = bytearray(payload)
+        p[bit // 8] ^= 1 << (bit % 8)
+        try:
+            ev.load_state_dict({**state, "tally_state": seal(bytes(p))})
+        except tally.InputError as e:
+            assert str(e).startswith("load_state: "), str(e)
+            refused += 1
+            continue
+        acc = ev.compute()["Accuracy"]
+        assert all(0.0 <= v <= 1.0 for v in acc.values()), (bit, acc)
+    assert refused > 0
+    # Another format version, sealed right; the structure of the payload.
+    with pytest.raises(tally.InputError, match="state format version expected 2, found 3"):
+        ev.load_state_dict({**state, "tally_state": seal(payload, 3)})
+    for bad in (b"", b"\x90", b"\x92\x01\x02", b"\x93\x01\x02", b"\xc1"):
+        with pytest.raises(tally.InputError, match="the state's payload is not"):
+            ev.load_state_dict({**state, "tally_state": seal(bad)})
+    # A state of format 1 (tally before the checksum): refused, saying so.
+    with pytest.raises(tally.InputError, match="saved by an older tally"):
+        ev.load_state_dict({**state, "tally_state": b"\x95\xb5tally-evaluator-state\x01\x00\x00"})
+    ev.load_state_dict(state)
+    assert ev.compute() == want
+
+
+@pytest.mark.parametrize("value", [10**9, 2**62, -1, 3.5, "x" * 10, None, [1, 2], {"a": 1}])
+def test_a_state_that_is_not_bytes_is_refused_before_anything_is_allocated(value):
+    ev = tally.Evaluator(CONFIG)
+    with pytest.raises(tally.InputError, match=r"'tally_state' expects the bytes .* found"):
+        ev.load_state_dict({"tally_state": value, "rank": 0, "world_size": 1})
+
+
+def test_bytearray_and_memoryview_of_a_state_load():
+    state, want = saved()
+    for blob in (bytearray(state["tally_state"]), memoryview(state["tally_state"])):
+        ev = tally.Evaluator(CONFIG)
+        ev.load_state_dict({**state, "tally_state": blob})
+        assert ev.compute() == want
