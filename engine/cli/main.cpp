@@ -1,10 +1,12 @@
 // The tally command: run, compare, validate, plugins (DESIGN.md, "Command line").
 // Exit codes: 0 success; 1 the evaluation failed at run time (any rank); 2 usage, config or input;
 // 3 a result regressed against the baseline (tally compare, tally run with `regression:`).
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +16,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <unordered_set>
 #include <vector>
 
 #include <fmt/format.h>
@@ -466,6 +469,44 @@ struct CompareOptions {
   bool quiet = false;
 };
 
+// A file named on the command line: what named it ("results", "--records") and its path.
+struct NamedFile {
+  std::string what;
+  fs::path path;
+};
+
+// ConfigError (exit 2) when an output names one of the inputs: the same file once links are
+// followed (a symlink, a hard link, another relative path to it), which writing would replace.
+void refuse_outputs_on_inputs(const std::vector<NamedFile>& outputs,
+                              const std::vector<NamedFile>& inputs) {
+  for (const auto& out : outputs) {
+    struct stat os {};
+    if (::stat(out.path.c_str(), &os) != 0 || !S_ISREG(os.st_mode)) continue;  // new, or a device
+    for (const auto& in : inputs) {
+      struct stat is {};
+      if (::stat(in.path.c_str(), &is) != 0 || is.st_dev != os.st_dev || is.st_ino != os.st_ino)
+        continue;
+      throw tally::ConfigError(fmt::format(
+          "{} '{}' is the {} '{}'{}: writing it would replace an input (name another file)",
+          out.what, out.path.string(), in.what, in.path.string(),
+          out.path == in.path ? "" : " (the same file, links followed)"));
+    }
+  }
+}
+
+// A tolerance on the command line: a finite number >= 0 (CLI::NonNegativeNumber lets nan and inf
+// through, and a NaN tolerance passes every key).
+CLI::Validator tolerance_validator() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        double x = 0;
+        if (!CLI::detail::lexical_cast(text, x) || !std::isfinite(x) || x < 0)
+          return fmt::format("expects a finite number >= 0 such as 0.01, found '{}'", text);
+        return {};
+      },
+      "FINITE >= 0");
+}
+
 int compare(const CompareOptions& o) {
   try {
     const auto results = tally::read_results_json(o.results);
@@ -480,14 +521,24 @@ int compare(const CompareOptions& o) {
     paths.html = chosen(o.reports.html, "--html", std::nullopt);
     paths.check_writable();
     if (o.json) tally::check_writable(*o.json, "--json");
+    std::vector<NamedFile> outputs, inputs{{"results", o.results}, {"baseline", o.baseline}};
+    for (const auto* t : {&paths.junit, &paths.markdown, &paths.html})
+      if (*t) outputs.push_back({(*t)->what, (*t)->path});
+    if (o.json) outputs.push_back({"--json", *o.json});
+    if (o.tolerances) inputs.push_back({"--tolerances", *o.tolerances});
+    if (o.records) inputs.push_back({"--records", *o.records});
+    if (o.baseline_records) inputs.push_back({"--baseline-records", *o.baseline_records});
+    refuse_outputs_on_inputs(outputs, inputs);
     const std::string chartjs = paths.html ? load_chartjs() : std::string();
 
     // The results' metric types first; labels only the baseline has take the baseline's.
     auto types = results.run.types;
-    for (const auto& t : baseline.run.types)
-      if (std::none_of(types.begin(), types.end(),
-                       [&](const auto& x) { return x.first == t.first; }))
-        types.push_back(t);
+    {
+      std::unordered_set<std::string_view> labels;
+      for (const auto& t : results.run.types) labels.insert(t.first);
+      for (const auto& t : baseline.run.types)
+        if (labels.insert(t.first).second) types.push_back(t);
+    }
     if (types.empty() && results.metrics.size() > 0)
       print_warning(fmt::format(
           "'{}' records no metric types (run.types; written by an older tally?): every key is "
@@ -530,7 +581,11 @@ int compare(const CompareOptions& o) {
       drift.window = o.drift_window;
       drift.alpha = o.paired.alpha;
       drift.current_name = fs::path(o.results).stem().string();
-      trends = tally::trends(tally::read_history(*o.history), results, specs, tolerances, drift);
+      const auto history = tally::read_history(*o.history, o.drift_window);
+      std::vector<NamedFile> runs;
+      for (const auto& run : history.runs) runs.push_back({"history run", run.path});
+      refuse_outputs_on_inputs(outputs, runs);
+      trends = tally::trends(history, results, specs, tolerances, drift);
     }
     if (!o.quiet) {
       fmt::print("{}", tally::format_comparison(comparison, use_color(o.color)));
@@ -701,9 +756,9 @@ int main(int argc, char** argv) {
   cmp_cmd->add_option("results", co.results, "The results JSON to check")->required();
   cmp_cmd->add_option("baseline", co.baseline, "The baseline results JSON")->required();
   cmp_cmd->add_option("--rtol", co.rtol, "Relative tolerance for every key (default 0)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(tolerance_validator());
   cmp_cmd->add_option("--atol", co.atol, "Absolute tolerance for every key (default 0)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(tolerance_validator());
   cmp_cmd->add_option("--tolerances", co.tolerances,
                       "YAML file of per-key tolerances: KEY_PATTERN: {rtol: X, atol: Y, better: "
                       "higher|lower|neither}");

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <unordered_map>
+#include <unordered_set>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -87,6 +89,7 @@ std::size_t literal_count(std::string_view p) {
 }  // namespace
 
 Tolerances::Resolved Tolerances::resolve(std::string_view key, std::string_view element) const {
+  // One key: the plain scan costs no index (ToleranceIndex gives the same answers for many).
   const Rule* best = nullptr;
   int best_rank = 0;
   std::size_t best_literals = 0;
@@ -119,6 +122,114 @@ Tolerances::Resolved Tolerances::resolve(std::string_view key, std::string_view 
   return out;
 }
 
+void Tolerances::check() const {
+  const auto bad = [](double x) { return !std::isfinite(x) || x < 0; };
+  for (const auto& [name, x] : {std::pair{"rtol", defaults.rtol}, std::pair{"atol", defaults.atol}})
+    if (bad(x))
+      throw ConfigError(
+          fmt::format("the default {} expects a finite number >= 0, found {}", name, x));
+  for (const auto& r : rules)
+    for (const auto& [name, x] : {std::pair{"rtol", r.rtol}, std::pair{"atol", r.atol}})
+      if (x && bad(*x))
+        throw ConfigError(fmt::format("{}tolerance '{}': {} expects a finite number >= 0, found {}",
+                                      r.where.empty() ? "" : r.where + ": ", r.pattern, name, *x));
+}
+
+// ---- the tolerance index ------------------------------------------------------------------------
+
+namespace {
+constexpr std::size_t kNone = static_cast<std::size_t>(-1);
+}  // namespace
+
+struct ToleranceIndex::Impl {
+  // Patterns (and glob parts) are views of the rules' strings.
+  std::unordered_map<std::string_view, std::size_t> exact;  // pattern -> the first rule so written
+  struct Bucket {
+    std::unordered_map<std::string_view, std::vector<std::size_t>> by_suffix;
+    std::vector<std::size_t> suffix_lengths;  // distinct, ascending
+  };
+  std::unordered_map<std::string_view, Bucket> by_prefix;  // globs by their literal prefix
+  std::vector<std::size_t> prefix_lengths;                 // distinct, ascending
+  std::vector<std::size_t> literals;                       // per rule
+};
+
+ToleranceIndex::ToleranceIndex(const Tolerances& tolerances)
+    : tolerances_(tolerances), impl_(std::make_unique<Impl>()) {
+  auto& x = *impl_;
+  const auto add_length = [](std::vector<std::size_t>& v, std::size_t n) {
+    if (std::find(v.begin(), v.end(), n) == v.end())
+      v.insert(std::upper_bound(v.begin(), v.end(), n), n);
+  };
+  x.literals.resize(tolerances.rules.size());
+  for (std::size_t i = 0; i < tolerances.rules.size(); ++i) {
+    const std::string_view p = tolerances.rules[i].pattern;
+    x.exact.emplace(p, i);
+    if (!has_wildcard(p)) continue;
+    x.literals[i] = literal_count(p);
+    const std::string_view prefix = p.substr(0, p.find_first_of("*?"));
+    const std::string_view suffix = p.substr(p.find_last_of("*?") + 1);
+    auto& bucket = x.by_prefix[prefix];
+    bucket.by_suffix[suffix].push_back(i);
+    add_length(bucket.suffix_lengths, suffix.size());
+    add_length(x.prefix_lengths, prefix.size());
+  }
+}
+
+ToleranceIndex::~ToleranceIndex() = default;
+
+std::size_t ToleranceIndex::best_glob(std::string_view text, std::size_t best) const {
+  const auto& x = *impl_;
+  const auto better = [&](std::size_t r) {
+    return best == kNone || x.literals[r] > x.literals[best] ||
+           (x.literals[r] == x.literals[best] && r < best);
+  };
+  for (const std::size_t l : x.prefix_lengths) {
+    if (l > text.size()) break;
+    const auto bucket = x.by_prefix.find(text.substr(0, l));
+    if (bucket == x.by_prefix.end()) continue;
+    for (const std::size_t m : bucket->second.suffix_lengths) {
+      if (l + m > text.size()) break;
+      const auto rules = bucket->second.by_suffix.find(text.substr(text.size() - m));
+      if (rules == bucket->second.by_suffix.end()) continue;
+      for (const std::size_t r : rules->second)
+        if (better(r) && glob_match(tolerances_.rules[r].pattern, text)) best = r;
+    }
+  }
+  return best;
+}
+
+Tolerances::Resolved ToleranceIndex::make(std::size_t rule) const {
+  Tolerances::Resolved out;
+  out.tol = tolerances_.defaults;
+  if (rule == kNone) return out;
+  const auto& r = tolerances_.rules[rule];
+  if (r.rtol) out.tol.rtol = *r.rtol;
+  if (r.atol) out.tol.atol = *r.atol;
+  out.better = r.better;
+  out.rule = &r;
+  return out;
+}
+
+ToleranceIndex::Key ToleranceIndex::key(std::string_view key) const {
+  Key k;
+  k.index_ = this;
+  k.key_ = std::string(key);
+  const auto it = impl_->exact.find(key);
+  k.exact_ = it == impl_->exact.end() ? kNone : it->second;
+  k.glob_ = k.exact_ == kNone ? best_glob(key, kNone) : kNone;
+  return k;
+}
+
+Tolerances::Resolved ToleranceIndex::Key::resolve(std::string_view element) const {
+  // As Tolerances::resolve: the element written exactly, then the key written exactly, then the
+  // glob matching the element or the key with the most literal characters (the first on a tie).
+  if (element != key_)
+    if (const auto it = index_->impl_->exact.find(element); it != index_->impl_->exact.end())
+      return index_->make(it->second);
+  if (exact_ != kNone) return index_->make(exact_);
+  return index_->make(element == key_ ? glob_ : index_->best_glob(element, glob_));
+}
+
 void Tolerances::add_rules(const std::vector<ToleranceRule>& more) {
   rules.insert(rules.end(), more.begin(), more.end());
 }
@@ -137,19 +248,19 @@ Tolerances Tolerances::of(const RegressionSettings& regression) {
 // ---- result specs -------------------------------------------------------------------------------
 
 void ResultSpecs::set(const std::string& label, std::vector<ResultSpec> specs, std::string type) {
-  for (auto& e : entries_)
-    if (e.label == label) {
-      e.specs = std::move(specs);
-      e.type = std::move(type);
-      return;
-    }
+  if (const auto it = by_label_.find(label); it != by_label_.end()) {
+    auto& e = entries_[it->second];
+    e.specs = std::move(specs);
+    e.type = std::move(type);
+    return;
+  }
+  by_label_.emplace(label, entries_.size());
   entries_.push_back({label, std::move(type), std::move(specs)});
 }
 
 const ResultSpecs::Entry* ResultSpecs::entry(std::string_view label) const {
-  for (const auto& e : entries_)
-    if (e.label == label) return &e;
-  return nullptr;
+  const auto it = by_label_.find(label);
+  return it == by_label_.end() ? nullptr : &entries_[it->second];
 }
 
 const ResultSpec* ResultSpecs::find(std::string_view label, std::string_view key) const {
@@ -177,11 +288,11 @@ std::string ResultSpecs::type(std::string_view label) const {
 
 ResultSpecs ResultSpecs::from_results(const Results& results) {
   ResultSpecs out;
+  std::unordered_map<std::string_view, std::string_view> types;  // the last one written wins
+  for (const auto& [l, t] : results.run.types) types[l] = t;
   for (const auto& [label, specs] : results.specs) {
-    std::string type;
-    for (const auto& [l, t] : results.run.types)
-      if (l == label) type = t;
-    out.set(label, specs, std::move(type));
+    const auto it = types.find(label);
+    out.set(label, specs, it == types.end() ? std::string() : std::string(it->second));
   }
   return out;
 }
@@ -190,11 +301,11 @@ ResultSpecs ResultSpecs::from_registry(
     const Registry& registry, const std::vector<std::pair<std::string, std::string>>& types,
     std::vector<std::string>* unknown) {
   ResultSpecs out;
+  std::unordered_set<std::string_view> unknown_seen;
   for (const auto& [label, type] : types) {
     const Component* c = registry.find(ComponentKind::Metric, type);
     if (c == nullptr) {
-      if (unknown && std::find(unknown->begin(), unknown->end(), type) == unknown->end())
-        unknown->push_back(type);
+      if (unknown && unknown_seen.insert(type).second) unknown->push_back(type);
       out.set(label, {}, type);
       continue;
     }
@@ -309,14 +420,34 @@ int severity(Verdict v) {
   }
 }
 
+// A map Value's entries by key, the first of equal keys as Value::find finds it: hashed for a
+// large map (a results file of 300,000 labels compares in linear time), scanned for a small one.
+class Lookup {
+ public:
+  explicit Lookup(const Value* map) : map_(map != nullptr && map->is_map() ? map : nullptr) {
+    if (map_ == nullptr || map_->size() <= 16) return;
+    index_.reserve(map_->size());
+    for (const auto& [k, v] : map_->as_map()) index_.emplace(k, &v);
+  }
+  const Value* find(std::string_view key) const {
+    if (map_ == nullptr) return nullptr;
+    if (index_.empty()) return map_->find(key);
+    const auto it = index_.find(key);
+    return it == index_.end() ? nullptr : it->second;
+  }
+
+ private:
+  const Value* map_;
+  std::unordered_map<std::string_view, const Value*> index_;
+};
+
 class KeyComparer {
  public:
-  KeyComparer(const Tolerances& tols, Better spec_better, KeyDiff& kd)
-      : tols_(tols), spec_better_(spec_better), kd_(kd) {}
+  KeyComparer(const ToleranceIndex& tols, Better spec_better, KeyDiff& kd)
+      : spec_better_(spec_better), kd_(kd), name_(kd.name()), tols_(tols.key(name_)) {}
 
   void run(const Value& b, const Value& v) {
-    const std::string name = kd_.name();
-    const auto key_rule = tols_.resolve(name, name);
+    const auto key_rule = tols_.resolve(name_);
     kd_.better = key_rule.better.value_or(spec_better_);
     kd_.tol = key_rule.tol;
     kd_.is_array = b.is_array() || v.is_array() || b.is_map() || v.is_map();
@@ -382,17 +513,16 @@ class KeyComparer {
     }
     if (b.is_map() && v.is_map()) {
       if (b.size() != v.size()) return mismatch(index, b, v);
+      const Lookup base(&b);
       for (const auto& [k, e] : v.as_map()) {
-        const Value* be = b.find(k);
+        const Value* be = base.find(k);
         if (be == nullptr) return mismatch(index, b, v);
         walk(*be, e, fmt::format("{}.{}", index, k));
       }
       return;
     }
     if (b.is_array() || v.is_array() || b.is_map() || v.is_map()) return mismatch(index, b, v);
-    const std::string name = kd_.name();
-    const std::string element = name + index;
-    const auto rule = tols_.resolve(name, element);
+    const auto rule = tols_.resolve(name_ + index);
     const Better better = rule.better.value_or(spec_better_);
     const Scalar s = compare_scalar(b, v, rule.tol, better);
     ++kd_.element_count;
@@ -418,23 +548,28 @@ class KeyComparer {
     if (kd_.elements.size() < kMaxElementDiffs) kd_.elements.push_back(std::move(d));
   }
 
-  const Tolerances& tols_;
   Better spec_better_;
   KeyDiff& kd_;
+  const std::string name_;
+  const ToleranceIndex::Key tols_;
   bool shape_mismatch_ = false;
   ElementDiff worst_, largest_;
 };
 
 // A label's results as (key, value) pairs: a map's entries, or the label's own value (key "").
-Value::Map entries_of(const Value& v) {
-  if (v.is_map()) return v.as_map();
-  return Value::Map{{"", v}};
+template <class F>
+void for_entries(const Value& v, F&& f) {
+  static const std::string kNoKey;
+  if (!v.is_map()) return f(kNoKey, v);
+  for (const auto& [k, e] : v.as_map()) f(k, e);
 }
 
 }  // namespace
 
 Comparison compare(const Value& results, const Value& baseline, const ResultSpecs& specs,
                    const Tolerances& tolerances) {
+  tolerances.check();
+  const ToleranceIndex index(tolerances);
   Comparison out;
   const auto emit_one_sided = [&](const std::string& label, const std::string& key, const Value& v,
                                   Verdict verdict) {
@@ -450,20 +585,19 @@ Comparison compare(const Value& results, const Value& baseline, const ResultSpec
     out.keys.push_back(std::move(kd));
   };
   const Value::Map empty;
+  const Lookup base_labels(&baseline);
   for (const auto& [label, res] : results.is_map() ? results.as_map() : empty) {
-    const Value* base_label = baseline.is_map() ? baseline.find(label) : nullptr;
-    for (const auto& [key, v] : entries_of(res)) {
+    const Value* base_label = base_labels.find(label);
+    const Lookup base_keys(base_label);
+    for_entries(res, [&](const std::string& key, const Value& v) {
       const Value* b = nullptr;
       if (base_label != nullptr) {
         if (base_label->is_map())
-          b = key.empty() ? nullptr : base_label->find(key);
+          b = key.empty() ? nullptr : base_keys.find(key);
         else if (key.empty())
           b = base_label;
       }
-      if (b == nullptr) {
-        emit_one_sided(label, key, v, Verdict::New);
-        continue;
-      }
+      if (b == nullptr) return emit_one_sided(label, key, v, Verdict::New);
       KeyDiff kd;
       kd.label = label;
       kd.key = key;
@@ -477,19 +611,21 @@ Comparison compare(const Value& results, const Value& baseline, const ResultSpec
         if (kd.verdict == Verdict::Changed)
           kd.note = "the curve changed (curves are not compared point by point)";
       } else {
-        KeyComparer(tolerances, specs.better(label, key), kd).run(*b, v);
+        KeyComparer(index, specs.better(label, key), kd).run(*b, v);
       }
       out.keys.push_back(std::move(kd));
-    }
+    });
   }
+  const Lookup result_labels(&results);
   for (const auto& [label, base] : baseline.is_map() ? baseline.as_map() : empty) {
-    const Value* res = results.is_map() ? results.find(label) : nullptr;
-    for (const auto& [key, b] : entries_of(base)) {
+    const Value* res = result_labels.find(label);
+    const Lookup result_keys(res);
+    for_entries(base, [&](const std::string& key, const Value& b) {
       bool present = false;
       if (res != nullptr)
-        present = res->is_map() ? (!key.empty() && res->find(key) != nullptr) : key.empty();
+        present = res->is_map() ? (!key.empty() && result_keys.find(key) != nullptr) : key.empty();
       if (!present) emit_one_sided(label, key, b, Verdict::Missing);
-    }
+    });
   }
   return out;
 }

@@ -156,6 +156,16 @@ void scalar_keys(const Results& r, const ResultSpecs& specs,
 
 std::string fmt_value(double v) { return format_number(Value(v)); }
 
+// The numbers of a results map and the maps that hold them; arrays, strings and booleans dropped
+// (what scalar_keys and interval_of read).
+Value numbers_only(const Value& v) {
+  if (!v.is_map()) return v.is_number() || v.is_null() ? v : Value();
+  Value::Map kept;
+  for (const auto& [k, e] : v.as_map())
+    if (e.is_map() || e.is_number() || e.is_null()) kept.emplace_back(k, numbers_only(e));
+  return Value(std::move(kept));
+}
+
 }  // namespace
 
 bool natural_less(std::string_view a, std::string_view b) {
@@ -163,7 +173,7 @@ bool natural_less(std::string_view a, std::string_view b) {
   return c != 0 ? c < 0 : a < b;
 }
 
-History read_history(const fs::path& dir) {
+History read_history(const fs::path& dir, std::size_t runs) {
   std::error_code ec;
   const auto status = fs::status(dir, ec);
   if (ec || !fs::exists(status))
@@ -180,8 +190,12 @@ History read_history(const fs::path& dir) {
   if (ec)
     throw InputError(
         fmt::format("history folder '{}' cannot be read: {}", dir.string(), ec.message()));
+  std::size_t entries = 0;
   for (; it != end; it.increment(ec)) {
     if (ec) break;
+    if (++entries > kMaxHistoryEntries)
+      throw InputError(fmt::format("history folder '{}' holds more than {} entries", dir.string(),
+                                   kMaxHistoryEntries));
     const fs::path& p = it->path();
     if (p.extension() != ".json") continue;
     std::error_code fe;
@@ -197,12 +211,16 @@ History read_history(const fs::path& dir) {
   std::sort(files.begin(), files.end(), [](const fs::path& a, const fs::path& b) {
     return natural_less(a.filename().string(), b.filename().string());
   });
-  for (const auto& f : files) {
+  h.files = files.size();
+  for (std::size_t i = files.size() - std::min(runs, files.size()); i < files.size(); ++i) {
+    const fs::path& f = files[i];
     HistoryRun run;
     run.name = f.stem().string();
     run.path = f;
     try {
-      run.results = read_results_json(f);
+      Results r = read_results_json(f);
+      run.results.metrics = numbers_only(r.metrics);
+      run.results.intervals = numbers_only(r.intervals);
     } catch (const InputError& e) {
       throw InputError(fmt::format("history '{}': {}", dir.string(), e.what()));
     }
@@ -348,6 +366,7 @@ Trends trends(const History& history, const Results& current, const ResultSpecs&
   }
 
   const std::size_t begin = n_runs > options.window + 1 ? n_runs - options.window - 1 : 0;
+  const ToleranceIndex tolerance_index(tolerances);
   for (std::size_t k = 0; k < refs.size(); ++k) {
     auto& kt = out.keys[k];
     const KeyRef& ref = refs[k];
@@ -355,7 +374,7 @@ Trends trends(const History& history, const Results& current, const ResultSpecs&
     // `<label>.<top>.<sub>` for a number inside a map.
     const std::string name = ref.top.empty() ? ref.label : ref.label + "." + ref.top;
     const std::string element = kt.name();
-    const auto rule = tolerances.resolve(name, element);
+    const auto rule = tolerance_index.resolve(name, element);
     kt.better = rule.better.value_or(specs.better(ref.label, ref.top));
     kt.window_begin = begin;
     kt.p_value = kt.tau = kt.slope = kt.intercept = kNaN;

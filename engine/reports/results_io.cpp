@@ -7,9 +7,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <string_view>
+#include <vector>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -98,36 +100,140 @@ std::string place_of_depth(std::string_view text, std::size_t limit) {
 
 // A results file holds numbers (null for NaN), arrays and maps; strings only as the axis titles
 // of a curve ("x_label", "y_label"). Anything else (a number written as a string, a boolean)
-// would compare as "changed", never as a regression: bad input, named by its key path.
-void check_result_values(const nlohmann::ordered_json& j, const std::string& key,
-                         const fs::path& path) {
-  using T = nlohmann::ordered_json::value_t;
-  switch (j.type()) {
-    case T::array: {
-      std::size_t i = 0;
-      for (const auto& e : j) check_result_values(e, fmt::format("{}[{}]", key, i++), path);
-      return;
+// would compare as "changed", never as a regression: bad input, named by its key path (built
+// only for the value found, on the way back).
+const Value* bad_result_value(const Value& v, std::string& where) {
+  switch (v.kind()) {
+    case Value::Kind::Array: {
+      const auto& a = v.as_array();
+      for (std::size_t i = 0; i < a.size(); ++i)
+        if (const Value* bad = bad_result_value(a[i], where)) {
+          where = fmt::format("[{}]{}", i, where);
+          return bad;
+        }
+      return nullptr;
     }
-    case T::object:
-      for (const auto& [k, e] : j.items()) {
+    case Value::Kind::Map:
+      for (const auto& [k, e] : v.as_map()) {
         if (e.is_string() && (k == "x_label" || k == "y_label")) continue;
-        check_result_values(e, key + "." + k, path);
+        if (const Value* bad = bad_result_value(e, where)) {
+          where = "." + k + where;
+          return bad;
+        }
       }
-      return;
-    case T::null:
-    case T::number_integer:
-    case T::number_unsigned:
-    case T::number_float:
-      return;
-    default: {
-      std::string shown = j.dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
-      if (shown.size() > 60) shown = shown.substr(0, 57) + "...";
-      throw InputError(fmt::format(
-          "results '{}': \"{}\" is {} {}, expected a number (or null for NaN), an array or a map",
-          path.string(), key, j.is_string() ? "the string" : "the boolean", shown));
-    }
+      return nullptr;
+    case Value::Kind::Null:
+    case Value::Kind::Int:
+    case Value::Kind::Float:
+      return nullptr;
+    default:
+      return &v;
   }
 }
+
+void check_result_values(const Value& results, const fs::path& path) {
+  std::string where;
+  const Value* bad = bad_result_value(results, where);
+  if (bad == nullptr) return;
+  std::string shown = bad->to_json();
+  if (shown.size() > 60) shown = shown.substr(0, 57) + "...";
+  throw InputError(fmt::format(
+      "results '{}': \"results{}\" is {} {}, expected a number (or null for NaN), an array or a "
+      "map",
+      path.string(), where, bad->is_string() ? "the string" : "the boolean", shown));
+}
+
+// Equal keys in one JSON object: the last value at the first key's place (as nlohmann's objects
+// keep them). Sorting an index finds them in n log n, whatever the object's size.
+void merge_equal_keys(Value::Map& m) {
+  if (m.size() < 2) return;
+  std::vector<std::size_t> order(m.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return m[a].first < m[b].first; });
+  std::vector<bool> drop(m.size(), false);
+  bool any = false;
+  for (std::size_t i = 0; i < order.size();) {
+    std::size_t j = i + 1;
+    while (j < order.size() && m[order[j]].first == m[order[i]].first) drop[order[j++]] = true;
+    if (j > i + 1) {
+      m[order[i]].second = std::move(m[order[j - 1]].second);
+      any = true;
+    }
+    i = j;
+  }
+  if (!any) return;
+  std::size_t out = 0;
+  for (std::size_t i = 0; i < m.size(); ++i)
+    if (!drop[i]) {
+      if (out != i) m[out] = std::move(m[i]);  // never onto itself: a self-move empties a key
+      ++out;
+    }
+  m.resize(out);
+}
+
+// JSON text straight into a Value (nlohmann's SAX interface): one copy of the document instead of
+// a DOM and a Value, and no DOM object's linear key lookups (quadratic in a map's keys). Nesting
+// deeper than kMaxJsonDepth throws JsonTooDeep; a parse error throws nlohmann's exception.
+class ValueBuilder {
+ public:
+  bool null() { return put(Value()); }
+  bool boolean(bool b) { return put(Value(b)); }
+  bool number_integer(std::int64_t i) { return put(Value(static_cast<long long>(i))); }
+  bool number_unsigned(std::uint64_t u) {
+    if (u > static_cast<std::uint64_t>(INT64_MAX)) return put(Value(static_cast<double>(u)));
+    return put(Value(static_cast<long long>(u)));
+  }
+  bool number_float(double d, const std::string&) { return put(Value(d)); }
+  bool string(std::string& s) { return put(Value(std::move(s))); }
+  bool binary(nlohmann::json::binary_t&) { return put(Value()); }
+  bool start_object(std::size_t) { return open(Value::map()); }
+  bool start_array(std::size_t) { return open(Value::array()); }
+  bool key(std::string& k) {
+    key_ = std::move(k);
+    return true;
+  }
+  bool end_object() {
+    merge_equal_keys(stack_.back().as_map());
+    return close();
+  }
+  bool end_array() { return close(); }
+  bool parse_error(std::size_t, const std::string&, const nlohmann::json::exception& e) {
+    if (const auto* p = dynamic_cast<const nlohmann::json::parse_error*>(&e)) throw *p;
+    if (const auto* o = dynamic_cast<const nlohmann::json::out_of_range*>(&e)) throw *o;
+    throw RuntimeError(e.what());
+  }
+  Value take() { return std::move(root_); }
+
+ private:
+  bool open(Value v) {
+    if (stack_.size() >= kMaxJsonDepth) throw JsonTooDeep{};
+    stack_.push_back(std::move(v));
+    keys_.push_back(std::move(key_));
+    return true;
+  }
+  bool close() {
+    Value done = std::move(stack_.back());
+    stack_.pop_back();
+    key_ = std::move(keys_.back());
+    keys_.pop_back();
+    return put(std::move(done));
+  }
+  bool put(Value v) {
+    if (stack_.empty()) {
+      root_ = std::move(v);
+    } else if (stack_.back().is_map()) {
+      stack_.back().as_map().emplace_back(std::move(key_), std::move(v));
+    } else {
+      stack_.back().as_array().push_back(std::move(v));
+    }
+    return true;
+  }
+  std::vector<Value> stack_;       // the open arrays and objects, outermost first
+  std::vector<std::string> keys_;  // the key each open one goes under in its parent
+  std::string key_;
+  Value root_;
+};
 
 }  // namespace
 
@@ -169,18 +275,13 @@ Value value_from_json(const nlohmann::ordered_json& j) {
 }
 
 Results read_results_json(const fs::path& path) {
-  const auto text = std::make_optional(read_whole_file(path, "results", kResultsMaxBytes));
-  nlohmann::ordered_json doc;
+  auto text = std::make_optional(read_whole_file(path, "results", kResultsMaxBytes));
+  Value doc;
   try {
-    // Nesting is bounded before anything recursive (value_from_json, the comparison) walks it.
-    doc = nlohmann::ordered_json::parse(
-        *text, [](int depth, nlohmann::ordered_json::parse_event_t event, nlohmann::ordered_json&) {
-          using E = nlohmann::ordered_json::parse_event_t;
-          if ((event == E::array_start || event == E::object_start) &&
-              depth >= static_cast<int>(kMaxJsonDepth))
-            throw JsonTooDeep{};
-          return true;
-        });
+    // Nesting is bounded before anything recursive (the checks, the comparison) walks it.
+    ValueBuilder builder;
+    nlohmann::json::sax_parse(*text, &builder);
+    doc = builder.take();
   } catch (const JsonTooDeep&) {
     throw InputError(fmt::format("results '{}': {}: nested deeper than {} levels", path.string(),
                                  place_of_depth(*text, kMaxJsonDepth), kMaxJsonDepth));
@@ -212,42 +313,44 @@ Results read_results_json(const fs::path& path) {
                     "double, about 1.8e308)",
                     path.string(), place.empty() ? "" : ": " + place, why));
   }
+  text.reset();  // the peak is the text and the Value together, never more
   const auto bad = [&](const std::string& what) -> Results {
     throw InputError(
         fmt::format("results '{}' is not a tally results file: {}", path.string(), what));
   };
-  if (!doc.is_object()) return bad("the top level is not an object");
-  const auto res = doc.find("results");
-  if (res == doc.end() || !res->is_object()) return bad("no \"results\" object");
-  check_result_values(*res, "results", path);
+  if (!doc.is_map()) return bad("the top level is not an object");
+  const Value* res = doc.find("results");
+  if (res == nullptr || !res->is_map()) return bad("no \"results\" object");
+  check_result_values(*res, path);
   Results r;
-  r.metrics = value_from_json(*res);
-  if (const auto iv = doc.find("intervals"); iv != doc.end() && !iv->is_null()) {
-    if (!iv->is_object()) return bad("\"intervals\" is not an object");
-    r.intervals = value_from_json(*iv);
+  r.metrics = std::move(*doc.find("results"));
+  if (const Value* iv = doc.find("intervals"); iv != nullptr && !iv->is_null()) {
+    if (!iv->is_map()) return bad("\"intervals\" is not an object");
+    r.intervals = std::move(*doc.find("intervals"));
   }
-  if (const auto run = doc.find("run"); run != doc.end()) {
-    if (!run->is_object()) return bad("\"run\" is not an object");
+  if (const Value* run = doc.find("run"); run != nullptr) {
+    if (!run->is_map()) return bad("\"run\" is not an object");
     const auto text_of = [&](const char* key) -> std::string {
-      const auto it = run->find(key);
-      return it != run->end() && it->is_string() ? it->get<std::string>() : std::string();
+      const Value* it = run->find(key);
+      return it != nullptr && it->is_string() ? it->as_string() : std::string();
     };
     r.run.config = text_of("config");
     r.run.backend = text_of("backend");
-    if (const auto it = run->find("world_size"); it != run->end() && it->is_number_integer())
-      r.run.world_size = it->get<int>();
-    if (const auto it = run->find("samples"); it != run->end() && it->is_number_integer())
-      r.run.samples = it->get<std::int64_t>();
-    if (const auto it = run->find("wall_seconds"); it != run->end() && it->is_number())
-      r.run.wall_seconds = it->get<double>();
+    if (const Value* it = run->find("world_size");
+        it != nullptr && it->is_int() && it->as_int() >= INT_MIN && it->as_int() <= INT_MAX)
+      r.run.world_size = static_cast<int>(it->as_int());
+    if (const Value* it = run->find("samples"); it != nullptr && it->is_int())
+      r.run.samples = it->as_int();
+    if (const Value* it = run->find("wall_seconds"); it != nullptr && it->is_number())
+      r.run.wall_seconds = it->as_double();
     for (const char* key : {"types", "plugins"}) {
-      const auto it = run->find(key);
-      if (it == run->end()) continue;
-      if (!it->is_object()) return bad(fmt::format("\"run.{}\" is not an object", key));
+      const Value* it = run->find(key);
+      if (it == nullptr) continue;
+      if (!it->is_map()) return bad(fmt::format("\"run.{}\" is not an object", key));
       auto& out = std::string_view(key) == "types" ? r.run.types : r.run.plugins;
-      for (const auto& [k, v] : it->items()) {
+      for (const auto& [k, v] : it->as_map()) {
         if (!v.is_string()) return bad(fmt::format("\"run.{}.{}\" is not a string", key, k));
-        out.emplace_back(k, v.get<std::string>());
+        out.emplace_back(k, v.as_string());
       }
     }
   }

@@ -405,8 +405,12 @@ std::vector<MetricPairedTests> paired_tests(
     else if (mb->type != mr.type)
       mt.skipped =
           fmt::format("no paired test: the metric type changed ({} -> {})", mb->type, mr.type);
-    else
-      mt.tests = paired_tests(*mb, factory(*mb), mr, factory(mr), settings);
+    else {
+      const MetricMaker make_baseline = factory(*mb), make_results = factory(mr);
+      check_replayable(*mb, *make_baseline(), baseline_source);
+      check_replayable(mr, *make_results(), results_source);
+      mt.tests = paired_tests(*mb, make_baseline, mr, make_results, settings);
+    }
     out.push_back(std::move(mt));
   }
   return out;

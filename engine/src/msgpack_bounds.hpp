@@ -17,6 +17,22 @@ namespace tally {
 /// Deepest nesting accepted in a state payload or a results message.
 inline constexpr std::size_t kMaxMsgpackDepth = 64;
 
+namespace detail {
+inline msgpack::unpack_limit limit_for(std::size_t n) {
+  return msgpack::unpack_limit(n, n / 2, n, n, n, kMaxMsgpackDepth);
+}
+inline msgpack::unpack_reference_func bins_referenced(bool reference_bins) {
+  return reference_bins ? [](msgpack::type::object_type t, std::size_t,
+                             void*) { return t == msgpack::type::BIN; }
+                        : msgpack::unpack_reference_func{nullptr};
+}
+inline void check_filled(std::size_t offset, std::size_t n) {
+  if (offset != n)
+    throw std::runtime_error("the message ends after " + std::to_string(offset) + " of " +
+                             std::to_string(n) + " bytes");
+}
+}  // namespace detail
+
 /// One msgpack object that is exactly `bytes`. Bins are referenced in place when `reference_bins`
 /// (large numeric state is read straight from the receive buffer, which must then outlive the
 /// handle). Throws std::runtime_error (msgpack's own errors derive from it) when the bytes are
@@ -24,17 +40,25 @@ inline constexpr std::size_t kMaxMsgpackDepth = 64;
 inline msgpack::object_handle unpack_bounded(std::span<const std::byte> bytes,
                                              bool reference_bins) {
   const auto n = bytes.size();
-  const msgpack::unpack_limit limit(n, n / 2, n, n, n, kMaxMsgpackDepth);
   std::size_t offset = 0;
-  auto handle = msgpack::unpack(reinterpret_cast<const char*>(bytes.data()), n, offset,
-                                reference_bins ? [](msgpack::type::object_type t, std::size_t,
-                                                    void*) { return t == msgpack::type::BIN; }
-                                               : msgpack::unpack_reference_func{nullptr},
-                                nullptr, limit);
-  if (offset != n)
-    throw std::runtime_error("the message ends after " + std::to_string(offset) + " of " +
-                             std::to_string(n) + " bytes");
+  auto handle =
+      msgpack::unpack(reinterpret_cast<const char*>(bytes.data()), n, offset,
+                      detail::bins_referenced(reference_bins), nullptr, detail::limit_for(n));
+  detail::check_filled(offset, n);
   return handle;
+}
+
+/// The same, allocated in `zone` (which the object then lives in): many small messages share one
+/// arena instead of a zone each (a zone's first chunk alone is 8 KiB).
+inline msgpack::object unpack_bounded(msgpack::zone& zone, std::span<const std::byte> bytes,
+                                      bool reference_bins) {
+  const auto n = bytes.size();
+  std::size_t offset = 0;
+  const msgpack::object o =
+      msgpack::unpack(zone, reinterpret_cast<const char*>(bytes.data()), n, offset,
+                      detail::bins_referenced(reference_bins), nullptr, detail::limit_for(n));
+  detail::check_filled(offset, n);
+  return o;
 }
 
 }  // namespace tally

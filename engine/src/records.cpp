@@ -80,9 +80,11 @@ struct RecordsReader {
 
   void check_offsets(const std::vector<std::uint64_t>& offsets, std::uint64_t units,
                      std::uint64_t end, const std::string& what) const {
-    if (offsets.size() != units + 1)
-      bad(fmt::format("{} has {} entries, expected units + 1 = {}", what, offsets.size(),
-                      units + 1));
+    // units + 1 wraps at 2^64 - 1: compared as offsets.size() - 1 (an empty bin is no offsets).
+    if (offsets.empty() || offsets.size() - 1 != units)
+      bad(fmt::format("{} has {} entries, expected units + 1 = {} (units is {})", what,
+                      offsets.size(), units == UINT64_MAX ? "2^64" : std::to_string(units + 1),
+                      units));
     if (offsets.front() != 0) bad(fmt::format("{} does not start at 0", what));
     for (std::size_t u = 0; u < units; ++u)
       if (offsets[u + 1] < offsets[u]) bad(fmt::format("{} decreases at unit {}", what, u));
@@ -186,16 +188,22 @@ std::string deflate_all(std::string_view bytes, int level) {
 }
 
 /// zlib's inflate of `bytes` into exactly `size` bytes; false when the stream is not valid zlib,
-/// is cut short, holds another size, or has bytes after its end.
+/// is cut short, holds another size, or has bytes after its end. The output grows with what the
+/// stream gives (64 MiB at a time, within a reservation of `size` that moves nothing): a size the
+/// data does not hold costs only what the data inflates to, and inflating stops at `size` bytes.
 bool inflate_exactly(std::string_view bytes, std::string& out, std::size_t size) {
-  out.assign(size, '\0');
+  out.clear();
+  out.reserve(size);
+  out.resize(std::min<std::size_t>(size, 64 * kMiB));
   z_stream z{};
   if (inflateInit(&z) != Z_OK) return false;
   std::size_t in_done = 0, out_done = 0;
   int rc = Z_OK;
   while (rc == Z_OK) {
+    if (out_done == out.size() && out.size() < size)
+      out.resize(std::min<std::size_t>(size, out.size() + 64 * kMiB));
     const std::size_t in_n = std::min<std::size_t>(bytes.size() - in_done, 1u << 30);
-    const std::size_t out_n = std::min<std::size_t>(size - out_done, 1u << 30);
+    const std::size_t out_n = std::min<std::size_t>(out.size() - out_done, 1u << 30);
     z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(bytes.data() + in_done));
     z.avail_in = static_cast<uInt>(in_n);
     z.next_out = reinterpret_cast<Bytef*>(out.data() + out_done);
@@ -221,6 +229,11 @@ constexpr int kDeflateLevel = 1;
 // (pack_inner, "version": 2 as well).
 std::string pack_records(const Records& records) {
   const std::string inner = pack_inner(records);
+  if (inner.size() > kRecordsMaxBytes)
+    throw RuntimeError(
+        fmt::format("records: {} of per-sample records, more than a records file holds ({}): "
+                    "record fewer samples or metrics",
+                    format_size(inner.size()), format_size(kRecordsMaxBytes)));
   const std::string data = deflate_all(inner, kDeflateLevel);
   check_bin_size(data.size(), "the compressed records");
   msgpack::sbuffer buf;
@@ -337,7 +350,10 @@ Records unpack_records(std::string_view bytes, const std::string& source) {
     if (data.type != msgpack::type::BIN) r.bad("data is not a bin");
     // The size is checked against what the data can hold (zlib expands at most 1032:1) before
     // anything is allocated.
-    if (size > std::uint64_t{1032} * data.via.bin.size + 64 || size > (std::uint64_t{1} << 40))
+    if (size > kRecordsMaxBytes)
+      r.bad(fmt::format("size {} is more than a records file holds ({})", size,
+                        format_size(kRecordsMaxBytes)));
+    if (size > std::uint64_t{1032} * data.via.bin.size + 64)
       r.bad(fmt::format("size {} cannot come from {} compressed bytes", size, data.via.bin.size));
     if (!inflate_exactly(std::string_view(data.via.bin.ptr, data.via.bin.size), inner,
                          static_cast<std::size_t>(size)))
@@ -350,37 +366,55 @@ Records unpack_records(std::string_view bytes, const std::string& source) {
 }
 
 Records read_records(const std::filesystem::path& path) {
-  const std::string bytes = read_whole_file(path, "records", 64 * 1024 * kMiB);
+  const std::string bytes = read_whole_file(path, "records", kRecordsMaxBytes);
   return unpack_records(bytes, path.string());
 }
 
 // ---- replay -----------------------------------------------------------------------------------
 
-UnitReplay::UnitReplay(const MetricRecords& records) : records_(&records) {
+UnitReplay::UnitReplay(const MetricRecords& records)
+    : records_(&records), zone_(std::make_unique<msgpack::zone>()) {
   if (!records.gathers) return;
   const auto n = records.units();
-  handles_.reserve(n);
   objects_.reserve(n);
   for (std::size_t u = 0; u < n; ++u) {
     const auto bytes = records.gathered_of(u);
     try {
-      handles_.push_back(unpack_bounded(std::as_bytes(std::span(bytes.data(), bytes.size())),
-                                        /*reference_bins=*/true));
+      objects_.push_back(unpack_bounded(
+          *zone_, std::as_bytes(std::span(bytes.data(), bytes.size())), /*reference_bins=*/true));
     } catch (const std::exception& e) {
       throw InputError(
           fmt::format("records of metric '{}': unit {}'s gathered state is not "
                       "valid msgpack: {}",
                       records.label, u, e.what()));
     }
-    objects_.push_back(handles_.back().get());
   }
 }
 UnitReplay::UnitReplay(UnitReplay&&) noexcept = default;
+
+void check_replayable(const MetricRecords& records, const Metric& metric,
+                      const std::string& source) {
+  // Before anything of summed_size is allocated: a file declaring 2^32 - 1 counts for a metric
+  // that sums 3 would cost 32 GiB per replay.
+  const std::uint64_t sums = metric.summed_size();
+  if (records.summed_size != sums || records.gathers != metric.gathers())
+    throw InputError(fmt::format(
+        "{}: not a valid tally records file: metric '{}' ({}): {}, but a metric of its type and "
+        "parameters {}",
+        source, records.label, records.type,
+        records.summed_size != sums
+            ? fmt::format("summed_size is {}", records.summed_size)
+            : std::string(records.gathers ? "gathered_offsets is a bin" : "gathered is nil"),
+        records.summed_size != sums
+            ? fmt::format("sums {} counts", sums)
+            : std::string(metric.gathers() ? "gathers its state" : "gathers nothing")));
+}
 UnitReplay::~UnitReplay() = default;
 
 Value UnitReplay::compute(const Metric& metric, std::span<const std::uint32_t> weights) const {
   const auto& r = *records_;
   const auto n = r.units();
+  check_replayable(r, metric, "the records");
   if (weights.size() != n)
     throw RuntimeError(
         fmt::format("records of metric '{}': {} weights for {} units", r.label, weights.size(), n));

@@ -23,6 +23,8 @@ namespace {
 std::string found_text(const Located& l) {
   if (l.value.is_null()) return "nothing";
   if (l.value.is_string()) return fmt::format("'{}'", l.value.as_string());
+  if (l.value.is_float() && !std::isfinite(l.value.as_double()))  // JSON would say null
+    return fmt::format("{}", l.value.as_double());
   return l.value.to_json();
 }
 

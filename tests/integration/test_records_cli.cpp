@@ -6,6 +6,12 @@
 // correctness and the stats core's multinomial resamples (same seed).
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <limits>
+#include <optional>
+
+#include <zlib.h>
+#include <msgpack.hpp>
 
 #include "integration/cli_fixture.hpp"
 #include "tally/error.hpp"
@@ -274,6 +280,222 @@ TEST_F(RecordsTest, CorruptOrTruncatedRecordsAreInputErrors) {
   } catch (const tally::InputError& e) {
     EXPECT_EQ(e.exit_code(), 2);
   }
+}
+
+namespace {
+
+using Pk = msgpack::packer<msgpack::sbuffer>;
+
+template <class F>
+std::string packed(F&& fill) {
+  msgpack::sbuffer b;
+  Pk p(b);
+  fill(p);
+  return std::string(b.data(), b.size());
+}
+
+template <class T>
+std::string raw_of(std::initializer_list<T> xs) {
+  std::string out(xs.size() * sizeof(T), '\0');
+  std::memcpy(out.data(), std::data(xs), out.size());
+  return out;
+}
+
+void pack_bin(Pk& p, const std::string& b) {
+  p.pack_bin(static_cast<std::uint32_t>(b.size()));
+  p.pack_bin_body(b.data(), static_cast<std::uint32_t>(b.size()));
+}
+
+/// zlib's stream of `bytes` (level 1, as tally writes).
+std::string zlib_of(const std::string& bytes) {
+  uLongf n = compressBound(static_cast<uLong>(bytes.size()));
+  std::string out(n, '\0');
+  EXPECT_EQ(compress2(reinterpret_cast<Bytef*>(out.data()), &n,
+                      reinterpret_cast<const Bytef*>(bytes.data()), bytes.size(), 1),
+            Z_OK);
+  out.resize(n);
+  return out;
+}
+
+/// A records file around the zlib stream `data` that says its records take `size` bytes.
+std::string records_file(const std::string& data, std::uint64_t size) {
+  return packed([&](Pk& p) {
+    p.pack_map(5);
+    p.pack("format");
+    p.pack("tally-records");
+    p.pack("version");
+    p.pack(2);
+    p.pack("compression");
+    p.pack("zlib");
+    p.pack("size");
+    p.pack(size);
+    p.pack("data");
+    pack_bin(p, data);
+  });
+}
+
+/// The records map of one Accuracy-typed metric, every field given (crafted, not written by tally).
+struct Crafted {
+  std::uint64_t units = 3, summed_size = 3;
+  std::string offsets = raw_of<std::uint64_t>({0, 1, 2, 3});
+  std::string index = raw_of<std::uint32_t>({0, 1, 2});
+  std::string count = raw_of<std::int64_t>({1, 1, 1});
+  std::optional<std::string> gathered_offsets, gathered;
+
+  std::string inner() const {
+    return packed([&](Pk& p) {
+      p.pack_map(7);
+      p.pack("format");
+      p.pack("tally-records");
+      p.pack("version");
+      p.pack(2);
+      p.pack("tally_version");
+      p.pack("0");
+      p.pack("units");
+      p.pack(units);
+      p.pack("sample_hash");
+      p.pack(0);
+      p.pack("sample_hash_of");
+      p.pack("dataset index");
+      p.pack("metrics");
+      p.pack_array(1);
+      p.pack_map(9);
+      p.pack("label");
+      p.pack("Accuracy");
+      p.pack("type");
+      p.pack("Accuracy");
+      p.pack("parameters");
+      p.pack_map(0);
+      p.pack("summed_size");
+      p.pack(summed_size);
+      for (const auto& [k, v] : {std::pair{"offsets", &offsets}, std::pair{"index", &index},
+                                 std::pair{"count", &count}}) {
+        p.pack(k);
+        pack_bin(p, *v);
+      }
+      for (const auto& [k, v] :
+           {std::pair{"gathered_offsets", &gathered_offsets}, std::pair{"gathered", &gathered}}) {
+        p.pack(k);
+        if (*v)
+          pack_bin(p, **v);
+        else
+          p.pack_nil();
+      }
+    });
+  }
+  std::string file() const {
+    const std::string i = inner();
+    return records_file(zlib_of(i), i.size());
+  }
+};
+
+}  // namespace
+
+// Issue 32, item 5: records files whose counts and sizes do not fit their data (crafted here
+// with msgpack and zlib): exit 2 naming the file and the field, before anything of the declared
+// size is allocated. Before: units 2^64-1 crashed (SIGSEGV), a declared size was allocated whole.
+TEST_F(RecordsTest, CountsAndSizesThatDoNotFitTheDataAreInputErrorsNamingTheField) {
+  const auto expect_bad = [&](const std::string& bytes, const std::string& field) {
+    const auto p = dir / "crafted.rec";
+    write_text(p, bytes);
+    try {
+      tally::read_records(p);
+      ADD_FAILURE() << "accepted";
+    } catch (const tally::InputError& e) {
+      const std::string msg = e.what();
+      EXPECT_TRUE(msg.starts_with(p.string() + ": not a valid tally records file: ")) << msg;
+      EXPECT_NE(msg.find(field), std::string::npos) << msg;
+    }
+  };
+  Crafted ok;
+  write_text(dir / "ok.rec", ok.file());
+  EXPECT_EQ(tally::read_records(dir / "ok.rec").metrics.at(0).units(), 3u);  // the crafting works
+
+  for (const std::uint64_t units :
+       {std::numeric_limits<std::uint64_t>::max(), std::numeric_limits<std::uint64_t>::max() - 1,
+        std::uint64_t{1} << 40, std::uint64_t{4}, std::uint64_t{0}}) {
+    SCOPED_TRACE(units);
+    Crafted c;
+    c.units = units;
+    expect_bad(c.file(), "offsets has 4 entries, expected units + 1");
+    c.offsets.clear();  // no offsets at all: units + 1 wraps to 0 for 2^64 - 1
+    c.index.clear();
+    c.count.clear();
+    expect_bad(c.file(), "offsets has 0 entries");
+  }
+  {
+    Crafted c;  // gathered offsets of another length than units + 1
+    c.gathered_offsets = raw_of<std::uint64_t>({0, 1});
+    c.gathered = std::string("\xc0", 1);
+    expect_bad(c.file(), "gathered_offsets has 2 entries");
+    c.gathered_offsets = raw_of<std::uint64_t>({0, 1, 1, 1u << 30});  // past the gathered bytes
+    expect_bad(c.file(), "gathered_offsets ends at 1073741824, the data holds 1");
+  }
+  {
+    Crafted c;
+    c.summed_size = std::uint64_t{1} << 33;
+    expect_bad(c.file(), "summed_size is too large");
+    c.summed_size = 2;  // index 2 is not below it
+    expect_bad(c.file(), "count index 2 is not below summed_size 2");
+  }
+  // Declared sizes: above the records limit, above what the data can inflate to, or a stream
+  // that gives fewer or more bytes than declared (a zlib bomb: 64 MiB of zeros in 64 KiB).
+  const std::string inner = ok.inner(), stream = zlib_of(inner);
+  expect_bad(records_file(stream, std::uint64_t{3} << 30), "size 3221225472 is more than");
+  expect_bad(records_file(stream, std::numeric_limits<std::uint64_t>::max()), "is more than");
+  expect_bad(records_file(stream, 1032 * stream.size() + 65), "cannot come from");
+  expect_bad(records_file(stream, 1032 * stream.size()), "does not inflate to the");
+  expect_bad(records_file(stream, inner.size() - 1), "does not inflate to the");
+  const std::string bomb = zlib_of(std::string(64u << 20, '\0'));
+  ASSERT_LT(bomb.size(), 1u << 20);
+  expect_bad(records_file(bomb, 1u << 20), "does not inflate to the 1048576 bytes");
+  expect_bad(records_file(bomb, 64u << 20), "not one msgpack document");  // inflated, then parsed
+}
+
+// Issue 32, item 5: a summed_size that its metric does not sum (a 30 KB file declaring 2^32 - 1
+// counts made each replay allocate 32 GiB), or gathered state for a metric that gathers none:
+// tally compare --records is exit 2 naming the file and the field, before any replay.
+TEST_F(RecordsTest, RecordsTheirMetricCannotReplayAreExit2NamingTheFileAndField) {
+  const auto rec = dir / "r.rec";
+  run(0, config(kRecordsMetrics), rec);
+  const auto results = dir / "res.json";
+  fs::copy_file(dir / "out.json", results);
+  const auto good = tally::read_records(rec);
+  const auto compare_with = [&](const tally::Records& bad, const std::string& field) {
+    const auto p = dir / "bad.rec";
+    write_text(p, tally::pack_records(bad));
+    for (const bool as_baseline : {false, true}) {
+      const std::string recs =
+          as_baseline ? " --records " + rec.string() + " --baseline-records " + p.string()
+                      : " --records " + p.string() + " --baseline-records " + rec.string();
+      const auto r = tally("compare -q " + results.string() + " " + results.string() + recs +
+                           " --resamples 20");
+      EXPECT_EQ(r.exit_code, 2) << field << "\n" << r.err;
+      EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+      EXPECT_NE(r.err.find(p.string() + ": not a valid tally records file"), std::string::npos)
+          << r.err;
+      EXPECT_NE(r.err.find(field), std::string::npos) << r.err;
+    }
+  };
+  for (const std::uint64_t size : {std::uint64_t{0xFFFFFFFF}, std::uint64_t{1000000}}) {
+    auto bad = good;
+    bad.metrics[0].summed_size = size;  // Accuracy sums a few counts
+    compare_with(bad, fmt::format("summed_size is {}", size));
+  }
+  auto bad = good;
+  const auto matrix = good.metrics[2].summed_size;  // the confusion matrix's counts
+  bad.metrics[2].summed_size = matrix + 1;
+  compare_with(bad, fmt::format("summed_size is {}, but a metric of its type and parameters sums "
+                                "{} counts",
+                                matrix + 1, matrix));
+  bad = good;
+  bad.metrics[0].gathers = true;
+  bad.metrics[0].gathered_offsets.assign(bad.metrics[0].units() + 1, 0);
+  compare_with(bad, "gathered_offsets is a bin, but a metric of its type and parameters gathers");
+  // The records themselves compare fine.
+  const auto r = tally("compare -q " + results.string() + " " + results.string() + " --records " +
+                       rec.string() + " --baseline-records " + rec.string() + " --resamples 20");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
 }
 
 TEST_F(RecordsTest, BadIntervalKeysAreExit2NamingTheKey) {

@@ -3,7 +3,11 @@
 // codes of the command (0 ok, 3 regression, 2 bad input).
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include <limits>
+#include <tuple>
 
 #include "config.hpp"
 #include "progress.hpp"
@@ -259,6 +263,183 @@ TEST(Compare, BadToleranceEntriesNameTheirPlace) {
   EXPECT_EQ(message(""), "no error");  // an empty file: no rules
 }
 
+// Issue 32, item 8: the index answers as the scan over every rule does, for exact element and
+// key entries, globs with and without literal prefixes and suffixes, '?', ties and no match.
+TEST(ToleranceIndex, GivesTheAnswersOfTheScanForEveryKeyAndElement) {
+  const auto t = rules(R"(
+"*": {atol: 0.5}
+"*.precision*": {rtol: 0.1}
+prf.precision_classwise: {atol: 0.01}
+"prf.precision_classwise[2]": {atol: 0.2}
+"prf.precision_*": {atol: 0.3}
+"prf.*[1?]": {atol: 0.4}
+"*[3]": {atol: 0.6}
+"m.arr[1*]": {atol: 0.7}
+"m.arr[12*]": {atol: 0.8}
+"m.arr[1?]": {atol: 0.9}
+"m.*": {atol: 1.0}
+"*.arr": {atol: 1.1}
+"m.a?r[*]": {atol: 1.2}
+"a.*": {atol: 1}
+"*.b": {atol: 2}
+"m.x*y": {atol: 3}
+"m.x*": {better: lower}
+)");
+  const ToleranceIndex index(t);
+  std::vector<std::pair<std::string, std::string>> cases;
+  for (const std::string key : {"prf.precision_classwise", "prf.precision_micro", "m.arr", "m.xy",
+                                "m.xzzy", "a.b", "other.precision", "zzz", "m", ""})
+    for (const std::string suffix :
+         {"", "[1]", "[2]", "[3]", "[12]", "[13]", "[123]", "[0][3]", ".y", ".sub.y", "[1x]"})
+      cases.emplace_back(key, key + suffix);
+  std::size_t matched = 0;
+  for (const auto& [k, e] : cases) {
+    SCOPED_TRACE(e);
+    const auto a = t.resolve(k, e), b = index.resolve(k, e);
+    EXPECT_EQ(a.rule, b.rule);
+    EXPECT_EQ(a.tol.atol, b.tol.atol);
+    EXPECT_EQ(a.tol.rtol, b.tol.rtol);
+    EXPECT_EQ(a.better, b.better);
+    matched += a.rule != nullptr && a.rule->pattern != "*";
+  }
+  EXPECT_GT(matched, cases.size() / 2);  // the cases exercise the rules, not only "*"
+  // The same through the Key object, for every element of one key.
+  const auto key = index.key("m.arr");
+  for (int i = 0; i < 200; ++i) {
+    const std::string e = fmt::format("m.arr[{}]", i);
+    EXPECT_EQ(key.resolve(e).rule, t.resolve("m.arr", e).rule) << e;
+  }
+  // No rules at all: the defaults.
+  Tolerances none;
+  none.defaults = {0.25, 0.5};
+  const ToleranceIndex empty(none);
+  EXPECT_EQ(empty.resolve("k", "k[1]").rule, nullptr);
+  EXPECT_DOUBLE_EQ(empty.resolve("k", "k[1]").tol.rtol, 0.25);
+}
+
+// Issue 32, item 8: many labels, keys and globs compare in linear time (a quadratic lookup of
+// each label in the baseline, of each key's glob among thousands, would take minutes here).
+TEST(Compare, ManyLabelsKeysAndGlobsCompareInLinearTime) {
+  constexpr int kLabels = 50000;
+  Value results = Value::map(), baseline = Value::map();
+  for (int i = 0; i < kLabels; ++i) {
+    Value r = Value::map(), b = Value::map();
+    r.as_map().emplace_back("acc", Value(i == 777 ? 0.1 : 0.5));
+    b.as_map().emplace_back("acc", Value(0.5));
+    results.as_map().emplace_back(fmt::format("L{}", i), std::move(r));
+    baseline.as_map().emplace_back(fmt::format("L{}", kLabels - 1 - i), std::move(b));  // reversed
+  }
+  baseline.as_map().emplace_back("gone", Value(1.0));
+  const auto c = compare(results, baseline, {}, {});
+  EXPECT_EQ(c.keys.size(), static_cast<std::size_t>(kLabels) + 1);
+  EXPECT_EQ(c.count(Verdict::Regressed), 1u);
+  EXPECT_EQ(c.count(Verdict::Missing), 1u);
+  EXPECT_EQ(key(c, "L777", "acc").verdict, Verdict::Regressed);
+
+  // 2,000 globs over a 50,000-element array: each element finds its own rule.
+  Tolerances t;
+  for (int i = 0; i < 2000; ++i) {
+    ToleranceRule rule;
+    rule.pattern = fmt::format("M.arr[{}*]", 1000 + i);
+    rule.atol = 1.0;
+    t.rules.push_back(rule);
+  }
+  Value::Array ra, ba;
+  for (int i = 0; i < 50000; ++i) {
+    ra.emplace_back(i >= 10000 && i < 10005 ? 1.5 : 1.0);  // [10000]..[10004]: matched by [1000*]
+    ba.emplace_back(i == 4000 ? 3.0 : 1.0);                // [4000]: no rule, exact
+  }
+  Value m = Value::map();
+  m.set("arr", Value(std::move(ra)));
+  Value bm = Value::map();
+  bm.set("arr", Value(std::move(ba)));
+  Value rv = Value::map(), bv = Value::map();
+  rv.set("M", m);
+  bv.set("M", bm);
+  const auto a = compare(rv, bv, {}, t);
+  const auto& arr = key(a, "M", "arr");
+  EXPECT_EQ(arr.element_count, 50000u);
+  EXPECT_EQ(arr.regressed_count, 1u);  // [4000]; the five within atol 1
+  EXPECT_EQ(arr.improved_count, 0u);
+  EXPECT_EQ(arr.element, "[4000]");
+}
+
+// Issue 32, item 9: a NaN tolerance passes every key (|delta| > NaN is false): every tolerance,
+// the defaults and each entry's, from any source, is a finite number >= 0, else ConfigError.
+TEST(Compare, NonFiniteOrNegativeTolerancesAreConfigErrorsFromAnySource) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  const std::string r = R"({"A": {"top1": 0.5}})", b = R"({"A": {"top1": 0.99}})";
+  for (const double x : {nan, inf, -inf, -1.0, -1e-300}) {
+    SCOPED_TRACE(x);
+    for (int which = 0; which < 4; ++which) {
+      Tolerances t;
+      if (which == 0) t.defaults.rtol = x;
+      if (which == 1) t.defaults.atol = x;
+      ToleranceRule rule;
+      rule.pattern = which == 2 ? "A.*" : "A.top1";
+      (which == 2 ? rule.rtol : rule.atol) = x;
+      if (which == 2) rule.where = "tol.yaml:3:4";
+      if (which >= 2) t.rules.push_back(rule);
+      try {
+        cmp(r, b, t);
+        ADD_FAILURE() << "accepted, case " << which;
+      } catch (const ConfigError& e) {
+        const std::string msg = e.what();
+        EXPECT_NE(msg.find("expects a finite number >= 0"), std::string::npos) << msg;
+        EXPECT_NE(msg.find(which % 2 == 0 ? "rtol" : "atol"), std::string::npos) << msg;
+        if (which == 2) {
+          EXPECT_TRUE(msg.starts_with("tol.yaml:3:4: tolerance 'A.*'")) << msg;
+        }
+      }
+    }
+  }
+  // A tolerances file: YAML's .nan and .inf are numbers, refused where they are written.
+  for (const auto& [v, shown] :
+       std::vector<std::pair<std::string, std::string>>{{".nan", "nan"},
+                                                        {".NaN", "nan"},
+                                                        {".inf", "inf"},
+                                                        {"-.inf", "-inf"},
+                                                        {"-0.5", "-0.5"}}) {
+    SCOPED_TRACE(v);
+    try {
+      rules("A.top1: {rtol: " + v + "}\n");
+      ADD_FAILURE() << "accepted";
+    } catch (const ConfigError& e) {
+      const std::string msg = e.what();
+      EXPECT_NE(msg.find("tol.yaml:1:16: tolerances"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("rtol expects a number >= 0, found " + shown), std::string::npos) << msg;
+    }
+  }
+  // Finite tolerances still gate: the drop from 0.99 to 0.5 regresses under atol 0.1.
+  Tolerances fine;
+  fine.defaults.atol = 0.1;
+  EXPECT_EQ(key(cmp(r, b, fine), "A", "top1").verdict, Verdict::Regressed);
+}
+
+// The results reader builds its Value straight from the JSON text: equal keys of an object keep
+// the first key's place with the last value (as before), in small and in large objects.
+TEST(Compare, ResultsJsonWithEqualKeysKeepsTheLastValueAtTheFirstPlace) {
+  TempDir dir;
+  std::string big = R"({"results": {"M": {)";
+  for (int i = 0; i < 100; ++i) big += fmt::format("\"k{}\": {}, ", i % 40, i);
+  big += R"("z": 1}, "A": {"x": 1, "y": 2, "x": 3}}})";
+  write_text(dir / "r.json", big);
+  const Results r = read_results_json(dir / "r.json");
+  const auto& m = r.metrics.at("M").as_map();
+  ASSERT_EQ(m.size(), 41u);
+  EXPECT_EQ(m[0].first, "k0");
+  EXPECT_EQ(m[0].second.as_int(), 80);  // k0 = 0, 40, 80: the last
+  EXPECT_EQ(m[39].first, "k39");
+  EXPECT_EQ(m[39].second.as_int(), 79);
+  EXPECT_EQ(m[40].first, "z");
+  const auto& a = r.metrics.at("A").as_map();
+  ASSERT_EQ(a.size(), 2u);
+  EXPECT_EQ(a[0].first, "x");
+  EXPECT_EQ(a[0].second.as_int(), 3);
+  EXPECT_EQ(a[1].first, "y");
+}
+
 TEST(Compare, ClassificationPluginDeclaresItsDirectionsAndPlots) {
   const auto reg = Registry::load();
   std::vector<std::string> unknown;
@@ -451,6 +632,92 @@ TEST_F(CompareCli, ExitCodesZeroOnOkThreeOnRegressionTwoOnBadInput) {
             (dir / "bad_tol.yaml").string());
   EXPECT_EQ(r.exit_code, 2);
   EXPECT_NE(r.err.find("bad_tol.yaml:1:17:"), std::string::npos) << r.err;
+}
+
+// Issue 32, item 9: --atol nan reported a drop from 0.99 to 0.5 as ok (exit 0).
+TEST_F(CompareCli, NonFiniteOrNegativeToleranceOptionsAreExit2) {
+  const auto base = results("base.json", R"({"Accuracy": {"top1": 0.99}})");
+  const auto worse = results("worse.json", R"({"Accuracy": {"top1": 0.5}})");
+  for (const std::string opt : {"--atol", "--rtol"})
+    for (const std::string v : {"nan", "NaN", "-nan", "inf", "-inf", "1e999", "-1", "x"}) {
+      const auto r = tally("compare " + worse.string() + " " + base.string() + " " + opt + " " + v);
+      EXPECT_EQ(r.exit_code, 2) << opt << " " << v << "\n" << r.err;
+      EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+      EXPECT_NE(r.err.find(opt + ": "), std::string::npos) << r.err;
+      EXPECT_EQ(r.out, "");
+    }
+  // A tolerances file and a config's regression section (tally validate reads both).
+  write_text(dir / "nan.yaml", "Accuracy.top1: {atol: .nan}\n");
+  auto r = tally("compare " + worse.string() + " " + base.string() + " --tolerances " +
+                 (dir / "nan.yaml").string());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("nan.yaml:1:23:"), std::string::npos) << r.err;
+  for (const std::string section :
+       {"regression: {baseline: base.json, rtol: .nan}",
+        "regression: {baseline: base.json, atol: .inf}",
+        "regression: {baseline: base.json, tolerances: {Accuracy.top1: {rtol: .nan}}}",
+        "regression: {baseline: base.json, tolerances: nan.yaml}"}) {
+    write_text(dir / "cfg.yaml", "metrics:\n  - type: Accuracy\n" + section + "\n");
+    r = tally("run " + (dir / "cfg.yaml").string());
+    EXPECT_EQ(r.exit_code, 2) << section << "\n" << r.err;
+    EXPECT_NE(r.err.find("expects a number >= 0"), std::string::npos) << section << "\n" << r.err;
+  }
+  // Finite tolerances from the command line still gate.
+  EXPECT_EQ(tally("compare " + worse.string() + " " + base.string() + " --atol 0.1").exit_code, 3);
+  EXPECT_EQ(tally("compare " + worse.string() + " " + base.string() + " --atol 0.5").exit_code, 0);
+}
+
+// Issue 32, item 10: an output naming an input (the same path, a symlink, a hard link, another
+// relative path) would replace it: exit 2 naming both, and no file changed.
+TEST_F(CompareCli, OutputsNamingAnInputAreExit2AndNothingIsWritten) {
+  const auto base = results("base.json", R"({"Accuracy": {"top1": 0.9}})");
+  const auto cur = results("cur.json", R"({"Accuracy": {"top1": 0.8}})");
+  write_text(dir / "tol.yaml", "\"Accuracy.*\": {atol: 0.01}\n");
+  fs::create_directories(dir / "sub");
+  fs::create_symlink(base, dir / "link.json");
+  fs::create_hard_link(cur, dir / "hard.json");
+  fs::create_symlink(dir / "link.json", dir / "sub" / "chain.md");  // a link to a link
+  const std::string b0 = tally::test::read_file(base), c0 = tally::test::read_file(cur);
+  const std::string args = "compare " + cur.string() + " " + base.string() + " --tolerances " +
+                           (dir / "tol.yaml").string() + " ";
+  for (const auto& [option, path, input] :
+       std::vector<std::tuple<std::string, fs::path, std::string>>{
+           {"--json", cur, "results"},
+           {"--html", base, "baseline"},
+           {"--json", dir / "link.json", "baseline"},
+           {"--markdown", dir / "hard.json", "results"},
+           {"--junit", dir / "sub" / ".." / "base.json", "baseline"},
+           {"--markdown", dir / "sub" / "chain.md", "baseline"},
+           {"--html", dir / "tol.yaml", "--tolerances"}}) {
+    SCOPED_TRACE(option + " " + path.string());
+    // An output that may be written is given too: it must not be written either.
+    const std::string other = option == "--junit" ? "--json" : "--junit";
+    const auto r = tally(args + other + " " + (dir / "fine.out").string() + " " + option + " " +
+                         path.string());
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find(option + " '" + path.string() + "' is the " + input), std::string::npos)
+        << r.err;
+    EXPECT_EQ(tally::test::read_file(base), b0);
+    EXPECT_EQ(tally::test::read_file(cur), c0);
+    EXPECT_FALSE(fs::exists(dir / "fine.out"));
+  }
+  EXPECT_TRUE(fs::is_symlink(dir / "link.json"));
+  // A history run is an input too.
+  fs::create_directories(dir / "hist");
+  for (int i = 1; i <= 3; ++i)
+    write_text(dir / "hist" / fmt::format("run-{}.json", i),
+               R"({"results": {"Accuracy": {"top1": 0.9}}})");
+  const auto h0 = tally::test::read_file(dir / "hist" / "run-3.json");
+  const auto r =
+      tally("compare " + cur.string() + " " + base.string() + " --history " +
+            (dir / "hist").string() + " --json " + (dir / "hist" / "run-3.json").string());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("is the history run"), std::string::npos) << r.err;
+  EXPECT_EQ(tally::test::read_file(dir / "hist" / "run-3.json"), h0);
+  // Other names are written.
+  EXPECT_EQ(tally(args + "--json " + (dir / "cmp.json").string()).exit_code, 3);
+  EXPECT_TRUE(fs::exists(dir / "cmp.json"));
 }
 
 TEST_F(CompareCli, DirectionsAreReadFromThePluginsThroughTheRecordedTypes) {

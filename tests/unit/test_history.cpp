@@ -175,6 +175,86 @@ TEST(History, ABadFolderOrFileIsAnInputErrorNamingIt) {
             std::string::npos);
 }
 
+// Issue 32, item 7: a folder of many large files is listed, and only the newest files the drift
+// window needs are opened (the older ones here are not even JSON); each run keeps its numbers
+// only. The drift verdict is the one over every run.
+TEST(History, ReadsOnlyTheNewestRunsTheWindowNeeds) {
+  TempDir dir;
+  for (int i = 1; i <= 30; ++i)
+    write_text(dir / fmt::format("run-{}.json", i),
+               i <= 18 ? "not json" : results_json(0.9 - 0.01 * i));
+  write_text(dir / "notes.txt", "ignored");
+  for (const std::size_t window : {3, 5, 12}) {
+    SCOPED_TRACE(window);
+    const auto h = tally::read_history(dir.path, window);
+    EXPECT_EQ(h.files, 30u);
+    ASSERT_EQ(h.runs.size(), window);
+    EXPECT_EQ(h.runs.front().name, fmt::format("run-{}", 31 - window));
+    EXPECT_EQ(h.runs.back().name, "run-30");
+    const auto t = tally::trends(h, current_results(Json(0.5)), {}, {}, {.window = window});
+    ASSERT_NE(find(t, "M.acc"), nullptr);
+    EXPECT_EQ(find(t, "M.acc")->window_begin, 0u);
+    EXPECT_EQ(find(t, "M.acc")->drift, window >= 4) << find(t, "M.acc")->note;
+  }
+  // One run more than the good files: the oldest one opened is named.
+  EXPECT_NE(error_of([&] {
+              tally::read_history(dir.path, 13);
+            }).find((dir / "run-18.json").string() + "' is not valid JSON"),
+            std::string::npos);
+  // The same statistics as from a history read whole ("window of 10 over 15 runs").
+  for (const auto& s : expected().at("scenarios")) {
+    if (s.at("values").size() <= 11) continue;
+    const auto& values = s.at("values");
+    TempDir d;
+    for (std::size_t i = 0; i + 1 < values.size(); ++i)
+      write_text(d / fmt::format("run-{}.json", i + 1), results_json(values[i]));
+    tally::ResultSpecs specs;
+    specs.set("M", {{"acc", better_of(s.at("better")), tally::Plot::None, "the key"}});
+    tally::Tolerances tol;
+    tol.defaults.rtol = s.at("rtol").get<double>();
+    const std::size_t window = s.at("window").get<std::size_t>();
+    const auto all = tally::trends(tally::read_history(d.path, values.size()),
+                                   current_results(values.back()), specs, tol, {.window = window});
+    const auto part = tally::trends(tally::read_history(d.path, window),
+                                    current_results(values.back()), specs, tol, {.window = window});
+    const auto *a = find(all, "M.acc"), *b = find(part, "M.acc");
+    ASSERT_TRUE(a && b);
+    EXPECT_EQ(a->p_value, b->p_value);
+    EXPECT_EQ(a->slope, b->slope);
+    EXPECT_EQ(a->drift, b->drift);
+    EXPECT_EQ(part.runs.size(), window + 1);
+  }
+  // Arrays and strings of a history run are not kept.
+  TempDir big;
+  Json res = {
+      {"M", {{"acc", 0.5}, {"per_class", Json::array()}, {"c", {{"x_label", "t"}, {"auc", 1}}}}}};
+  for (int i = 0; i < 1000; ++i) res["M"]["per_class"].push_back(i);
+  write_text(big / "run-1.json", Json{{"results", res}}.dump());
+  const auto h = tally::read_history(big.path);
+  const Value& m = h.runs.at(0).results.metrics.at("M");
+  EXPECT_EQ(m.find("per_class"), nullptr);
+  EXPECT_EQ(m.at("c").find("x_label"), nullptr);
+  EXPECT_EQ(m.at("c").at("auc").as_int(), 1);
+  EXPECT_EQ(m.at("acc").as_double(), 0.5);
+}
+
+// The command reads only the --drift-window newest runs too.
+TEST(History, TheCommandOpensOnlyTheDriftWindowsRuns) {
+  TempDir dir;
+  fs::create_directories(dir / "h");
+  for (int i = 1; i <= 8; ++i)
+    write_text(dir / "h" / fmt::format("run-{}.json", i), i <= 3 ? "{broken" : results_json(0.9));
+  write_text(dir / "cur.json", results_json(0.9));
+  const std::string base = std::string(TALLY_CLI) + " compare " + (dir / "cur.json").string() +
+                           " " + (dir / "cur.json").string() + " --history " + (dir / "h").string();
+  auto r = tally::test::run_command(base + " --drift-window 5");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("history: 5 runs"), std::string::npos) << r.out;
+  r = tally::test::run_command(base + " --drift-window 6");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("run-3.json"), std::string::npos) << r.err;
+}
+
 TEST(History, MannKendallAndTheilSenMatchScipy) {
   double max_p = 0, max_tau = 0, max_slope = 0;
   const auto rel = [](double a, double b) {
@@ -214,7 +294,7 @@ TEST(History, DriftScenariosMatchTheReference) {
     TempDir dir;
     for (std::size_t i = 0; i + 1 < values.size(); ++i)
       write_text(dir / fmt::format("run-{}.json", i + 1), results_json(values[i]));
-    const auto history = tally::read_history(dir.path);
+    const auto history = tally::read_history(dir.path, values.size());  // every run
     ASSERT_EQ(history.runs.size(), values.size() - 1);
     tally::ResultSpecs specs;
     specs.set("M", {{"acc", better_of(s.at("better")), tally::Plot::None, "the key"},

@@ -22,6 +22,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "tally/evaluator.hpp"
@@ -68,12 +69,51 @@ struct Tolerances {
   };
   Resolved resolve(std::string_view key, std::string_view element) const;
 
+  /// ConfigError unless every tolerance (the defaults and each entry's) is a finite number >= 0,
+  /// whatever its source (a NaN tolerance would pass every key: |delta| > NaN is false).
+  void check() const;
+
   /// Entries already read (regression.tolerances written inline: RegressionSettings).
   void add_rules(const std::vector<ToleranceRule>& more);
   /// Entries from a YAML file (read_tolerance_rules).
   void add_file(const std::filesystem::path& file);
   /// The defaults and rules of a config's `regression:` section (its tolerances file read now).
   static Tolerances of(const RegressionSettings& regression);
+};
+
+/// Tolerances::resolve for many keys: the rules indexed once, exact patterns by name and globs by
+/// their literal prefix (before the first wildcard) and suffix (after the last), so that resolving
+/// n elements costs about n * (an element name's length) lookups, not n * (rules) glob matches.
+/// The same answers as Tolerances::resolve. Holds a reference to `tolerances`.
+class ToleranceIndex {
+ public:
+  explicit ToleranceIndex(const Tolerances& tolerances);
+  ToleranceIndex(const ToleranceIndex&) = delete;
+  ToleranceIndex& operator=(const ToleranceIndex&) = delete;
+  ~ToleranceIndex();
+
+  /// What applies to the elements of one key: what depends on the key alone is found once.
+  class Key {
+   public:
+    Tolerances::Resolved resolve(std::string_view element) const;
+
+   private:
+    friend class ToleranceIndex;
+    const ToleranceIndex* index_ = nullptr;
+    std::string key_;
+    std::size_t exact_ = 0, glob_ = 0;  // rule numbers, npos for none
+  };
+  Key key(std::string_view key) const;
+  Tolerances::Resolved resolve(std::string_view key, std::string_view element) const {
+    return this->key(key).resolve(element);
+  }
+
+ private:
+  struct Impl;
+  std::size_t best_glob(std::string_view text, std::size_t best) const;
+  Tolerances::Resolved make(std::size_t rule) const;
+  const Tolerances& tolerances_;
+  std::unique_ptr<Impl> impl_;
 };
 
 /// What each metric label declares about its keys (ResultSpec lists), looked up by label.
@@ -103,6 +143,13 @@ class ResultSpecs {
   };
   const Entry* entry(std::string_view label) const;
   std::vector<Entry> entries_;
+  struct Hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const noexcept {
+      return std::hash<std::string_view>{}(s);
+    }
+  };
+  std::unordered_map<std::string, std::size_t, Hash, std::equal_to<>> by_label_;  // -> entries_
 };
 
 /// One element of an array (or nested map) key that did not compare ok.

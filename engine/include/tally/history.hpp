@@ -45,26 +45,34 @@ namespace tally {
 struct HistoryRun {
   std::string name;  ///< the file stem ("run-12" for run-12.json)
   std::filesystem::path path;
-  Results results;  ///< metrics, and intervals when the run had them
+  /// metrics, and intervals when the run had them: their numbers and maps only (arrays, curves
+  /// and strings are dropped when read: trends use the scalar keys alone).
+  Results results;
 };
 
 struct History {
   std::filesystem::path dir;
-  std::vector<HistoryRun> runs;  ///< oldest first (natural order of the file names)
+  std::vector<HistoryRun> runs;  ///< the newest ones read, oldest first (natural order)
+  std::size_t files = 0;         ///< the results files the folder holds (runs: the newest of them)
 };
 
-/// At most this many results files in a history folder (InputError above it).
+/// At most this many results files in a history folder (InputError above it), and at most
+/// kMaxHistoryEntries entries of any kind looked at.
 inline constexpr std::size_t kMaxHistoryRuns = 10000;
+inline constexpr std::size_t kMaxHistoryEntries = 100000;
 
 /// True when `a` comes before `b` in natural order: runs of ASCII digits compare by their numeric
 /// value (any length; leading zeros ignored), other bytes compare as unsigned bytes; names equal
 /// that way (`run-01` and `run-1`) are ordered by plain byte comparison.
 bool natural_less(std::string_view a, std::string_view b);
 
-/// Every `*.json` results file directly in `dir`, oldest first (natural order of the file names).
-/// InputError (exit 2) when `dir` does not exist or is not a folder, or naming the file that cannot
-/// be read or is not a tally results file. An empty folder is an empty history.
-History read_history(const std::filesystem::path& dir);
+/// The newest `runs` of the `*.json` results files directly in `dir` (what a drift window of
+/// `runs` needs), oldest first (natural order of the file names); the older files are listed,
+/// never opened. Memory: one file parsed at a time, then only its numbers kept. InputError (exit
+/// 2) when `dir` does not exist or is not a folder, holds more than kMaxHistoryRuns results files
+/// or kMaxHistoryEntries entries, or naming the file that cannot be read or is not a tally
+/// results file. An empty folder is an empty history.
+History read_history(const std::filesystem::path& dir, std::size_t runs = 10);
 
 /// Kendall's tau-b between x and y and its two-sided p-value, as scipy.stats.kendalltau(x, y)
 /// (SciPy 1.16.3, method='auto', variant='b') computes them for x without ties (run positions).

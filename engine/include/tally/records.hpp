@@ -44,6 +44,9 @@ namespace tally {
 
 inline constexpr std::string_view kRecordsFormat = "tally-records";
 inline constexpr std::uint64_t kRecordsVersion = 2;
+/// The most bytes of a records file, and of the records map inside it once inflated (the
+/// reader's peak memory is about twice the inflated size; pack_records refuses more).
+inline constexpr std::uint64_t kRecordsMaxBytes = std::uint64_t{2} << 30;
 
 /// One metric's per-unit records.
 struct MetricRecords {
@@ -115,9 +118,15 @@ class TALLY_API UnitReplay {
 
  private:
   const MetricRecords* records_;
-  std::vector<msgpack::object_handle> handles_;
+  std::unique_ptr<msgpack::zone> zone_;  // every unit's gathered object, in one arena
   std::vector<msgpack::object> objects_;
 };
+
+/// InputError naming `source` when `records` cannot be replayed through `metric` (a metric of
+/// their type and parameters): their summed_size or whether they gather differs from the
+/// metric's. UnitReplay::compute checks it too (source "the records").
+TALLY_API void check_replayable(const MetricRecords& records, const Metric& metric,
+                                const std::string& source);
 
 /// The scalar result keys of one metric's results: "key" for a number, "key.sub" for a number in
 /// a map (any depth); arrays, strings, booleans and nulls are left out. In the metric's order.
