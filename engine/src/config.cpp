@@ -837,8 +837,12 @@ std::string rule_text(const ToleranceRule& r) {
   const auto number = [](const std::optional<double>& x) {
     return x ? fmt::format("{}", *x) : std::string("-");
   };
+  const char* better = !r.better                     ? "-"
+                       : *r.better == Better::Higher ? "higher"
+                       : *r.better == Better::Lower  ? "lower"
+                                                     : "neither";
   return fmt::format("{}: rtol {}, atol {}, better {}", r.pattern, number(r.rtol), number(r.atol),
-                     r.better ? std::to_string(static_cast<int>(*r.better)) : "-");
+                     better);
 }
 
 }  // namespace

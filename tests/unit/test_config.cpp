@@ -243,3 +243,51 @@ TEST(Params, ValuesFromCodeAreCheckedToo) {
                "metric 'Probe': parameter 'count' expects a string, found 2");
   }
 }
+
+// Issue 32, item 11: the settings every rank must give alike, named as in the config, with every
+// value that changes what the ranks do together or what is written, and nothing that may differ
+// from host to host (the rendezvous, the interface, the data paths).
+TEST(ConfigAgreedSettings, NameEverySettingThatChangesTheCollectivesOrTheOutputs) {
+  using Settings = std::vector<std::pair<std::string, std::string>>;
+  const auto settings = [](const std::string& yaml) {
+    return Config::parse("metrics:\n  - type: Accuracy\n" + yaml, "e.yaml", "/cfg")
+        .agreed_settings();
+  };
+  EXPECT_EQ(settings(""), (Settings{{"backend.type", "nondist"}}));
+  EXPECT_EQ(
+      settings("backend: {type: gloo, timeout: 30, start_timeout: 5, interface: eth0, "
+               "master_port: 29500, chunk_bytes: 4096}\ndata: {type: npy, fields: {x: x.npy}}\n"),
+      (Settings{
+          {"backend.type", "gloo"}, {"backend.timeout", "30"}, {"backend.start_timeout", "5"}}));
+  EXPECT_EQ(
+      settings("output: {json: r.json, junit: r.xml, markdown: r.md, html: r.html, records: "
+               "r.rec}\nintervals: {confidence: 0.9, resamples: 200, seed: 3, method: bca}\n"),
+      (Settings{{"backend.type", "nondist"},
+                {"output.json", "r.json"},
+                {"output.junit", "r.xml"},
+                {"output.markdown", "r.md"},
+                {"output.html", "r.html"},
+                {"output.records", "r.rec"},
+                {"intervals", "confidence 0.9, resamples 200, seed 3, method bca"}}));
+  const auto regression = settings(
+      "regression:\n  baseline: b.json\n  rtol: 0.01\n  baseline_records: b.rec\n  alpha: 0.1\n"
+      "  resamples: 500\n  seed: 9\n  test: bootstrap\n  history: runs\n  fail_on_drift: true\n"
+      "  tolerances:\n    'Accuracy.*': {atol: 0.02, better: lower}\n");
+  const Settings expected = {
+      {"backend.type", "nondist"},
+      {"regression.baseline", "/cfg/b.json"},
+      {"regression.rtol", "0.01"},
+      {"regression.tolerances", "{Accuracy.*: rtol -, atol 0.02, better lower}"},
+      {"regression.baseline_records", "/cfg/b.rec"},
+      {"regression.alpha", "0.1"},
+      {"regression.resamples", "500"},
+      {"regression.seed", "9"},
+      {"regression.test", "bootstrap"},
+      {"regression.history", "/cfg/runs"},
+      {"regression.fail_on_drift", "true"}};
+  EXPECT_EQ(regression, expected);
+  EXPECT_EQ(settings("checkpoint: {dir: ck, every_n_batches: 7}\n"),
+            (Settings{{"backend.type", "nondist"},
+                      {"checkpoint.dir", "/cfg/ck"},
+                      {"checkpoint.every_n_batches", "7"}}));
+}
