@@ -558,6 +558,7 @@ struct TcpStoreServer::Impl {
     std::size_t out_at = 0;
     std::vector<std::string> waiting;  // keys of a pending WAIT not yet set
     bool closing = false;
+    bool mute = false;  // the peer has gone: its last requests are applied, not answered
     std::size_t unsent() const { return out.size() - out_at; }
   };
 
@@ -847,14 +848,17 @@ struct TcpStoreServer::Impl {
 
   template <class T>
   static void put(Conn& c, T v) {
+    if (c.mute) return;
     const auto* p = reinterpret_cast<const std::uint8_t*>(&v);
     c.out.insert(c.out.end(), p, p + sizeof v);
   }
   static void put_bytes(Conn& c, const std::vector<std::uint8_t>& b) {
+    if (c.mute) return;
     put<std::uint64_t>(c, b.size());
     c.out.insert(c.out.end(), b.begin(), b.end());
   }
   static void put_text(Conn& c, const std::string& s) {
+    if (c.mute) return;
     put<std::uint64_t>(c, s.size());
     c.out.insert(c.out.end(), s.begin(), s.end());
   }
@@ -939,6 +943,11 @@ struct TcpStoreServer::Impl {
     if (!k.value(q)) return false;
     if (!c.validated && q != static_cast<std::uint8_t>(Query::Validate))
       throw Refusal("no VALIDATE first (not a TCP store client)");
+    // Before authentication only its steps may come: anything else is refused at its first byte.
+    static constexpr std::uint8_t kSteps[] = {0, 1, 3,
+                                              5, 6, 13};  // VALIDATE SET GET CHECK WAIT PING
+    if (!c.authenticated && std::find(std::begin(kSteps), std::end(kSteps), q) == std::end(kSteps))
+      need_auth(c, q);
     switch (static_cast<Query>(q)) {
       case Query::Validate: {
         std::uint32_t magic = 0;
@@ -1117,13 +1126,13 @@ struct TcpStoreServer::Impl {
   // unsent answers are past their bound. `last`: the peer has closed; what it sent before still
   // counts (a SET has no answer, so a client may set a key and close at once).
   void process(Conn& c, int budget, bool last = false) {
+    if (last) c.mute = true;  // answers nobody reads are not even made (a GET copies nothing)
     try {
       for (int n = 0; n < budget && !c.in.empty(); ++n) {
         if (!last && !ready(c)) break;
         if (last && !c.waiting.empty()) break;
         c.need_more = !handle(c);
         if (c.need_more) break;
-        if (last) c.out.clear(), c.out_at = 0;  // nobody reads the answers
       }
     } catch (const std::exception& e) {
       if (!last) notice(c, e.what());
