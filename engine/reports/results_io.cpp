@@ -60,6 +60,7 @@ std::string inline_array(const Value& v, std::size_t max_items = 10) {
 }
 
 struct JsonTooDeep {};
+struct JsonTooLarge {};
 
 // "line L, column C" of byte `offset` of `text` (empty when offset is npos).
 std::string place_of(std::string_view text, std::size_t offset) {
@@ -177,6 +178,7 @@ void merge_equal_keys(Value::Map& m) {
 // deeper than kMaxJsonDepth throws JsonTooDeep; a parse error throws nlohmann's exception.
 class ValueBuilder {
  public:
+  explicit ValueBuilder(std::size_t max_values) : max_values_(max_values) {}
   bool null() { return put(Value()); }
   bool boolean(bool b) { return put(Value(b)); }
   bool number_integer(std::int64_t i) { return put(Value(static_cast<long long>(i))); }
@@ -220,6 +222,7 @@ class ValueBuilder {
     return put(std::move(done));
   }
   bool put(Value v) {
+    if (++values_ > max_values_) throw JsonTooLarge{};
     if (stack_.empty()) {
       root_ = std::move(v);
     } else if (stack_.back().is_map()) {
@@ -233,6 +236,7 @@ class ValueBuilder {
   std::vector<std::string> keys_;  // the key each open one goes under in its parent
   std::string key_;
   Value root_;
+  std::size_t values_ = 0, max_values_;
 };
 
 }  // namespace
@@ -274,24 +278,27 @@ Value value_from_json(const nlohmann::ordered_json& j) {
   return Value();
 }
 
-Results read_results_json(const fs::path& path) {
-  auto text = std::make_optional(read_whole_file(path, "results", kResultsMaxBytes));
-  Value doc;
+Value parse_results_text(const std::string& text, const fs::path& path, std::size_t max_values) {
   try {
     // Nesting is bounded before anything recursive (the checks, the comparison) walks it.
-    ValueBuilder builder;
-    nlohmann::json::sax_parse(*text, &builder);
-    doc = builder.take();
+    ValueBuilder builder(max_values);
+    nlohmann::json::sax_parse(text, &builder);
+    return builder.take();
   } catch (const JsonTooDeep&) {
     throw InputError(fmt::format("results '{}': {}: nested deeper than {} levels", path.string(),
-                                 place_of_depth(*text, kMaxJsonDepth), kMaxJsonDepth));
+                                 place_of_depth(text, kMaxJsonDepth), kMaxJsonDepth));
+  } catch (const JsonTooLarge&) {
+    throw InputError(fmt::format(
+        "results '{}': more than {} values (numbers, arrays and maps), the most a results file "
+        "holds (its memory is bounded by them)",
+        path.string(), max_values));
   } catch (const nlohmann::json::parse_error& e) {
     // nlohmann's message: "[json.exception.parse_error.101] parse error at line 3, column 5: ..."
     std::string why = e.what();
     if (const auto p = why.find("] "); p != std::string::npos) why = why.substr(p + 2);
     // Python's json module writes NaN and infinities as bare words, which JSON does not have.
     const std::size_t at = e.byte > 0 ? e.byte - 1 : 0;
-    const std::string_view near = std::string_view(*text).substr(at > 8 ? at - 8 : 0, 24);
+    const std::string_view near = std::string_view(text).substr(at > 8 ? at - 8 : 0, 24);
     for (const char* word : {"NaN", "Infinity"})
       if (near.find(word) != std::string_view::npos) {
         why += fmt::format(" ({} is not a JSON value: write null for NaN, as tally does)", word);
@@ -306,13 +313,18 @@ Results read_results_json(const fs::path& path) {
     std::string place;
     if (const auto q = why.find('\''); q != std::string::npos) {
       const auto token = why.substr(q + 1, why.find('\'', q + 1) - q - 1);
-      if (!token.empty()) place = place_of(*text, text->find(token));
+      if (!token.empty()) place = place_of(text, text.find(token));
     }
     throw InputError(
         fmt::format("results '{}'{}: {} (expected a number within the range of a "
                     "double, about 1.8e308)",
                     path.string(), place.empty() ? "" : ": " + place, why));
   }
+}
+
+Results read_results_json(const fs::path& path) {
+  auto text = std::make_optional(read_whole_file(path, "results", kResultsMaxBytes));
+  Value doc = parse_results_text(*text, path, kMaxJsonValues);
   text.reset();  // the peak is the text and the Value together, never more
   const auto bad = [&](const std::string& what) -> Results {
     throw InputError(

@@ -317,6 +317,36 @@ prf.precision_classwise: {atol: 0.01}
   EXPECT_DOUBLE_EQ(empty.resolve("k", "k[1]").tol.rtol, 0.25);
 }
 
+// Issue 32, item 6: a results file holds at most kMaxJsonValues values, whatever its bytes (a
+// 1 GiB baseline of "0," would be 500 M values, 20 GB of memory): exit 2 naming the file; an
+// array of numbers, of arrays, of nulls.
+TEST(Compare, ResultsJsonOfTooManyValuesIsAnInputErrorNamingTheFile) {
+  const std::size_t n = 5000;  // read_results_json's parser with a bound of 5,000 values
+  const auto many = [&](const std::string& open, const std::string& item,
+                        const std::string& close) {
+    std::string t = R"({"results": {"M": {"a": )" + open;
+    t.reserve(t.size() + n * (item.size() + 1) + 16);
+    for (std::size_t i = 0; i < n; ++i) t += (i ? "," : "") + item;
+    return t + close + "}}}";
+  };
+  for (const auto& [name, text] :
+       std::vector<std::pair<std::string, std::string>>{{"zeros", many("[", "0", "]")},
+                                                        {"nested", many("[", "[]", "]")},
+                                                        {"nulls", many("[", "null", "]")}}) {
+    SCOPED_TRACE(name);
+    try {
+      parse_results_text(text, "many.json", n);
+      ADD_FAILURE() << "accepted";
+    } catch (const InputError& e) {
+      const std::string msg = e.what();
+      EXPECT_TRUE(msg.starts_with("results 'many.json': more than")) << msg;
+      EXPECT_NE(msg.find(fmt::format("more than {} values", n)), std::string::npos) << msg;
+    }
+    EXPECT_EQ(parse_results_text(text, "many.json", 2 * n).at("results").at("M").at("a").size(), n);
+  }
+  EXPECT_GE(kMaxJsonValues, std::size_t{1} << 24);  // 16 M: sixteen 1000-class confusion matrices
+}
+
 // Issue 32, item 8: many labels, keys and globs compare in linear time (a quadratic lookup of
 // each label in the baseline, of each key's glob among thousands, would take minutes here).
 TEST(Compare, ManyLabelsKeysAndGlobsCompareInLinearTime) {
