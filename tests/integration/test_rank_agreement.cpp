@@ -241,7 +241,6 @@ TEST_F(RankAgreementTest, ASettingThatDiffersOnOneRankFailsEveryRankAtStartNamin
                                    "ckpt.yaml");
   const auto rec = (dir / "r.rec").string();
   const auto md = (dir / "r.md").string();
-  const auto html = (dir / "r.html").string();
   struct Case {
     fs::path cfg;
     std::string args, expect;
@@ -253,14 +252,12 @@ TEST_F(RankAgreementTest, ASettingThatDiffersOnOneRankFailsEveryRankAtStartNamin
        "intervals is 'confidence 0.95, resamples 50, seed 0, method percentile', rank 0's is not "
        "set"},
       {plain, "--markdown " + md, "--markdown is '" + md + "', rank 0's is not set"},
-      {plain, "--set output.html=" + html, "output.html is '" + html + "', rank 0's is not set"},
       {plain, "--set backend.timeout=60", "backend.timeout is '60', rank 0's is '120'"},
       {plain, "--set backend.chunk_bytes=64", "backend.chunk_bytes is 64, rank 0's is "},
       {regression, "--set regression.rtol=0.5", "regression.rtol is '0.5', rank 0's is not set"},
       {regression, "--set regression.baseline=other.json",
        "regression.baseline is '" + (dir / "other.json").string() + "', rank 0's is '" +
            base.string() + "'"},
-      {regression, "--set regression.alpha=0.01", "regression.alpha is '0.01', rank 0's is '0.05'"},
       {regression, "--update-baseline", "--update-baseline is 'given', rank 0's is not set"},
       {checkpointed, "--set checkpoint.every_n_batches=3",
        "checkpoint.every_n_batches is '3', rank 0's is '2'"},
@@ -273,7 +270,7 @@ TEST_F(RankAgreementTest, ASettingThatDiffersOnOneRankFailsEveryRankAtStartNamin
     expect_one_error(run_mpmd(c.cfg, extra),
                      {"start failed: rank " + std::to_string(bad) + "'s " + c.expect,
                       "nothing was read or written"});
-    for (const auto& p : {rec, md, html}) EXPECT_FALSE(fs::exists(p)) << p;
+    for (const auto& p : {rec, md}) EXPECT_FALSE(fs::exists(p)) << p;
     EXPECT_FALSE(fs::exists(dir / "ckpt") && !fs::is_empty(dir / "ckpt"));
     EXPECT_TRUE(temporaries(dir.path).empty());
     bad = 3 - bad;
