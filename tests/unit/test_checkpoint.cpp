@@ -395,20 +395,20 @@ TEST_F(CheckpointApi, AChangedShardOrMetadataIsNeverResumed) {
   const std::string meta_text = read_file(meta);
   const auto resume_error = [&] { return input_error_of([&] { (void)evaluate(true); }); };
   // Bits spread over the whole shard, its header and its states.
-  for (std::size_t k = 0; k < 6; ++k) {
-    const std::size_t bit = (shard_bytes.size() * 8 - 1) * k / 5;
+  for (std::size_t k = 0; k < 4; ++k) {
+    const std::size_t bit = (shard_bytes.size() * 8 - 1) * k / 3;
     write_text(shard, flip(shard_bytes, bit));
     EXPECT_NE(resume_error().find("crc32 expected"), std::string::npos) << "bit " << bit;
   }
-  for (const std::size_t n : {std::size_t{0}, shard_bytes.size() / 2, shard_bytes.size() - 1}) {
+  for (const std::size_t n : {std::size_t{0}, shard_bytes.size() - 1}) {
     write_text(shard, shard_bytes.substr(0, n));
     EXPECT_NE(resume_error().find("truncated or corrupt"), std::string::npos) << n;
   }
   write_text(shard, shard_bytes + "\x90");
   EXPECT_NE(resume_error().find("truncated or corrupt"), std::string::npos);
   write_text(shard, shard_bytes);
-  for (std::size_t k = 0; k < 4; ++k) {
-    const std::size_t bit = (meta_text.size() * 8 - 1) * k / 3;
+  for (std::size_t k = 0; k < 3; ++k) {
+    const std::size_t bit = (meta_text.size() * 8 - 1) * k / 2;
     write_text(meta, flip(meta_text, bit));
     EXPECT_NE(resume_error().find(meta.string()), std::string::npos) << "bit " << bit;
   }
