@@ -158,9 +158,9 @@ TEST(NcclBackendConfig, TheComponentIsRegisteredWithItsParameters) {
   ASSERT_NE(c, nullptr);
   std::vector<std::string> names;
   for (const auto& p : c->info->params) names.push_back(p.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"chunk_bytes", "timeout", "rendezvous", "master_addr",
-                                             "master_port", "store_bind", "store_secret_file",
-                                             "device"}));
+  EXPECT_EQ(names,
+            (std::vector<std::string>{"chunk_bytes", "timeout", "rendezvous", "master_addr",
+                                      "master_port", "store_bind", "store_secret_file", "device"}));
   const auto params = tally::make_params(*c->info, {}, "backend 'nccl'");
   EXPECT_EQ(params.get_int("chunk_bytes"), std::int64_t{256} << 20);
   EXPECT_EQ(params.get_double("timeout"), 600.0);

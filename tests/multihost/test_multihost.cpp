@@ -183,9 +183,10 @@ class MultihostTest : public CliTest {
     // The store on host 0's address guards itself with a secret every rank has (docs/gloo.md):
     // a private file in the test folder.
     std::string s = "export " + env_prefix() + "\n" +
-                    fmt::format("(umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n' "
-                                ">{0}/store.secret)\nexport TALLY_STORE_SECRET_FILE={0}/store.secret\n",
-                                dir.path.string());
+                    fmt::format(
+                        "(umask 077; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n' "
+                        ">{0}/store.secret)\nexport TALLY_STORE_SECRET_FILE={0}/store.secret\n",
+                        dir.path.string());
     int rank = 0;
     for (std::size_t k = 0; k < slots.size(); ++k)
       for (int local = 0; local < slots[k]; ++local, ++rank)
