@@ -389,7 +389,8 @@ namespace {
 
 // A fixed table of the temporary files that OutputSets hold, read by the signal handler (which
 // may only use async-signal-safe calls: no allocation, no locks). A slot is 0 (free), 1 (being
-// filled), 2 (a temporary file's absolute path) or 3 (being removed by the handler).
+// filled), 2 (a temporary file's absolute path), 3 (being removed by the handler) or 4 (removed
+// by the handler, the process going on: the program's own handler took the signal).
 struct StagedSlot {
   std::atomic<int> state{0};
   char path[PATH_MAX];
@@ -403,6 +404,9 @@ struct sigaction g_previous[2];  // the actions before ours, by kCleanedSignals'
 bool g_installed[2] = {false, false};
 std::mutex g_install_mutex;  // installing and restoring the handler (never in the handler)
 int g_staged_count = 0;      // under g_install_mutex
+// The signal that removed the staged files while the process went on (0: none): the OutputSets
+// that staged them then fail instead of renaming files that are gone.
+std::atomic<int> g_removed_by{0};
 
 // Removes every staged temporary file, then does what the signal did before: the default action
 // (the process ends with the signal, as without tally's handler), or the program's own handler.
@@ -410,8 +414,11 @@ extern "C" void remove_staged_files(int sig, siginfo_t* info, void* context) {
   const int saved = errno;
   for (auto& slot : g_staged) {
     int expected = 2;
-    if (slot.state.compare_exchange_strong(expected, 3)) ::unlink(slot.path);
+    if (!slot.state.compare_exchange_strong(expected, 3)) continue;
+    ::unlink(slot.path);
+    slot.state.store(4);
   }
+  g_removed_by.store(sig);
   const struct sigaction& previous = g_previous[sig == SIGINT ? 1 : 0];
   if ((previous.sa_flags & SA_SIGINFO) != 0 && previous.sa_sigaction != nullptr) {
     previous.sa_sigaction(sig, info, context);
@@ -434,6 +441,7 @@ int register_staged(const std::string& path) {
     std::memcpy(g_staged[i].path, path.c_str(), path.size() + 1);
     const std::lock_guard<std::mutex> lock(g_install_mutex);
     if (g_staged_count++ == 0) {
+      g_removed_by.store(0);  // a signal that came before this set has nothing to do with it
       for (std::size_t k = 0; k < std::size(kCleanedSignals); ++k) {
         struct sigaction ours {};
         ours.sa_sigaction = &remove_staged_files;
@@ -457,9 +465,12 @@ int register_staged(const std::string& path) {
 // program's own actions are back once no file is staged.
 void unregister_staged(int i) {
   if (i < 0) return;
+  auto& state = g_staged[static_cast<std::size_t>(i)].state;
   int expected = 2;
-  // 3: the handler is removing every file and ending the process; the slot stays as it is.
-  if (!g_staged[static_cast<std::size_t>(i)].state.compare_exchange_strong(expected, 0)) return;
+  // 3: the handler is removing every file on another thread; the slot stays as it is.
+  if (!state.compare_exchange_strong(expected, 0) &&
+      !(expected == 4 && state.compare_exchange_strong(expected, 0)))
+    return;
   const std::lock_guard<std::mutex> lock(g_install_mutex);
   if (--g_staged_count > 0) return;
   for (std::size_t k = 0; k < std::size(kCleanedSignals); ++k)
@@ -599,8 +610,23 @@ void OutputSet::stage(const fs::path& path, std::string_view bytes, std::string_
   entries_.push_back(std::move(e));
 }
 
+namespace {
+
+// RuntimeError when a signal removed the staged files (the program's own handler took it and the
+// process went on): nothing is written, and nothing is renamed into place.
+void check_not_removed() {
+  if (const int sig = g_removed_by.load())
+    throw RuntimeError(fmt::format(
+        "the outputs were not written: signal {} ({}) came while they were staged, and their "
+        "temporary files were removed",
+        sig, sig == SIGINT ? "SIGINT" : "SIGTERM"));
+}
+
+}  // namespace
+
 void OutputSet::commit() {
   if (committed_) return;
+  check_not_removed();
   // The outputs that are written through first: they are the ones that can still fail (a full
   // device, a reader that went away), and nothing has been renamed yet when they do.
   for (auto& e : entries_) {
@@ -616,6 +642,7 @@ void OutputSet::commit() {
     }
   }
   std::vector<fs::path> dirs;
+  check_not_removed();
   for (auto& e : entries_) {
     if (e->through()) continue;
     if (::rename(e->tmp.c_str(), e->target.path.c_str()) != 0) {

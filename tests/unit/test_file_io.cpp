@@ -493,3 +493,49 @@ TEST(OutputSet, TwoOutputsNamingOneFile) {
   EXPECT_EQ(read_file(dir / "r.json"), "same");
   EXPECT_TRUE(temporaries(dir.path).empty());
 }
+
+namespace {
+volatile sig_atomic_t g_caught = 0;
+extern "C" void count_signal(int sig) { g_caught = sig; }
+}  // namespace
+
+// Issue 32, item 17, in a program with its own SIGINT or SIGTERM handler (the Python package's):
+// a signal while outputs are staged removes their temporary files, then calls that handler, and
+// the set fails at commit naming the signal, nothing written; once no output is staged the
+// program's handler is its own again, and the next set writes as usual.
+TEST(OutputSet, ASignalTheProgramHandlesRemovesTheStagedFilesAndFailsTheSet) {
+  for (const int sig : {SIGINT, SIGTERM}) {
+    SCOPED_TRACE(sig);
+    TempDir dir;
+    write_text(dir / "a.json", "old a");
+    struct sigaction mine {
+    }, before{};
+    mine.sa_handler = &count_signal;
+    sigemptyset(&mine.sa_mask);
+    ASSERT_EQ(::sigaction(sig, &mine, &before), 0);
+    g_caught = 0;
+    for (const int staged : {1, 3}) {
+      tally::OutputSet out;
+      for (int i = 0; i < staged; ++i)
+        out.stage(dir / fmt::format("{}.json", static_cast<char>('a' + i)), "new", "--output");
+      EXPECT_EQ(temporaries(dir.path).size(), static_cast<std::size_t>(staged));
+      ASSERT_EQ(::raise(sig), 0);
+      EXPECT_EQ(g_caught, sig);
+      EXPECT_TRUE(temporaries(dir.path).empty());
+      EXPECT_HAS(error_of<tally::RuntimeError>([&] { out.commit(); }),
+                 fmt::format("the outputs were not written: signal {} ({}) came while they were "
+                             "staged",
+                             sig, sig == SIGINT ? "SIGINT" : "SIGTERM"));
+    }
+    EXPECT_EQ(read_file(dir / "a.json"), "old a");
+    EXPECT_FALSE(fs::exists(dir / "b.json"));
+    // Nothing staged: the program's own handler, and a set that writes.
+    struct sigaction now {};
+    ASSERT_EQ(::sigaction(sig, nullptr, &now), 0);
+    EXPECT_EQ(now.sa_handler, &count_signal);
+    tally::write_file_atomic(dir / "a.json", "newer a", "--output");
+    EXPECT_EQ(read_file(dir / "a.json"), "newer a");
+    EXPECT_TRUE(temporaries(dir.path).empty());
+    ::sigaction(sig, &before, nullptr);
+  }
+}
