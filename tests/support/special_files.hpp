@@ -18,7 +18,8 @@
 namespace tally::test {
 
 /// Makes one entry at `path` of each kind: "fifo", "socket", "dev_zero_link" (a link to
-/// /dev/zero), "dangling_link", "folder"; false (and a test failure) when it cannot.
+/// /dev/zero), "dangling_link", "folder", "link_loop" (a link to itself); false (and a test
+/// failure) when it cannot.
 inline bool make_special(const std::string& kind, const std::filesystem::path& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
@@ -26,6 +27,7 @@ inline bool make_special(const std::string& kind, const std::filesystem::path& p
   if (kind == "dev_zero_link") return fs::create_symlink("/dev/zero", path, ec), !ec;
   if (kind == "dangling_link") return fs::create_symlink(path.string() + ".gone", path, ec), !ec;
   if (kind == "folder") return fs::create_directory(path, ec);
+  if (kind == "link_loop") return fs::create_symlink(path.filename(), path, ec), !ec;
   if (kind == "socket") {
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
@@ -47,7 +49,8 @@ inline const std::vector<std::pair<std::string, std::string>>& special_kinds() {
       {"socket", "(a socket)"},
       {"dev_zero_link", "(a link to a character device)"},
       {"dangling_link", "(a link to nothing"},
-      {"folder", "(a folder)"}};
+      {"folder", "(a folder)"},
+      {"link_loop", "(a link that cannot be followed: Too many levels of symbolic links)"}};
   return kinds;
 }
 

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -207,6 +208,10 @@ std::vector<Row> rows() {
 TEST(MetricParameters, EveryThresholdRangeAndFractionHasOneCheck) {
   const auto table = rows();
   ASSERT_GE(table.size(), 80u);
+  std::set<std::string> metrics;
+  for (const Row& r : table) metrics.insert(r.metric);
+  RecordProperty("rows", static_cast<int>(table.size()));
+  RecordProperty("metrics", static_cast<int>(metrics.size()));
   for (const Row& r : table) {
     SCOPED_TRACE(r.metric + " " + r.param + " = " + r.bad.to_json());
     EXPECT_EQ(config_error(r.metric, with(r.base, r.param, r.bad)),

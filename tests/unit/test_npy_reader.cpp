@@ -7,6 +7,7 @@
 #include "metric_harness.hpp"
 #include "support/npy.hpp"
 #include "support/process.hpp"
+#include "support/special_files.hpp"
 
 #include <cstdint>
 #include <cstring>
@@ -328,6 +329,25 @@ TEST_F(NpyReaderTest, NotAnNpyFile) {
                  {"empty.npy", "not an npy file", "empty"});
   fs::create_directory(path("dir.npy"));
   expect_message(input_error({{"x", path("dir.npy")}}), {"dir.npy", "not a regular file"});
+}
+
+// An .npz archive (or a plain .npy) that is a FIFO, a socket, a link to /dev/zero or a folder is
+// refused by its kind, naming the file, without blocking (libzip would have said
+// "Operation not supported").
+TEST_F(NpyReaderTest, NonRegularArchivesAreRefusedByTheirKind) {
+  for (const auto& [kind, words] : tally::test::special_kinds()) {
+    if (kind == "dangling_link" || kind == "link_loop") continue;  // "archive not found" below
+    SCOPED_TRACE(kind);
+    const fs::path archive = path(kind + ".npz");
+    ASSERT_TRUE(tally::test::make_special(kind, archive));
+    expect_message(input_error({{"x", fs::path(archive.string() + ":x")}}),
+                   {"npy reader", "field 'x'", archive.string() + " is not a regular file " + words,
+                    "an .npz archive was expected"});
+    const fs::path npy = path(kind + ".npy");
+    ASSERT_TRUE(tally::test::make_special(kind, npy));
+    expect_message(input_error({{"x", npy}}),
+                   {npy.string(), "not a regular file " + words, "expected an .npy file"});
+  }
 }
 
 TEST_F(NpyReaderTest, UnsupportedVersion) {

@@ -616,8 +616,10 @@ std::vector<tally::ParamSpec> coco_panoptic_params() {
                    "The most pixels (width x height) the ground-truth images of one batch may "
                    "have together, checked from the PNG headers before anything is decoded: each "
                    "pixel takes 16 bytes in memory (the ground-truth and prediction maps, int32 "
-                   "[H, W, 2] each), so the default of 2^26 pixels is about 1 GiB a batch. A "
-                   "larger image, or a batch past it, is an error naming the image (give a "
+                   "[H, W, 2] each), so the default of 2^26 pixels is about 1 GiB of maps a batch "
+                   "(PanopticQuality's work comes on top: a 4000x4000 pair raised tally's peak "
+                   "memory by about 32 bytes a pixel in all). A larger "
+                   "image, or a batch past it, is an error naming the image (give a "
                    "smaller batch_size or a larger max_batch_pixels, at most 2^34).")
           .def(kDefaultBatchPixels),
   };

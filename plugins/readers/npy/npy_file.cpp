@@ -19,6 +19,7 @@
 #include <utility>
 
 #include "tally/error.hpp"
+#include "tally_support/folder_fields.hpp"
 
 namespace tally_npy {
 
@@ -568,15 +569,21 @@ NpyFile open_npy(const std::filesystem::path& path, const std::string& what) {
 
   // O_NONBLOCK: a FIFO named as a field must be refused (below), not waited on for a writer.
   const Fd fd(open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  const auto not_regular = [&] {
+    return fail("not a regular file (" + tally::support::not_regular_kind(path) +
+                "): expected an .npy file");
+  };
   if (fd.get() < 0) {
     const int err = errno;
     if (err == ENOENT) throw fail("file not found");
+    struct stat kind {};
+    if (stat(path.c_str(), &kind) == 0 && !S_ISREG(kind.st_mode)) throw not_regular();  // a socket
     throw fail(std::string("cannot open the file: ") + std::strerror(err));
   }
   struct stat st {};
   if (fstat(fd.get(), &st) != 0)
     throw fail(std::string("cannot stat the file: ") + std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) throw fail("not a regular file: expected an .npy file");
+  if (!S_ISREG(st.st_mode)) throw not_regular();
   const auto file_size = static_cast<std::size_t>(st.st_size);
   if (file_size == 0) throw fail("not an npy file: the file is empty");
 

@@ -40,10 +40,12 @@ std::string not_regular_kind(const fs::path& path) {
     if (::lstat(path.c_str(), &link) == 0 && S_ISLNK(link.st_mode)) return "a link to " + kind;
     return kind;
   }
+  const int err = errno;
   struct stat link {};
   if (::lstat(path.c_str(), &link) == 0 && S_ISLNK(link.st_mode))
-    return "a link to nothing (its target does not exist)";
-  return fmt::format("it cannot be looked at: {}", std::strerror(errno));
+    return err == ENOENT ? "a link to nothing (its target does not exist)"
+                         : fmt::format("a link that cannot be followed: {}", std::strerror(err));
+  return fmt::format("it cannot be looked at: {}", std::strerror(err));
 }
 
 void require_regular_file(const fs::path& path, std::string_view what, std::string_view expected) {
@@ -51,7 +53,7 @@ void require_regular_file(const fs::path& path, std::string_view what, std::stri
   if (::stat(path.c_str(), &st) != 0) {
     const int err = errno;
     struct stat link {};
-    if (err == ENOENT && ::lstat(path.c_str(), &link) == 0)
+    if (::lstat(path.c_str(), &link) == 0 && S_ISLNK(link.st_mode))
       throw InputError(fmt::format("{}: {} is not a regular file ({}); {} was expected", what,
                                    path.string(), not_regular_kind(path), expected));
     throw InputError(
