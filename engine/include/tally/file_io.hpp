@@ -47,6 +47,11 @@ std::string format_size(std::uint64_t bytes);
 /// permission bits. A temporary name longer than the file system allows is shortened. Temporary
 /// files that a killed tally left in a folder are removed when the next one writes there (their
 /// PID is gone and they are not locked); those of a live run are kept.
+/// SIGTERM and SIGINT while any output is staged remove every staged temporary file (a fixed
+/// table of their paths, read by an async-signal-safe handler installed while one is staged),
+/// then do what they did before: the default action ends the process with the signal; a handler
+/// of the program's own is called, and commit() then fails (RuntimeError naming the signal).
+/// Ignored signals stay ignored. At most 64 files staged at once are covered.
 ///
 /// Errors name `what` (the option or config key the path came from, say "--output"): a path that
 /// cannot take output is a ConfigError (exit 2); a failed write or rename is a RuntimeError.
