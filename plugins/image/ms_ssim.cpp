@@ -102,17 +102,15 @@ class MsSsim final : public PerImageMetric {
              "must hold 1 to 10 exponents (one per scale), got " + std::to_string(betas_.size()));
     if (!std::isfinite(k1_) || !std::isfinite(k2_)) p.fail("k1", "k1 and k2 must be finite");
     if (p.has("data_range")) {
-      const auto r = p.get_double_list("data_range");
+      // One number (the range) or two [min, max].
+      const auto r = p.get_number_list("data_range", kFinite, ListOrder::Any, 1, 2);
       if (r.size() == 1) {
-        range_ = r[0];
-      } else if (r.size() == 2) {
-        lo_ = r[0], hi_ = r[1], range_ = r[1] - r[0], clamp_ = true;
+        range_ = p.check_number("data_range", r[0], kPositive);
       } else {
-        p.fail("data_range", "must be one number (the range) or two [min, max], got " +
-                                 std::to_string(r.size()) + " values");
+        p.check_range("data_range", r[0], r[1], kFinite);
+        lo_ = r[0], hi_ = r[1], clamp_ = true;
+        range_ = p.check_number("data_range", r[1] - r[0], kPositive, "max - min");
       }
-      if (!std::isfinite(*range_) || !(*range_ > 0))
-        p.fail("data_range", "must be a positive range, got " + std::to_string(*range_));
     }
     for (int a = 0; a < 2; ++a) {
       const auto k =

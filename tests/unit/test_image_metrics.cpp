@@ -243,7 +243,7 @@ TEST(ImageErrors, BadParameters) {
                make_metric("MultiScaleStructuralSimilarityIndexMeasure",
                            {{"data_range", Value::Array{Value(1.0), Value(0.0)}}});
              }),
-             "data_range' must be a positive range");
+             "parameter 'data_range' must be a range [lo, hi] with lo < hi, got [1, 0]");
   EXPECT_HAS(error_of<ConfigError>([&] {
                make_metric("UniversalImageQualityIndex",
                            {{"kernel_size", Value::Array{Value(3), Value(5)}}});

@@ -186,6 +186,28 @@ std::vector<Row> rows() {
                  list({Value(0.5), Value(kNan)}),
                  "element 1 must be a number in (-inf, inf), got nan",
                  list({Value(0.5), Value()})});
+  // Image: MS-SSIM's data range, one number or [min, max].
+  const std::string ssim = "MultiScaleStructuralSimilarityIndexMeasure";
+  out.push_back({ssim,
+                 {},
+                 "data_range",
+                 range(1, 0),
+                 "must be a range [lo, hi] with lo < hi, got [1, 0]",
+                 range(0, 255)});
+  out.push_back(
+      {ssim, {}, "data_range", Value(0.0), "must be a number in (0, inf), got 0", Value(255.0)});
+  out.push_back({ssim,
+                 {},
+                 "data_range",
+                 list({Value(0), Value(1), Value(2)}),
+                 "must hold at most 2 numbers, got 3",
+                 range(-1, 1)});
+  out.push_back({ssim,
+                 {},
+                 "data_range",
+                 range(-1e308, 1e308),
+                 "max - min must be a number in (0, inf), got inf",
+                 range(-1e300, 1e300)});
   // Keypoints: distance thresholds and the normaliser; restoration: the connectivity step.
   for (const char* m : {"PCKAccuracy", "JhmdbPCKAccuracy", "MpiiPCKAccuracy"})
     out.push_back(
