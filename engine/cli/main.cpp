@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <new>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -609,6 +610,11 @@ int compare(const CompareOptions& o) {
   } catch (const tally::Error& e) {
     print_error(e.what());
     return e.exit_code();
+  } catch (const std::bad_alloc&) {
+    print_error(
+        "out of memory: the results, baseline, records or history read need more memory than "
+        "this machine gives");
+    return 1;
   } catch (const std::exception& e) {
     print_error(e.what());
     return 1;
