@@ -167,9 +167,6 @@ struct RunOptions {
   std::string color = "auto";
 };
 
-// The number of ranks a launcher started (mpirun, MPICH's hydra or srun through PMI, torchrun,
-// srun), or 1. SLURM_NTASKS only in an srun step (SLURM_STEP_ID): a batch script that runs tally
-// once has SLURM_NTASKS too, but no SLURM_STEP_ID.
 // The command line's settings that every rank must give alike (ReadOptions::settings): the
 // outputs (only rank 0 writes them, so one given to another rank alone would be lost), and the
 // flags that change what the ranks do together. The config's own are the evaluator's.
@@ -187,6 +184,9 @@ std::vector<std::pair<std::string, std::string>> agreed_options(const RunOptions
   return s;
 }
 
+// The number of ranks a launcher started (mpirun, MPICH's hydra or srun through PMI, torchrun,
+// srun), or 1. SLURM_NTASKS only in an srun step (SLURM_STEP_ID): a batch script that runs tally
+// once has SLURM_NTASKS too, but no SLURM_STEP_ID.
 int launcher_world_size() {
   const bool srun_step = std::getenv("SLURM_STEP_ID") != nullptr;
   for (const char* var :
@@ -349,10 +349,10 @@ int run_evaluation(const RunOptions& o, std::optional<tally::Evaluator>& ev) {
       if (progress) progress->add(n);
     };
     read.on_notice = [](const std::string& message) { print_line("", message); };
+    read.settings = agreed_options(o);
     ev->read_all(reader.get(), read);
     if (progress) progress->finish();
     const tally::Results results =
-    read.settings = agreed_options(o);
         ev->compute();  // collective; throws the same error on every rank
 
     // Every rank compares (the same numbers give the same verdict; run() gives every rank rank 0's
@@ -439,14 +439,14 @@ int run(const RunOptions& o) {
   int code = run_evaluation(o, ev);
   // Under mpirun a rank that exits non-zero makes the launcher kill the others, possibly before
   // rank 0 has printed the error or written its files: no rank leaves before every rank is done.
+  // And every rank leaves with one exit code, the first non-zero one in rank order: what rank 0
+  // alone decided after the last collective (an output it could not write, a drift over its
+  // history, a verdict against its baseline) is every rank's, under every backend.
   if (ev && ev->world_size() > 1) {
     try {
       const std::vector<int> codes = ev->all_gather(code);
       const auto first = std::find_if(codes.begin(), codes.end(), [](int c) { return c != 0; });
       code = first == codes.end() ? 0 : *first;
-  // And every rank leaves with one exit code, the first non-zero one in rank order: what rank 0
-  // alone decided after the last collective (an output it could not write, a drift over its
-  // history, a verdict against its baseline) is every rank's, under every backend.
     } catch (const std::exception&) {  // the backend itself failed: nothing left to wait for
     }
   }
