@@ -13,8 +13,8 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
-#include <openssl/rand.h>
 #include <poll.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -376,15 +376,29 @@ std::string hex_of(const unsigned char* p, std::size_t n) {
   return out;
 }
 
+// The kernel's random bytes (getrandom): no per-thread state of a library to outlive.
 std::string random_hex(std::size_t bytes) {
   std::vector<unsigned char> b(bytes);
-  if (RAND_bytes(b.data(), static_cast<int>(b.size())) != 1)
-    throw tally::RuntimeError("TCP store: no random bytes from OpenSSL's RAND_bytes");
+  for (std::size_t at = 0; at < b.size();) {
+    const ssize_t got = ::getrandom(b.data() + at, b.size() - at, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) throw tally::RuntimeError("TCP store: getrandom: " + errno_text(errno));
+    at += static_cast<std::size_t>(got);
+  }
   return hex_of(b.data(), b.size());
+}
+
+// libcrypto without its clean-up at exit: servers of the job serve until the process exits, and
+// a clean-up that came before their threads end would leave those threads' state behind (each
+// thread frees its own when it ends, OPENSSL_thread_stop).
+void init_openssl() {
+  static const bool ok = OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, nullptr) == 1;
+  if (!ok) throw tally::RuntimeError("TCP store: OpenSSL's libcrypto did not initialize");
 }
 
 // The proof of `secret` for `nonce`: the hex HMAC-SHA256 of the nonce under the secret.
 std::string proof_of(const std::string& secret, std::string_view nonce) {
+  init_openssl();
   unsigned char mac[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   if (HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
@@ -1253,6 +1267,7 @@ struct TcpStoreServer::Impl {
 
 TcpStoreServer::TcpStoreServer(std::uint16_t port, std::string_view who, ServerOptions options)
     : impl_(std::make_unique<Impl>()) {
+  init_openssl();
   impl_->who = who;
   impl_->opt = std::move(options);
   impl_->listen_on(port);
@@ -1264,7 +1279,10 @@ TcpStoreServer::TcpStoreServer(std::uint16_t port, std::string_view who, ServerO
     write_secret(impl_->opt.secret_file, impl_->opt.secret, who);
     impl_->wrote_secret_file = true;
   }
-  impl_->thread = std::thread([impl = impl_.get()] { impl->serve(); });
+  impl_->thread = std::thread([impl = impl_.get()] {
+    impl->serve();
+    OPENSSL_thread_stop();  // this thread's OpenSSL state (HMAC's error queue) goes with it
+  });
 }
 
 TcpStoreServer::~TcpStoreServer() {

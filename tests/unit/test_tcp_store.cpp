@@ -1252,40 +1252,50 @@ TEST(TcpStoreConnections, IdleUnauthenticatedClientsNeverLockOutTheJob) {
 // With its descriptors used up by idle clients, the server frees the oldest unauthenticated
 // one and pauses its listener; it never spins on accept(), and a rank still gets in. The server
 // runs in a child with a small RLIMIT_NOFILE; the idle clients and the rank are this process.
+// The server of the test below, in a process of its own (this executable again, started with
+// TALLY_TEST_FD_PIPES="<read fd> <write fd>"): a small RLIMIT_NOFILE, the port to the parent, the
+// turns of its loop while the parent's idle clients fill its descriptors.
+TEST(TcpStoreConnections, DISABLED_AServerWithFewDescriptors) {
+  const char* pipes = std::getenv("TALLY_TEST_FD_PIPES");
+  if (pipes == nullptr) GTEST_SKIP() << "run by OutOfDescriptorsTheServerNeverSpinsAndStillServes";
+  int in = -1, out = -1;
+  ASSERT_EQ(std::sscanf(pipes, "%d %d", &in, &out), 2);
+  int open_fds = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
+    (void)e;
+    ++open_fds;
+  }
+  rlimit lim{};
+  ::getrlimit(RLIMIT_NOFILE, &lim);
+  lim.rlim_cur = static_cast<rlim_t>(open_fds + 24);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &lim), 0);
+  TcpStoreServer server(0, "child: ", with_secret("fd-secret"));
+  const std::uint16_t port = server.port();
+  ASSERT_EQ(::write(out, &port, sizeof port), static_cast<ssize_t>(sizeof port));
+  char go = 0;
+  (void)!::read(in, &go, 1);  // the parent's clients are connected
+  const auto turns_before = server.stats().turns;
+  (void)!::read(in, &go, 1);  // a second later, the rank has been served
+  const std::uint64_t turns = server.stats().turns - turns_before;
+  ASSERT_EQ(::write(out, &turns, sizeof turns), static_cast<ssize_t>(sizeof turns));
+}
+
 TEST(TcpStoreConnections, OutOfDescriptorsTheServerNeverSpinsAndStillServes) {
   int to_child[2], from_child[2];
   ASSERT_EQ(::pipe(to_child), 0);
   ASSERT_EQ(::pipe(from_child), 0);
+  const std::string exe = std::filesystem::read_symlink("/proc/self/exe").string();
+  const std::string fds = std::to_string(to_child[0]) + " " + std::to_string(from_child[1]);
   const pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
-  if (pid == 0) {
+  if (pid == 0) {  // exec at once: a forked copy of a threaded process runs nothing else
     ::close(to_child[1]);
     ::close(from_child[0]);
-    int open_fds = 0;
-    for (const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) {
-      (void)e;
-      ++open_fds;
-    }
-    rlimit lim{};
-    ::getrlimit(RLIMIT_NOFILE, &lim);
-    lim.rlim_cur = static_cast<rlim_t>(open_fds + 24);
-    ::setrlimit(RLIMIT_NOFILE, &lim);
-    int code = 0;
-    try {
-      TcpStoreServer server(0, "child: ", with_secret("fd-secret"));
-      const std::uint16_t port = server.port();
-      (void)!::write(from_child[1], &port, sizeof port);
-      char go = 0;
-      (void)!::read(to_child[0], &go, 1);  // the parent's clients are connected
-      const auto turns_before = server.stats().turns;
-      (void)!::read(to_child[0], &go, 1);  // a second later, the rank has been served
-      const std::uint64_t turns = server.stats().turns - turns_before;
-      (void)!::write(from_child[1], &turns, sizeof turns);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "child: %s\n", e.what());
-      code = 3;
-    }
-    ::_exit(code);
+    ::setenv("TALLY_TEST_FD_PIPES", fds.c_str(), 1);
+    ::execl(exe.c_str(), exe.c_str(), "--gtest_also_run_disabled_tests",
+            "--gtest_filter=TcpStoreConnections.DISABLED_AServerWithFewDescriptors",
+            static_cast<char*>(nullptr));
+    ::_exit(127);
   }
   ::close(to_child[0]);
   ::close(from_child[1]);
