@@ -10,6 +10,7 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <unordered_set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -213,6 +214,8 @@ struct Builder {
       }
       case YAML::NodeType::Map: {
         out.value = Value::map();
+        // Keys looked up by hash: a tolerances file of thousands of rules loads in linear time.
+        std::unordered_set<std::string> seen;
         for (const auto& kv : n) {
           const auto key_node = kv.first;
           if (!key_node.IsScalar())
@@ -222,13 +225,13 @@ struct Builder {
           if (kv.second.IsScalar())
             require_utf8(kv.second.Scalar(), where(kv.second),
                          fmt::format("the value of '{}'", escape_for_terminal(key)));
-          if (out.value.find(key) != nullptr)
+          if (!seen.insert(key).second)
             throw ConfigError(fmt::format("{}: duplicate key '{}'", where(key_node), key));
           Located c = build(kv.second);
           // A key with no value ("topk:") points at the key.
           if (kv.second.IsNull() && fixed_where.empty()) c.where = where(key_node);
           c.key_where = where(key_node);
-          out.value.set(key, c.value);
+          out.value.as_map().emplace_back(key, c.value);
           out.children.emplace_back(key, std::move(c));
         }
         break;
