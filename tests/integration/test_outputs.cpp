@@ -185,8 +185,8 @@ TEST_F(OutputsTest, AFailedRunLeavesNoOutputAndEarlierFilesIntact) {
       << full.err;
   // A regular file whose write fails (RLIMIT_FSIZE, as a full disk would): exit 1, nothing.
   // tally ignores SIGXFSZ itself (the shell does not), so the write fails instead of killing it.
-  const auto big = run_command("sh -c 'ulimit -f 1; exec timeout 120 " + kTally +
-                               " run -q " + config().string() + both + "'");
+  const auto big = run_command("sh -c 'ulimit -f 1; exec timeout 120 " + kTally + " run -q " +
+                               config().string() + both + "'");
   EXPECT_EQ(big.exit_code, 1) << big.err;
   EXPECT_NE(big.err.find("cannot write --output '" + ok.string() + "' (write): File too large"),
             std::string::npos)
