@@ -668,7 +668,7 @@ Config Config::parse(const std::string& yaml_text, const std::string& source,
         has_baseline = true;
       } else if (k == "rtol" || k == "atol") {
         if (!c.value.is_number() || !std::isfinite(c.value.as_double()) || c.value.as_double() < 0)
-          fail_at(c, fmt::format("regression.{} expects a number >= 0, found {}", k, found(c)));
+          fail_at(c, fmt::format("regression.{} expects a finite number >= 0, found {}", k, found(c)));
         (k == "rtol" ? rc.rtol : rc.atol) = c.value.as_double();
       } else if (k == "tolerances") {
         if (c.value.is_string()) {

@@ -693,7 +693,7 @@ TEST_F(ReportTest, ConfigAndCommandLineErrorsAreOneClearLine) {
                "regression: missing 'baseline'");
   expect_error(
       "run " + config(kMetricsYaml, "regression:\n  baseline: b.json\n  rtol: -1\n").string(),
-      "eval.yaml:19:9: regression.rtol expects a number >= 0, found");
+      "eval.yaml:19:9: regression.rtol expects a finite number >= 0, found");
   expect_error(
       "run " + config(kMetricsYaml, "regression:\n  baseline: b.json\n  tolerance: {}\n").string(),
       "unknown key 'regression.tolerance' (expected baseline, rtol, atol, tolerances, "
@@ -717,7 +717,7 @@ TEST_F(ReportTest, ConfigAndCommandLineErrorsAreOneClearLine) {
       "run " + config(kMetricsYaml,
                       "regression:\n  baseline: baseline.json\n  tolerances:\n    a.b: {atol: x}\n")
                    .string(),
-      "eval.yaml:20:17: regression.tolerances: 'a.b': atol expects a number >= 0, found 'x'");
+      "eval.yaml:20:17: regression.tolerances: 'a.b': atol expects a finite number >= 0, found 'x'");
   expect_error("run " + config(kMetricsYaml, "regression:\n  baseline: eval.yaml\n").string(),
                "is not valid JSON");
   expect_error(

@@ -253,7 +253,7 @@ TEST(Compare, BadToleranceEntriesNameTheirPlace) {
       << message("a.b: {rtl: 0.1}\n");
   EXPECT_NE(message("a.b: {rtl: 0.1}\n").find("unknown key 'rtl' (expected rtol, atol, better)"),
             std::string::npos);
-  EXPECT_NE(message("a.b: {atol: -1}\n").find("atol expects a number >= 0, found -1"),
+  EXPECT_NE(message("a.b: {atol: -1}\n").find("atol expects a finite number >= 0, found -1"),
             std::string::npos);
   EXPECT_NE(message("a.b: 0.1\n").find("'a.b' expects a map"), std::string::npos);
   EXPECT_NE(message("a.b: {better: up}\n").find("better expects higher, lower or neither"),
@@ -438,7 +438,7 @@ TEST(Compare, NonFiniteOrNegativeTolerancesAreConfigErrorsFromAnySource) {
     } catch (const ConfigError& e) {
       const std::string msg = e.what();
       EXPECT_NE(msg.find("tol.yaml:1:16: tolerances"), std::string::npos) << msg;
-      EXPECT_NE(msg.find("rtol expects a number >= 0, found " + shown), std::string::npos) << msg;
+      EXPECT_NE(msg.find("rtol expects a finite number >= 0, found " + shown), std::string::npos) << msg;
     }
   }
   // Finite tolerances still gate: the drop from 0.99 to 0.5 regresses under atol 0.1.
@@ -690,7 +690,7 @@ TEST_F(CompareCli, NonFiniteOrNegativeToleranceOptionsAreExit2) {
     write_text(dir / "cfg.yaml", "metrics:\n  - type: Accuracy\n" + section + "\n");
     r = tally("run " + (dir / "cfg.yaml").string());
     EXPECT_EQ(r.exit_code, 2) << section << "\n" << r.err;
-    EXPECT_NE(r.err.find("expects a number >= 0"), std::string::npos) << section << "\n" << r.err;
+    EXPECT_NE(r.err.find("expects a finite number >= 0"), std::string::npos) << section << "\n" << r.err;
   }
   // Finite tolerances from the command line still gate.
   EXPECT_EQ(tally("compare " + worse.string() + " " + base.string() + " --atol 0.1").exit_code, 3);

@@ -233,10 +233,10 @@ TEST(EvaluatorSettings, BadInlineTolerancesAreConfigErrorsNamingTheirPlace) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"  tolerances:\n    a.b: {atol: x}\n",
        "eval.yaml:5:17: regression.tolerances: 'a.b': "
-       "atol expects a number >= 0, found 'x'"},
+       "atol expects a finite number >= 0, found 'x'"},
       {"  tolerances:\n    a.b: {rtol: -1}\n",
        "eval.yaml:5:17: regression.tolerances: 'a.b': "
-       "rtol expects a number >= 0, found -1"},
+       "rtol expects a finite number >= 0, found -1"},
       {"  tolerances:\n    a.b: {better: up}\n",
        "regression.tolerances: 'a.b': better expects higher, lower or neither, found 'up'"},
       {"  tolerances:\n    a.b: {rtl: 1}\n",
