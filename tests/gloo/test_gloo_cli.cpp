@@ -58,12 +58,6 @@ std::string line_with(const std::string& text, const std::string& part) {
   return text.substr(b, text.find('\n', at) - b);
 }
 
-int count_of(const std::string& text, const std::string& part) {
-  int n = 0;
-  for (auto at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
-  return n;
-}
-
 class GlooCli : public CliTest {
  protected:
   nlohmann::json run_ranks(int np, const fs::path& cfg, const std::string& extra = "",
@@ -73,12 +67,6 @@ class GlooCli : public CliTest {
                                " --set backend.type=gloo " + extra + " -o " + out.string());
     EXPECT_EQ(r.exit_code, 0) << r.err;
     if (r.exit_code != 0) return {};
-    return read_json(out);
-  }
-  nlohmann::json run_single(const fs::path& cfg) {
-    const auto out = dir / "single.json";
-    const auto r = tally("run -q " + cfg.string() + " -o " + out.string());
-    EXPECT_EQ(r.exit_code, 0) << r.err;
     return read_json(out);
   }
 };

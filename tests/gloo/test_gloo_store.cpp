@@ -102,20 +102,8 @@ std::vector<std::uint8_t> attack(int round) {
   return v;
 }
 
-int count_of(const std::string& text, const std::string& part) {
-  int n = 0;
-  for (auto at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
-  return n;
-}
-
 class GlooStore : public CliTest {
  protected:
-  nlohmann::json run_single(const fs::path& cfg) {
-    const auto out = dir / "single.json";
-    const auto r = tally("run -q " + cfg.string() + " -o " + out.string());
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    return read_json(out);
-  }
   // A private file holding `text` (mode `mode`).
   fs::path secret_file(const std::string& name, const std::string& text, mode_t mode) {
     const auto p = dir / name;

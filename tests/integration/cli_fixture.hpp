@@ -54,6 +54,13 @@ inline const char* kMetricsYaml = R"(metrics:
     num_classes: 5
 )";
 
+/// How often `part` occurs in `text` (overlapping occurrences count).
+inline int count_of(const std::string& text, const std::string& part) {
+  int n = 0;
+  for (auto at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+  return n;
+}
+
 class CliTest : public ::testing::Test {
  protected:
   void SetUp() override { write_data(make_dataset(50, 5)); }
@@ -76,6 +83,14 @@ class CliTest : public ::testing::Test {
   }
 
   ProcessResult tally(const std::string& args) { return run_command(kTally + " " + args); }
+
+  /// `tally run -q cfg` on one process (exit 0 expected): the results every world size must equal.
+  nlohmann::json run_single(const std::filesystem::path& cfg) {
+    const auto out = dir / "single.json";
+    const auto r = tally("run -q " + cfg.string() + " -o " + out.string());
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return read_json(out);
+  }
 
   static nlohmann::json read_json(const std::filesystem::path& p) {
     return nlohmann::json::parse(read_file(p));

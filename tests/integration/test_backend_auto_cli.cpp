@@ -21,12 +21,6 @@ std::size_t count(const std::string& text, const std::string& part) {
 
 class BackendAutoCli : public CliTest {
  protected:
-  nlohmann::json run_single(const fs::path& cfg) {
-    const auto out = dir / "single.json";
-    const auto r = tally("run -q " + cfg.string() + " -o " + out.string());
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    return read_json(out);
-  }
 };
 
 }  // namespace

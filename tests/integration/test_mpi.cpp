@@ -22,12 +22,6 @@ class MpiTest : public CliTest {
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return read_json(out);
   }
-  nlohmann::json run_single(const fs::path& cfg) {
-    const auto out = dir / "single.json";
-    const auto r = tally("run -q " + cfg.string() + " -o " + out.string());
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    return read_json(out);
-  }
 };
 
 }  // namespace

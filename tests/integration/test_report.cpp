@@ -32,12 +32,6 @@ std::string chromium() {
   return {};
 }
 
-int count_of(const std::string& text, const std::string& what) {
-  int n = 0;
-  for (std::size_t p = 0; (p = text.find(what, p)) != std::string::npos; p += what.size()) ++n;
-  return n;
-}
-
 std::string attr(const std::string& tag, const std::string& name) {
   std::smatch m;
   const std::regex re(name + "=\"([^\"]*)\"");
@@ -717,7 +711,8 @@ TEST_F(ReportTest, ConfigAndCommandLineErrorsAreOneClearLine) {
       "run " + config(kMetricsYaml,
                       "regression:\n  baseline: baseline.json\n  tolerances:\n    a.b: {atol: x}\n")
                    .string(),
-      "eval.yaml:20:17: regression.tolerances: 'a.b': atol expects a finite number >= 0, found 'x'");
+      "eval.yaml:20:17: regression.tolerances: 'a.b': atol expects a finite number >= 0, found "
+      "'x'");
   expect_error("run " + config(kMetricsYaml, "regression:\n  baseline: eval.yaml\n").string(),
                "is not valid JSON");
   expect_error(

@@ -136,13 +136,6 @@ std::string comparable(nlohmann::json results, int world) {
 
 class MultihostTest : public CliTest {
  protected:
-  nlohmann::json run_single(const fs::path& cfg) {
-    const auto out = dir / "single.json";
-    const auto r = tally("run -q " + cfg.string() + " -o " + out.string());
-    EXPECT_EQ(r.exit_code, 0) << r.err;
-    return read_json(out);
-  }
-
   /// `tally run` under mpirun over the bed, `slots[k]` ranks on host k; checks that every host's
   /// link carried the run's traffic.
   nlohmann::json run_mpi(const Bed& bed, const std::vector<int>& slots, const fs::path& cfg,
