@@ -62,6 +62,19 @@ inline std::string zlib_stored(const std::string& raw) {
   return out;
 }
 
+/// The PNG signature and an IHDR chunk: `width` x `height`, `color_type`, `bit_depth`, deflate,
+/// no filter method, no interlacing.
+inline std::string png_signature_and_ihdr(std::uint32_t width, std::uint32_t height, int color_type,
+                                          int bit_depth) {
+  std::string ihdr;
+  put32(ihdr, width);
+  put32(ihdr, height);
+  ihdr += static_cast<char>(bit_depth);
+  ihdr += static_cast<char>(color_type);
+  ihdr += std::string(3, '\0');
+  return "\x89PNG\r\n\x1a\n" + chunk("IHDR", ihdr);
+}
+
 struct Png {
   std::uint32_t width = 0, height = 0;
   int bit_depth = 8;
@@ -95,14 +108,7 @@ struct Png {
         }
       }
     }
-    std::string ihdr;
-    put32(ihdr, width);
-    put32(ihdr, height);
-    ihdr += static_cast<char>(bit_depth);
-    ihdr += static_cast<char>(color_type);
-    ihdr += std::string(3, '\0');
-    std::string out = "\x89PNG\r\n\x1a\n";
-    out += chunk("IHDR", ihdr);
+    std::string out = png_signature_and_ihdr(width, height, color_type, bit_depth);
     if (!palette.empty()) out += chunk("PLTE", palette);
     if (!trns.empty()) out += chunk("tRNS", trns);
     out += chunk("IDAT", zlib_stored(raw));
@@ -116,14 +122,8 @@ struct Png {
 /// IEND. A small file declaring a huge image: the size a reader must refuse before decoding.
 inline std::string png_declaring(std::uint32_t width, std::uint32_t height, int color_type,
                                  int bit_depth, std::size_t idat_bytes) {
-  std::string ihdr;
-  put32(ihdr, width);
-  put32(ihdr, height);
-  ihdr += static_cast<char>(bit_depth);
-  ihdr += static_cast<char>(color_type);
-  ihdr += std::string(3, '\0');
-  return "\x89PNG\r\n\x1a\n" + chunk("IHDR", ihdr) + chunk("IDAT", std::string(idat_bytes, '\0')) +
-         chunk("IEND", "");
+  return png_signature_and_ihdr(width, height, color_type, bit_depth) +
+         chunk("IDAT", std::string(idat_bytes, '\0')) + chunk("IEND", "");
 }
 
 }  // namespace tally::test
