@@ -116,7 +116,8 @@ TEST_F(BoundedCli, YamlNumbersOutOfRangeAreExitTwo) {
   }
   const auto reg = config(tally::test::kMetricsYaml,
                           "regression:\n  baseline: b.json\n  rtol: 1e999\n", "reg.yaml");
-  expect_one_line_error(tally("validate " + reg.string()), "regression.rtol expects a number");
+  expect_one_line_error(tally("validate " + reg.string()),
+                        "regression.rtol expects a finite number >= 0, found '1e999'");
 }
 
 TEST_F(BoundedCli, BaselineValuesThatAreNotNumbersAreExitTwo) {
