@@ -6,11 +6,11 @@ docs/significance.md and bench/RESULTS.md), written to the folder given (default
   acc1m/   1,000,000 samples x 10 classes: labels.npy (int64), base.npy (float32 scores, about
            55 % top-1 accuracy), cand.npy (base.npy with 0.11 % of the rows re-drawn at random:
            about -0.05 point of accuracy), eval.yaml (Accuracy top1 + top5)
-  coco5k/  COCO val-size: the 100 images of ../shared/fixtures/coco_val2014_100 repeated 50 times
+  coco5k/  COCO val-size: the 100 images of tests/data/coco_val2014_100 repeated 50 times
            under new image ids (5000 images, 41,950 annotations, 36,700 bbox detections): gt.json,
            dt.json, dt2.json (10 % of the detections' scores multiplied by a uniform draw), eval.yaml
 
-Needs numpy (tests/reference/requirements.txt) and, for coco5k, the shared fixtures.
+Needs numpy (tests/reference/requirements.txt).
 """
 
 import json
@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 OUT = Path(sys.argv[1] if len(sys.argv) > 1 else "/tmp/tally-significance")
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "coco_val2014_100"
+FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "data" / "coco_val2014_100"
 
 
 def acc1m():

@@ -19,8 +19,8 @@
 //
 // Reference: pycocotools 2.0.11 COCOeval (evaluate, accumulate, summarize) on COCO JSON, and
 // mmeval 0.2.1's COCODetection for the parameters and keys; it reproduces the gold stats of
-// ../shared/fixtures/coco_val2014_100 (faster_coco_eval's test data) to 1e-12 (in fact bit for
-// bit) and pycocotools on generated data (tests/reference/coco.py).
+// tests/data/coco_val2014_100 (faster_coco_eval's test data) to 1e-12 (in fact bit for bit) and
+// pycocotools on generated data (tests/reference/coco.py).
 // Keys: "{m}_mAP", "{m}_mAP_50", "{m}_mAP_75", "{m}_mAP_s", "{m}_mAP_m", "{m}_mAP_l",
 // "{m}_AR@{n0}", "{m}_AR@{n1}", "{m}_AR@{n2}", "{m}_AR_s@{n2}", "{m}_AR_m@{n2}", "{m}_AR_l@{n2}"
 // for m in bbox, segm (mmeval returns the first six; the AR keys are pycocotools' other six

@@ -9,7 +9,7 @@ Writes, deterministically (numpy seed 20241122):
                                             images, wrong categories, false positives
   tests/data/detection/coco_segm.json       segm results (compressed RLE, no bbox)
 the example data of configs/examples/detection.yaml (configs/examples/data/detection/: the first
-40 images by id of ../shared/fixtures/coco_val2014_100, real COCO val2014 annotations, CC BY 4.0,
+40 images by id of tests/data/coco_val2014_100, real COCO val2014 annotations, CC BY 4.0,
 with that fixture's detections, bbox and segmentation merged entry by entry),
 and tests/reference/expected_coco.json: pycocotools 2.0.11 COCOeval stats for several settings,
 mmeval-style classwise AP, and maskApi results (pycocotools.mask) for the RLE port.
@@ -261,15 +261,13 @@ def mask_cases():
     return cases, ious
 
 
-FIXTURE = os.path.join(ROOT, "..", "shared", "fixtures", "coco_val2014_100")
+FIXTURE = os.path.join(ROOT, "tests", "data", "coco_val2014_100")
 EXAMPLE = os.path.join(ROOT, "configs", "examples", "data", "detection")
 
 
 def make_example():
-    """The example data (needs the fixture beside the repository); returns the expected values."""
-    if not os.path.exists(os.path.join(FIXTURE, "instances_val2014_100.json")):
-        print("fixture absent: example data left as it is")
-        return None
+    """The example data (from the fixture tests/data/coco_val2014_100); returns the expected
+    values."""
     gt = json.load(open(os.path.join(FIXTURE, "instances_val2014_100.json")))
     ids = sorted(im["id"] for im in gt["images"])[:40]
     keep = set(ids)
@@ -394,9 +392,6 @@ def main():
     add("bbox_xyxy", "boxes given as [x, y, x + w, y + h]; pycocotools on [x1, y1, x2 - x1, "
         "y2 - y1] (mmeval's xyxy2xywh)", stats_map(ev, "bbox"), params={"metric": ["bbox"]})
 
-    if example is None:  # keep the recorded example values
-        old = json.load(open(os.path.join(ROOT, "tests", "reference", "expected_coco.json")))
-        example = next(c for c in old["cases"] if c["name"] == "example")
     cases.append(example)
     m_cases, m_ious = mask_cases()
     out = {

@@ -42,7 +42,7 @@ from tidecv.errors.main_errors import (BackgroundError, BoxError, ClassError, Du
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DATA = os.path.join(ROOT, "tests", "data", "detection")
 EXAMPLE = os.path.join(ROOT, "configs", "examples", "data", "detection")
-FIXTURE = os.path.join(ROOT, "..", "shared", "fixtures", "coco_val2014_100")
+FIXTURE = os.path.join(ROOT, "tests", "data", "coco_val2014_100")
 CATS = [1, 2, 4, 7, 9]
 ERRORS = [(ClassError, "Cls"), (BoxError, "Loc"), (OtherError, "Both"), (DuplicateError, "Dupe"),
           (BackgroundError, "Bkg"), (MissedError, "Miss")]
@@ -232,23 +232,19 @@ def main():
          **tide_values(ex_gt, paths["example_res"], "mask", "segm")},
         {"metric": ["bbox", "segm"], "tide": True}, ex)
     data = {k: os.path.relpath(v, ROOT) for k, v in paths.items()}
-    # The shared fixture (faster_coco_eval's 100 COCO val2014 images), when it is beside the
-    # repository: tests that read it skip without it.
+    # The fixture tests/data/coco_val2014_100 (faster_coco_eval's 100 COCO val2014 images).
     fx_gt = os.path.join(FIXTURE, "instances_val2014_100.json")
-    if os.path.exists(fx_gt):
-        fx = sorted_by_id(fx_gt, tmp)
-        for kind, mode, res_file in (("bbox", "bbox", "instances_val2014_fakebbox100_results.json"),
-                                     ("segm", "mask", "instances_val2014_fakesegm100_results.json")):
-            rp = os.path.join(FIXTURE, res_file)
-            add(f"fixture_{kind}", f"tidecv on the fixture (images sorted by id), {res_file}, "
-                f"mode '{mode}'", tide_values(fx, rp, mode, kind),
-                {"metric": [kind], "tide": True}, ["fixture_gt", f"fixture_{kind}"],
-                hotcoco_counts(fx_gt, rp, kind))
-        data["fixture_gt"] = "../shared/fixtures/coco_val2014_100/instances_val2014_100.json"
-        data["fixture_bbox"] = ("../shared/fixtures/coco_val2014_100/"
-                                "instances_val2014_fakebbox100_results.json")
-        data["fixture_segm"] = ("../shared/fixtures/coco_val2014_100/"
-                                "instances_val2014_fakesegm100_results.json")
+    fx = sorted_by_id(fx_gt, tmp)
+    for kind, mode, res_file in (("bbox", "bbox", "instances_val2014_fakebbox100_results.json"),
+                                 ("segm", "mask", "instances_val2014_fakesegm100_results.json")):
+        rp = os.path.join(FIXTURE, res_file)
+        add(f"fixture_{kind}", f"tidecv on the fixture (images sorted by id), {res_file}, "
+            f"mode '{mode}'", tide_values(fx, rp, mode, kind),
+            {"metric": [kind], "tide": True}, ["fixture_gt", f"fixture_{kind}"],
+            hotcoco_counts(fx_gt, rp, kind))
+    data["fixture_gt"] = "tests/data/coco_val2014_100/instances_val2014_100.json"
+    data["fixture_bbox"] = "tests/data/coco_val2014_100/instances_val2014_fakebbox100_results.json"
+    data["fixture_segm"] = "tests/data/coco_val2014_100/instances_val2014_fakesegm100_results.json"
     out = {"generator": "tests/reference/tide.py",
            "versions": {"tidecv": importlib.metadata.version("tidecv"),
                         "hotcoco": importlib.metadata.version("hotcoco"),

@@ -2,10 +2,9 @@
 // libraries through the Registry; and the maskApi.c port (plugins/support: tally_support/mask.hpp).
 //
 // Expected values:
-//   - ../shared/fixtures/coco_val2014_100/expected.json: the 12 COCOeval stats of
-//   pycocotools 2.0.11
-//     for bbox and segm on real COCO val2014 data (published with faster_coco_eval's tests); they
-//     must match to 1e-12.
+//   - tests/data/coco_val2014_100/expected.json: the 12 COCOeval stats of pycocotools 2.0.11 for
+//     bbox and segm on real COCO val2014 data (published with faster_coco_eval's tests; SOURCE.md
+//     there); they must match to 1e-12.
 //   - tests/reference/expected_coco.json, written by tests/reference/coco.py with pycocotools
 //     2.0.11 / numpy 2.3.5 (each case records its exact COCOeval call): generated data with
 //     ties, crowds, id 0, >100 detections per image, custom thresholds and maxDets; and
@@ -32,9 +31,7 @@ namespace mask = tally::support::mask;
 
 const Json& expected_file() { return expected_json("tests/reference/expected_coco.json"); }
 
-std::filesystem::path fixture_dir() {
-  return std::filesystem::path(TALLY_FIXTURES_DIR) / "coco_val2014_100";
-}
+std::filesystem::path fixture_dir() { return source_path("tests/data/coco_val2014_100"); }
 
 /// Every image of a COCO pair as one batch, through the coco_json reader plugin.
 Batch read_coco(const std::filesystem::path& ann, const std::filesystem::path& res,
@@ -94,9 +91,6 @@ Value run_everywhere(Value::Map params, const Batch& data) {
 // ---- the real-data fixture ---------------------------------------------------------------------
 
 void check_fixture(const std::string& kind, const std::string& results_file) {
-  if (!std::filesystem::exists(fixture_dir() / "expected.json"))
-    GTEST_SKIP() << "fixture " << fixture_dir()
-                 << " is absent (it lives in ../shared/fixtures beside the repository)";
   const Json gold = load_json(fixture_dir() / "expected.json");
   const Batch data =
       read_coco(fixture_dir() / "instances_val2014_100.json", fixture_dir() / results_file);
@@ -503,7 +497,7 @@ class TideCase : public ::testing::TestWithParam<std::string> {};
 TEST_P(TideCase, MatchesTidecv) {
   // tests/reference/tide.py: tidecv 1.0.1's TIDE().evaluate(...) run, then fix_main_errors(),
   // fix_special_errors() and count_errors(), divided by 100 (COCODetection's scale); each case's
-  // call recorded there. The fixture cases need ../shared/fixtures beside the repository.
+  // call recorded there. The fixture cases read tests/data/coco_val2014_100.
   const Json& file = expected_json("tests/reference/expected_tide.json");
   const Json& c = find_case(file, GetParam());
   const Json& d = file.at("data");
@@ -512,8 +506,6 @@ TEST_P(TideCase, MatchesTidecv) {
       source_path(d.at(files[0].get<std::string>()).get<std::string>());
   const std::filesystem::path res =
       source_path(d.at(files[1].get<std::string>()).get<std::string>());
-  if (!std::filesystem::exists(gt))
-    GTEST_SKIP() << gt << " is absent (../shared/fixtures lives beside the repository)";
   const Value r = run_everywhere(to_value(c.at("params")).as_map(), read_coco(gt, res));
   Value tide = Value::map();  // the TIDE keys (the others are pycocotools', checked above)
   for (const auto& [k, v] : r.as_map())
