@@ -192,10 +192,15 @@ LaunchEnv read(const GetEnv& env, std::string_view who) {
     }
     // The inner launcher wins over an outer one; launchers of one tier cannot be told apart.
     if (first.l->tier > other.l->tier && other.l->tier > 0) continue;
-    config_error(who,
-                 fmt::format("two launchers disagree on this process's place: {} but {}; unset the "
-                             "variables of the one that did not start this process",
-                             first.source, other.source));
+    // env (RANK and WORLD_SIZE without torchrun's signature) may be a wrapper's or an outer
+    // shell's: no order says which.
+    const char* why = other.l->tier == 0
+                          ? " (without TORCHELASTIC_RUN_ID or MASTER_ADDR, so set by hand or left "
+                            "over, not by torchrun)"
+                          : "";
+    config_error(who, fmt::format("two launchers disagree on this process's place: {} but {}{}; "
+                                  "unset the variables of the one that did not start this process",
+                                  first.source, other.source, why));
   }
   if (out.local_rank && out.world_size > 0 && *out.local_rank >= out.world_size)
     config_error(who, fmt::format("the local rank {} is outside [0, {}) ({})", *out.local_rank,
