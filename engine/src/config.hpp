@@ -1,5 +1,6 @@
-// The run configuration (DESIGN.md, "Config"): YAML parsed with yaml-cpp, --set overrides applied,
-// every key checked; errors name file:line:column (or the --set that introduced the value).
+// The run configuration (docs/architecture.md, "Config (YAML)"): YAML parsed with yaml-cpp, --set
+// overrides applied, every key checked; errors name file:line:column (or the --set that
+// introduced the value).
 #pragma once
 
 #include <cstddef>

@@ -561,7 +561,8 @@ const Component& Registry::get(ComponentKind kind, std::string_view name) const 
 
 namespace {
 // Wraps a plugin-made object so that it holds its library: the object is destroyed first, then
-// the library reference is dropped (DESIGN.md: a library is never unloaded under a live object).
+// the library reference is dropped (docs/architecture.md, "The flow of one run": a library is
+// never unloaded under a live object).
 template <class T>
 std::shared_ptr<T> hold_library(std::unique_ptr<T> obj, const std::shared_ptr<void>& lib) {
   return std::shared_ptr<T>(obj.release(), [lib](T* p) { delete p; });

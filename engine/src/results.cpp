@@ -1,5 +1,5 @@
-// The results JSON document of a run (Results::to_json, DESIGN.md "Results JSON"); it is read back
-// by tally_reports (read_results_json).
+// The results JSON document of a run (Results::to_json, docs/architecture.md, "Results JSON"); it
+// is read back by tally_reports (read_results_json).
 #include <nlohmann/json.hpp>
 
 #include "tally/evaluator.hpp"

@@ -1,5 +1,5 @@
-// The sync protocol (DESIGN.md, "The sync protocol"): the fixed-size header every rank sends
-// first, and the checks every rank makes on the gathered headers. Every rank sees the same
+// The sync protocol (docs/architecture.md, "The sync protocol"): the fixed-size header every rank
+// sends first, and the checks every rank makes on the gathered headers. Every rank sees the same
 // headers, so every rank reaches the same verdict and issues the same next collective.
 #pragma once
 
@@ -125,8 +125,8 @@ struct Outcome {
   double wall_seconds = 0.0;  // from Request::start to rank 0's compute
 };
 
-/// The sync (DESIGN.md, "The sync protocol"): collective, on every rank of `backend`. The
-/// headers are exchanged and checked; the counts of every metric are summed to rank 0
+/// The sync (docs/architecture.md, "The sync protocol"): collective, on every rank of `backend`.
+/// The headers are exchanged and checked; the counts of every metric are summed to rank 0
 /// (DistBackend::reduce), the rest of every state gathered to rank 0 in one payload; rank 0
 /// computes (run_on_root) and broadcasts the results or its error. Every rank returns the same
 /// Outcome or throws the same error (InputError for exit code 2, RuntimeError otherwise): one

@@ -6,11 +6,11 @@
 //   F1_i = max over g of 2 p r / (p + r), p = common / |pred tokens|, r = common / |g tokens|
 //          (common: the multiset intersection; 1 when both token lists are empty, 0 when one is)
 //   exact_match = sum EM_i / samples,  f1 = sum F1_i / samples
-// torchmetrics returns percentages; tally's keys are its keys as fractions in [0, 1] (DESIGN.md:
-// never percent): torchmetrics' value / 100. Questions pair with answers by row, not by id, so
-// there is no unanswered question. remove_punc drops string.punctuation (ASCII only);
-// remove_articles replaces the words a, an, the (whole \b-delimited words, Python's Unicode \w)
-// by a space; lower() is Python's full Unicode lowercase.
+// torchmetrics returns percentages; tally's keys are its keys as fractions in [0, 1]
+// (docs/architecture.md, "Results JSON": never percent): torchmetrics' value / 100. Questions pair
+// with answers by row, not by id, so there is no unanswered question. remove_punc drops
+// string.punctuation (ASCII only); remove_articles replaces the words a, an, the (whole
+// \b-delimited words, Python's Unicode \w) by a space; lower() is Python's full Unicode lowercase.
 //
 // The official SQuAD v1.1 script (evaluate-v1.1.py) differs in one case: its F1 is 0 when both
 // token lists are empty (torchmetrics, like SQuAD v2.0, gives 1). On the test data that moves f1

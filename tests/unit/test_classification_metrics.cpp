@@ -253,8 +253,8 @@ TEST(ConfusionMatrix, RowsAreTrueClassesColumnsPredictions) {
       << r.to_json();
 }
 
-// Large state travels as one msgpack bin per array (DESIGN.md: read in place, no per-element
-// decode), not as a msgpack array of integers.
+// Large state travels as one msgpack bin per array (docs/architecture.md, "The sync protocol": read
+// in place, no per-element decode), not as a msgpack array of integers.
 TEST(ClassificationState, CountersPackAsBinaries) {
   for (const auto& [type, params] :
        std::vector<std::pair<std::string, Value::Map>>{{"Accuracy", {}},
