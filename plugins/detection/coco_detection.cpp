@@ -57,7 +57,7 @@
 // data (tests/reference/lvis_detection.py), bit for bit.
 //
 // Analysis (each documented where it is computed): curves (pycocotools' precision and scores;
-// the pooled F1 against a score threshold, coco_eval.cpp), calibration, confusion and f_beta
+// the pooled F1 against a score threshold, coco_analysis.cpp), calibration, confusion and f_beta
 // (hotcoco 1.3.0's), and tide (tidecv 1.0.1's error breakdown, tide.cpp).
 //
 // Example: one image, a GT box [0, 0, 10, 10] (xywh) of category 1, a detection [0, 0, 10, 10]
