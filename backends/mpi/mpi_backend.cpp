@@ -51,6 +51,7 @@
 #include "../common/watchdog.hpp"
 #include "tally/dist_backend.hpp"
 #include "tally/error.hpp"
+#include "tally/launch.hpp"
 #include "tally/params.hpp"
 #include "tally/plugin.hpp"
 
@@ -61,11 +62,11 @@ constexpr double kDefaultTimeout = 600.0;
 constexpr double kMinStartTimeout = 30.0;
 constexpr std::int64_t kWorldCommunicator = -1;  // `communicator`'s default: MPI_COMM_WORLD
 
-// This process's rank as its launcher numbered it, before MPI is up ("?" when none says).
+// This process's rank as its launcher numbered it (tally/launch.hpp), before MPI is up ("?" when
+// none says).
 std::string launcher_rank_text() {
-  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"})
-    if (const char* v = std::getenv(var)) return v;
-  return "?";
+  const int rank = tally::launch::launcher_rank();
+  return rank < 0 ? "?" : std::to_string(rank);
 }
 
 class MpiBackend final : public tally::DistBackend,

@@ -1,106 +1,76 @@
 #include "backend_auto.hpp"
 
 #include <algorithm>
-#include <charconv>
-#include <cstdlib>
 #include <initializer_list>
-#include <optional>
-#include <string_view>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "tally/error.hpp"
+#include "tally/launch.hpp"
 
 namespace tally {
 
 namespace {
 
-class Env {
- public:
-  explicit Env(const EnvLookup& env) : env_(env) {}
-
-  bool has(const char* name) const { return env_(name) != nullptr; }
-
-  // The integer value of `name`, or nullopt when unset. ConfigError when it is not an integer.
-  std::optional<long long> integer(const char* name) const {
-    const char* v = env_(name);
-    if (v == nullptr) return std::nullopt;
-    const std::string_view s(v);
-    long long out = 0;
-    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
-    if (s.empty() || ec != std::errc() || end != s.data() + s.size())
-      throw ConfigError(fmt::format(
-          "backend 'auto': the launcher variable {} must be an integer, found '{}'", name, s));
-    return out;
+// "A=1, B=2" for the variables among `names` that are set.
+std::string show(const EnvLookup& env, std::initializer_list<const char*> names) {
+  std::string out;
+  for (const char* n : names) {
+    const char* v = env(n);
+    if (v == nullptr) continue;
+    if (!out.empty()) out += ", ";
+    out += fmt::format("{}={}", n, v);
   }
+  return out;
+}
 
-  // "A=1, B=2" for the variables among `names` that are set.
-  std::string show(std::initializer_list<const char*> names) const {
-    std::string out;
-    for (const char* n : names) {
-      const char* v = env_(n);
-      if (v == nullptr) continue;
-      if (!out.empty()) out += ", ";
-      out += fmt::format("{}={}", n, v);
-    }
-    return out;
-  }
-
- private:
-  const EnvLookup& env_;
-};
-
-BackendChoice several_or_one(std::optional<long long> size, const char* several,
-                             std::string reason) {
-  // A size nobody states (PMIx alone): MPI will know it.
-  if (size && *size <= 1) return {"nondist", std::move(reason) + "; a world of one"};
+BackendChoice several_or_one(int size, const char* several, std::string reason) {
+  // A size nobody states (0: PMIx alone): MPI will know it.
+  if (size == 1) return {"nondist", std::move(reason) + "; a world of one"};
   return {several, std::move(reason)};
 }
 
 }  // namespace
 
-EnvLookup process_env_lookup() {
-  return [](const char* name) -> const char* { return std::getenv(name); };
-}
+EnvLookup process_env_lookup() { return launch::process_env(); }
 
 const std::vector<std::string>& auto_candidates() {
   static const std::vector<std::string> names{"nondist", "mpi", "gloo"};
   return names;
 }
 
-BackendChoice choose_backend(const EnvLookup& lookup) {
-  const Env env(lookup);
-  if (env.has("OMPI_COMM_WORLD_SIZE"))
+BackendChoice choose_backend(const EnvLookup& env) {
+  // Which launcher started this process is tally/launch.hpp's answer, the same everywhere; this
+  // maps it to the backend that can join it.
+  const launch::LaunchEnv e = launch::read(env, "backend 'auto': ");
+  const auto agrees = [&](const char* id) {
+    return std::find(e.agreeing.begin(), e.agreeing.end(), id) != e.agreeing.end();
+  };
+  if (e.launcher == "mpirun")
     return several_or_one(
-        env.integer("OMPI_COMM_WORLD_SIZE"), "mpi",
-        env.show({"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"}) + " (Open MPI's mpirun)");
-  if (env.has("RANK") && env.has("WORLD_SIZE") && env.has("MASTER_ADDR")) {
-    env.integer("RANK");
+        e.world_size, "mpi",
+        show(env, {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"}) + " (Open MPI's mpirun)");
+  if (e.launcher == "torchrun" || e.launcher == "env")
     return several_or_one(
-        env.integer("WORLD_SIZE"), "gloo",
-        env.show({"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"}) +
-            " (torchrun)");
-  }
-  const bool srun = env.has("SLURM_PROCID") && env.has("SLURM_STEP_ID");
-  if (env.has("PMIX_RANK")) {
-    std::optional<long long> size = env.integer("PMI_SIZE");
-    if (!size && srun) size = env.integer("SLURM_NTASKS");
+        e.world_size, "gloo",
+        show(env, {"RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"}) +
+            (e.launcher == "env" ? " (torchrun's variables, set by hand)" : " (torchrun)"));
+  if (e.launcher == "PMIx" || (e.launcher == "PMI" && agrees("PMIx")))
     return several_or_one(
-        size, "mpi",
-        env.show({"PMIX_RANK", "PMI_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_STEP_ID"}) +
-            (srun ? " (srun with PMIx)" : " (PMIx)"));
-  }
-  if (env.has("PMI_SIZE") && !srun)
-    return several_or_one(env.integer("PMI_SIZE"), "mpi",
-                          env.show({"PMI_RANK", "PMI_SIZE"}) + " (PMI: MPICH's mpiexec)");
-  if (srun) {
-    env.integer("SLURM_PROCID");
+        e.world_size, "mpi",
+        show(env, {"PMIX_RANK", "PMI_SIZE", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_STEP_ID"}) +
+            (e.srun_step ? " (srun with PMIx)" : " (PMIx)"));
+  // PMI that agrees with an srun step is srun's own (--mpi=pmi2), which Debian's Open MPI cannot
+  // join; PMI against a disagreeing step is hydra's, which started its proxies through srun.
+  if (e.launcher == "PMI" && !e.srun_step)
+    return several_or_one(e.world_size, "mpi",
+                          show(env, {"PMI_RANK", "PMI_SIZE"}) + " (PMI: MPICH's mpiexec)");
+  if (e.launcher == "srun" || e.launcher == "PMI")
     return several_or_one(
-        env.integer("SLURM_NTASKS"), "gloo",
-        env.show({"SLURM_PROCID", "SLURM_NTASKS", "SLURM_STEP_ID", "PMI_SIZE"}) +
+        e.world_size, "gloo",
+        show(env, {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_STEP_ID", "PMI_SIZE"}) +
             " (srun without PMIx: Open MPI joins srun only through srun --mpi=pmix)");
-  }
   return {"nondist", "no launcher variables"};
 }
 

@@ -1,14 +1,14 @@
 // `backend: {type: auto}`: the backend a launcher's environment asks for (private to libtally;
 // README, "Across hosts").
 //
-// First match wins:
-//   1. Open MPI's mpirun (OMPI_COMM_WORLD_SIZE)                                -> mpi
-//   2. torchrun (RANK, WORLD_SIZE and MASTER_ADDR)                             -> gloo
-//   3. PMIx (PMIX_RANK: srun --mpi=pmix, prterun) or PMI (PMI_SIZE: MPICH's
-//      mpiexec), except PMI without PMIx under srun (srun --mpi=pmi2, which
-//      Debian's Open MPI cannot join)                                          -> mpi
-//   4. srun without PMIx (SLURM_PROCID and SLURM_STEP_ID, SLURM_NTASKS)       -> gloo
-//   5. none of these                                                           -> nondist
+// The launcher is tally/launch.hpp's (one table and precedence for all of tally); by launcher:
+//   mpirun (OMPI_COMM_WORLD_*)                                                 -> mpi
+//   torchrun, or RANK and WORLD_SIZE set by hand                               -> gloo
+//   PMIx (PMIX_RANK: srun --mpi=pmix, prterun), or PMI (PMI_SIZE: MPICH's
+//   mpiexec) except PMI that agrees with an srun step (srun --mpi=pmi2, which
+//   Debian's Open MPI cannot join)                                             -> mpi
+//   an srun step without PMIx (SLURM_PROCID, SLURM_NTASKS, SLURM_STEP_ID)      -> gloo
+//   none of these                                                              -> nondist
 // A world of one, from any launcher: nondist. auto never picks nccl: a GPU per rank is asked for
 // by name (type: nccl).
 #pragma once
@@ -34,8 +34,8 @@ struct BackendChoice {
   std::string reason;
 };
 
-/// The backend `auto` stands for in this environment. ConfigError naming the variable when a
-/// variable it decides by is not an integer.
+/// The backend `auto` stands for in this environment. ConfigError (tally::launch::read's) when
+/// the launcher variables are wrong: not integers, incomplete, or two launchers that disagree.
 BackendChoice choose_backend(const EnvLookup& env);
 
 /// The backends auto may choose, in the order they are tried for parameter names.

@@ -64,7 +64,8 @@ int parse_int(std::string_view who, const char* name, const char* value) {
   const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (s.empty() || ec != std::errc() || end != s.data() + s.size() || v < INT32_MIN ||
       v > INT32_MAX)
-    config_error(who, fmt::format("{}='{}' is not an integer", name, s));
+    config_error(who,
+                 fmt::format("the launcher variable {} must be an integer, found '{}'", name, s));
   return static_cast<int>(v);
 }
 
@@ -87,6 +88,7 @@ Presence presence(const GetEnv& env, const Launcher& l) {
   const bool rank = env(l.rank) != nullptr;
   const char* have = rank ? l.rank : l.size;
   const char* miss = rank ? l.size : l.rank;
+  parse_int(who, have, env(have));  // a value that is no integer is named as that first
   config_error(who, fmt::format("{} is set but {} is not: {} sets {}, {} and {}; set them all or "
                                 "none",
                                 have, miss, l.label, l.rank, l.size, l.local));

@@ -29,6 +29,7 @@
 #include "tally/error.hpp"
 #include "tally/evaluator.hpp"
 #include "tally/file_io.hpp"
+#include "tally/launch.hpp"
 #include "tally/records.hpp"
 #include "tally/registry.hpp"
 #include "tally/reports.hpp"
@@ -652,6 +653,23 @@ std::string plugins_json(const std::vector<std::string>& paths) {
   return tally::plugins_json(tally::Registry::load(ps));
 }
 
+// The launcher's environment as tally/launch.hpp reads it (the one table the CLI and backends
+// use): tally.ConfigError when the variables are wrong or two launchers disagree.
+nb::dict launch_env() {
+  const tally::launch::LaunchEnv e = tally::launch::current("launcher environment: ");
+  nb::dict d;
+  d["rank"] = e.rank;
+  d["world_size"] = e.world_size;
+  d["local_rank"] = e.local_rank ? nb::cast(*e.local_rank) : nb::none();
+  d["source"] = e.source;
+  d["launcher"] = e.launcher;
+  d["agreeing"] = nb::cast(e.agreeing);
+  d["under_mpi"] = e.under_mpi;
+  d["srun_step"] = e.srun_step;
+  d["job_id"] = e.job_id;
+  return d;
+}
+
 }  // namespace
 
 NB_MODULE(_tally, m) {
@@ -710,6 +728,7 @@ NB_MODULE(_tally, m) {
 
   m.def("_inspect_batch", &inspect_batch);
   m.def("_plugins_json", &plugins_json, nb::arg("paths"));
+  m.def("_launch_env", &launch_env);
   m.def("_validate", &validate, nb::arg("text"), nb::arg("source"), nb::arg("base_dir"),
         nb::arg("is_file"), nb::arg("overrides"));
 }

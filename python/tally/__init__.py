@@ -43,9 +43,6 @@ _tally._set_exceptions(ConfigError, InputError, RuntimeError, TallyError)
 
 ConfigLike = Union[str, "_os.PathLike[str]", Mapping[str, Any]]
 
-_LAUNCHER_WORLD_VARS = ("OMPI_COMM_WORLD_SIZE", "WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")
-
-
 def _override_items(overrides: Union[None, Mapping[str, Any], Iterable[str]]) -> list:
     """``{"metrics.0.topk": [1, 5]}`` or ``["metrics.0.topk=[1,5]"]`` as ``KEY=VALUE`` strings."""
     if overrides is None:
@@ -87,12 +84,13 @@ def _open_config(config: ConfigLike, overrides: list, padded_sampler: bool):
 
 
 def _launcher_world_size() -> int:
-    for var in _LAUNCHER_WORLD_VARS:
-        try:
-            return int(_os.environ.get(var, ""))
-        except ValueError:
-            continue
-    return 1
+    """The number of ranks the launcher started, as the engine reads it (tally/launch.hpp: one
+    table and precedence for the CLI, the backends and this package); 1 when there is none, it
+    gives no size (PMIx alone) or its variables are wrong (the backend then says why)."""
+    try:
+        return max(1, int(_tally._launch_env()["world_size"]))
+    except ConfigError:
+        return 1
 
 
 class Evaluator:

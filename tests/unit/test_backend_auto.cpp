@@ -40,8 +40,50 @@ TEST(BackendAuto, NoLauncherIsNondist) {
   // A batch script's own variables (sbatch, no srun step) are no launcher of this process.
   EXPECT_EQ(choose({{"SLURM_JOB_ID", "7"}, {"SLURM_NTASKS", "4"}, {"SLURM_PROCID", "0"}}).type,
             "nondist");
-  // RANK and WORLD_SIZE alone (no MASTER_ADDR) are not torchrun's.
-  EXPECT_EQ(choose({{"RANK", "1"}, {"WORLD_SIZE", "4"}}).type, "nondist");
+}
+
+TEST(BackendAuto, RankAndWorldSizeByHandIsGloo) {
+  // RANK and WORLD_SIZE without torchrun's signature are a launcher as every other part of tally
+  // reads them (tally/launch.hpp): gloo, which meets at MASTER_ADDR or backend.rendezvous and
+  // says so when neither is given (nondist would run each rank alone).
+  const auto c = choose({{"RANK", "1"}, {"WORLD_SIZE", "4"}});
+  EXPECT_EQ(c.type, "gloo");
+  EXPECT_EQ(c.reason, "RANK=1, WORLD_SIZE=4 (torchrun's variables, set by hand)");
+  EXPECT_EQ(choose({{"RANK", "0"}, {"WORLD_SIZE", "1"}}).type, "nondist");
+}
+
+TEST(BackendAuto, MpirunStartingTorchrunIsGloo) {
+  // The worker is torchrun's (worker 3 of 8), not an MPI process of mpirun's 4.
+  EXPECT_EQ(choose({{"OMPI_COMM_WORLD_RANK", "1"},
+                    {"OMPI_COMM_WORLD_SIZE", "4"},
+                    {"RANK", "3"},
+                    {"WORLD_SIZE", "8"},
+                    {"MASTER_ADDR", "node0"},
+                    {"TORCHELASTIC_RUN_ID", "j"}})
+                .type,
+            "gloo");
+}
+
+TEST(BackendAuto, HydraUnderSlurmIsMpi) {
+  // mpiexec.hydra in an allocation starts its proxies with srun: PMI numbers the ranks.
+  const auto c = choose({{"SLURM_PROCID", "0"},
+                         {"SLURM_NTASKS", "2"},
+                         {"SLURM_STEP_ID", "0"},
+                         {"PMI_RANK", "5"},
+                         {"PMI_SIZE", "8"}});
+  EXPECT_EQ(c.type, "mpi");
+  EXPECT_EQ(c.reason, "PMI_RANK=5, PMI_SIZE=8 (PMI: MPICH's mpiexec)");
+}
+
+TEST(BackendAuto, LaunchersThatDisagreeAreAConfigError) {
+  expect_config_error(
+      [] {
+        choose({{"OMPI_COMM_WORLD_RANK", "1"},
+                {"OMPI_COMM_WORLD_SIZE", "4"},
+                {"RANK", "3"},
+                {"WORLD_SIZE", "8"}});
+      },
+      {"backend 'auto': two launchers disagree", "(mpirun)", "RANK=3, WORLD_SIZE=8"});
 }
 
 TEST(BackendAuto, MpirunIsMpi) {

@@ -82,7 +82,11 @@ class LauncherEnv {
                                          "SLURM_NTASKS",
                                          "MPI_LOCALRANKID",
                                          "PMI_RANK",
-                                         "PMI_SIZE"};
+                                         "PMI_SIZE",
+                                         "PMIX_RANK",
+                                         "SLURM_STEP_ID",
+                                         "TORCHELASTIC_RUN_ID",
+                                         "MASTER_ADDR"};
   std::vector<std::pair<const char*, std::optional<std::string>>> saved_;
 };
 
@@ -115,8 +119,11 @@ TEST(HostApi, LocalRankComesFromTheLauncherWhoseRankIsTheBackends) {
   ::setenv("OMPI_COMM_WORLD_RANK", "2", 1);
   ::setenv("OMPI_COMM_WORLD_SIZE", "4", 1);
   EXPECT_EQ(on_backend(std::make_shared<RankOnly>(2, 4)).local_rank(), 0);
-  // Slurm's describe rank 1 of 3 here.
-  LauncherEnv slurm({{"SLURM_LOCALID", "1"}, {"SLURM_PROCID", "1"}, {"SLURM_NTASKS", "3"}});
+  // Slurm's describe rank 1 of 3 here (in an srun step: tally/launch.hpp).
+  LauncherEnv slurm({{"SLURM_LOCALID", "1"},
+                     {"SLURM_PROCID", "1"},
+                     {"SLURM_NTASKS", "3"},
+                     {"SLURM_STEP_ID", "0"}});
   EXPECT_EQ(on_backend(std::make_shared<RankOnly>(1, 3)).local_rank(), 1);
 }
 
@@ -141,7 +148,7 @@ TEST(HostApi, LocalRankUnknownIsAnErrorSayingWhatWasRead) {
     (void)ev.local_rank();
     ADD_FAILURE() << "no error";
   } catch (const tally::RuntimeError& e) {
-    EXPECT_NE(std::string(e.what()).find("torchrun: LOCAL_RANK='1', RANK='1', WORLD_SIZE='4'"),
+    EXPECT_NE(std::string(e.what()).find("found RANK=1, WORLD_SIZE=4, LOCAL_RANK=1 (torchrun)"),
               std::string::npos)
         << e.what();
   }
