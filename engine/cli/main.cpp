@@ -5,18 +5,15 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <memory>
 #include <new>
 #include <optional>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <unordered_set>
 #include <vector>
 
@@ -36,6 +33,7 @@
 #include "tally/records.hpp"
 #include "tally/registry.hpp"
 #include "tally/reports.hpp"
+#include "tally/run.hpp"
 #include "tally/text_safety.hpp"
 #include "tally/version.hpp"
 
@@ -75,47 +73,6 @@ struct ReportOptions {
   std::optional<std::string> junit, markdown, html;
 };
 
-// Chart.js for the HTML report, read before any work: a TALLY_CHARTJS that points nowhere is a
-// configuration error; no Chart.js at all only costs the charts (a warning).
-std::string load_chartjs() {
-  const auto file = tally::find_chartjs();
-  if (!file) {
-    print_warning(
-        "Chart.js not found (apt-get install libjs-chart.js, or set TALLY_CHARTJS): the HTML "
-        "report will have "
-        "tables but no charts");
-    return {};
-  }
-  try {
-    return tally::read_chartjs(*file);
-  } catch (const tally::Error& e) {
-    throw tally::ConfigError(e.what());
-  }
-}
-
-// One line on stderr naming what fell, for logs that show only stderr.
-void print_regressions(const tally::Comparison& c) {
-  std::string keys;
-  std::size_t shown = 0;
-  for (const auto& k : c.keys) {
-    if (k.verdict != tally::Verdict::Regressed) continue;
-    if (shown++ == 3) {
-      keys += ", ...";
-      break;
-    }
-    if (!keys.empty()) keys += ", ";
-    if (k.delta)
-      keys += fmt::format("{}{} {} -> {} ({})", k.name(), k.element,
-                          tally::format_number(k.baseline), tally::format_number(k.value),
-                          tally::format_delta(k.delta, k.baseline.is_int() && k.value.is_int()));
-    else
-      keys += fmt::format("{} ({})", k.name(), k.note);
-  }
-  print_line("", fmt::format("regression against '{}': {} key{} regressed: {}", c.baseline_source,
-                             c.count(tally::Verdict::Regressed),
-                             c.count(tally::Verdict::Regressed) == 1 ? "" : "s", keys));
-}
-
 // The ResultSpecs of the metrics that results files name (run.types), read from the plugins
 // (tally compare: a results file carries no specs; a run's Results do); a warning, not an error,
 // when that is impossible: the comparison then takes every key as higher-is-better.
@@ -147,310 +104,44 @@ tally::ResultSpecs specs_for(const std::vector<fs::path>& plugin_paths,
   }
 }
 
-// A path as readers like it: relative to the working directory when it lies below it.
-std::string shown_path(const fs::path& p) {
-  std::error_code ec;
-  const auto rel = fs::proximate(p, ec);
-  if (ec || rel.empty() || *rel.begin() == "..") return p.string();
-  return rel.string();
-}
-
-struct RunOptions {
-  std::string config;
-  std::vector<std::string> sets;
-  std::optional<std::string> output;
-  ReportOptions reports;
-  bool quiet = false;
-  bool update_baseline = false;
-  bool resume = false;
+// `tally run`'s command line: the library's request (tally/run.hpp), and how to print.
+struct RunCommand {
+  tally::RunRequest request;
   std::optional<bool> progress;  // --progress / --no-progress; unset: on a terminal only
   std::string color = "auto";
 };
 
-// The command line's settings that every rank must give alike (ReadOptions::settings): the
-// outputs (only rank 0 writes them, so one given to another rank alone would be lost), and the
-// flags that change what the ranks do together. The config's own are the evaluator's.
-std::vector<std::pair<std::string, std::string>> agreed_options(const RunOptions& o) {
-  std::vector<std::pair<std::string, std::string>> s;
-  const auto add = [&](const char* name, const std::optional<std::string>& v) {
-    if (v) s.emplace_back(name, *v);
+// The command prints what a run gives it: tables to stdout (flushed before the outputs are
+// written, so that a log shows them first), notices and errors to stderr.
+tally::RunSinks terminal_sinks() {
+  tally::RunSinks s;
+  s.out = [](std::string_view text) {
+    fmt::print("{}", text);
+    std::fflush(stdout);
   };
-  add("--output", o.output);
-  add("--junit", o.reports.junit);
-  add("--markdown", o.reports.markdown);
-  add("--html", o.reports.html);
-  if (o.update_baseline) s.emplace_back("--update-baseline", "given");
-  if (o.resume) s.emplace_back("--resume", "given");
+  s.err = [](std::string_view line) { fmt::print(stderr, "{}", line); };
   return s;
 }
 
-// The number of ranks a launcher started (mpirun, MPICH's hydra or srun through PMI, torchrun,
-// srun), or 1. SLURM_NTASKS only in an srun step (SLURM_STEP_ID): a batch script that runs tally
-// once has SLURM_NTASKS too, but no SLURM_STEP_ID.
-int launcher_world_size() {
-  const bool srun_step = std::getenv("SLURM_STEP_ID") != nullptr;
-  for (const char* var :
-       {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "WORLD_SIZE", srun_step ? "SLURM_NTASKS" : nullptr}) {
-    if (var == nullptr) continue;
-    if (const char* v = std::getenv(var)) {
-      try {
-        return std::max(1, std::stoi(v));
-      } catch (const std::exception&) {
-        return 1;
-      }
-    }
-  }
-  return 1;
-}
-
-// This rank failed before it had a backend (its config, --set or plugins), while under mpirun the
-// other ranks are about to wait for it in the start exchange: it joins them through a default mpi
-// backend as an evaluator that only fails, so every rank fails at once with this rank's message,
-// printed once by rank 0. Nothing to join (no launcher, another backend, or no mpi backend to be
-// had): nullopt, and this rank prints its own error naming itself; mpirun then stops the others.
-std::optional<tally::Evaluator> join_as_failed(const RunOptions& o,
-                                               const tally::EvaluatorOptions& opts, int exit_code,
-                                               const std::string& message) {
-  if (launcher_world_size() <= 1) return std::nullopt;
-  return tally::Evaluator::join_as_failed(o.config, opts, exit_code, message);
-}
-
-// An error before this process has a backend (its command line, its config, its plugins), under
-// a launcher of several ranks that cannot be told through one: rank 0 prints it at once; another
-// rank first gives rank 0 five seconds, then prints it naming itself. When every rank fails alike,
-// rank 0 has printed and exited by then and the launcher stops the rest (mpirun does within about
-// 2 s of the first non-zero exit): one message. When this
-// rank alone failed, it is the only one that knows why: its message, naming it, and the launcher
-// stops the others when it exits.
-void print_before_backend(const std::string& message);
-
-// The rank a launcher gave this process, or -1.
-int launcher_rank() {
-  for (const char* var :
-       {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID", "RANK"}) {
-    if (const char* v = std::getenv(var)) {
-      try {
-        return std::stoi(v);
-      } catch (const std::exception&) {
-        return -1;
-      }
-    }
-  }
-  return -1;
-}
-
-void print_before_backend(const std::string& message) {
-  const int r = launcher_rank();
-  if (launcher_world_size() <= 1 || r <= 0) return print_error(message);
-  std::this_thread::sleep_for(std::chrono::seconds(5));
-  print_error(fmt::format("rank {}: {}", r, message));
-}
-
-int run_evaluation(const RunOptions& o, std::optional<tally::Evaluator>& ev) {
-  int rank = -1;
-  try {
-    tally::EvaluatorOptions opts;
-    opts.overrides = o.sets;
-    try {
-      ev.emplace(tally::Evaluator::from_file(o.config, opts));
-    } catch (const tally::Error& e) {
-      // No backend yet (the config or its plugins failed on this rank): under a launcher of
-      // several ranks, join the others, who are about to wait in the start exchange, so that
-      // they fail with this rank's error instead of waiting for it.
-      auto joined = join_as_failed(o, opts, e.exit_code(), e.what());
-      if (!joined) throw;
-      ev.emplace(std::move(*joined));
-    }
-    if (ev->world_size() == 1 && launcher_world_size() > 1) {
-      const std::string backend = ev->backend_name();
-      ev.reset();
-      throw tally::ConfigError(fmt::format(
-          "started as one of {} ranks by a launcher, but the backend is {}: every rank would "
-          "evaluate the whole dataset alone and write the same outputs; set backend.type: auto "
-          "(--set backend.type=auto) or mpi, or start one process",
-          launcher_world_size(), backend));
-    }
-    rank = ev->rank();
-    // backend.type auto says what it chose, once (stderr, as other notices; --quiet hides only
-    // the tables).
-    if (rank == 0 && !ev->backend_choice().empty())
-      print_line("", "backend auto -> " + ev->backend_choice());
-    // Whatever fails from here to the first collective fails on this rank only: it is recorded,
-    // and read_all()'s start exchange fails every rank with it, naming this rank.
-    const tally::OutputPaths configured = ev->outputs();
-    const std::optional<tally::RegressionSettings>& regression = ev->regression();
-    tally::ReportTargets paths;
-    bool comparing = false;
-    tally::Tolerances tolerances;
-    std::optional<tally::Results> baseline;
-    std::optional<tally::History> history;
-    std::string chartjs;
-    std::shared_ptr<tally::Reader> reader;
-    std::optional<tally::Progress> progress;
-    // Everything that can be checked before the run is checked on every rank alike, so a bad
-    // output path, baseline or tolerance fails before any work, not after it.
-    try {
-      // The parts of the config the command acts on (outputs, regression), as the evaluator read
-      // them.
-      const auto configured_targets = tally::ReportTargets::of(configured);
-      paths.json = chosen(o.output, "--output", configured_targets.json);
-      paths.junit = chosen(o.reports.junit, "--junit", configured_targets.junit);
-      paths.markdown = chosen(o.reports.markdown, "--markdown", configured_targets.markdown);
-      paths.html = chosen(o.reports.html, "--html", configured_targets.html);
-      if (o.update_baseline && !regression)
-        throw tally::ConfigError(
-            fmt::format("--update-baseline: {} has no 'regression:' section naming the baseline to "
-                        "write (regression: {{baseline: "
-                        "baseline.json}})",
-                        o.config));
-      if (o.resume && !ev->has_checkpoint())
-        throw tally::ConfigError(fmt::format(
-            "--resume: {} has no 'checkpoint:' section (checkpoint: {{dir: DIR, every_n_batches: "
-            "N}}), so there is no checkpoint to resume from",
-            o.config));
-      comparing = regression && !o.update_baseline;
-
-      if (rank == 0) {
-        paths.check_writable();
-        if (configured.records) tally::check_writable(*configured.records, "output.records");
-        if (o.update_baseline) tally::check_writable(regression->baseline, "regression.baseline");
-        if (o.update_baseline && regression->baseline_records)
-          tally::check_writable(*regression->baseline_records, "regression.baseline_records");
-
-        if (paths.html) chartjs = load_chartjs();
-      }
-      if (comparing) {
-        tolerances = tally::Tolerances::of(*regression);
-        baseline = tally::read_baseline(*regression, o.config);
-        if (rank == 0 && regression->history) history = tally::read_history(*regression->history);
-        // The baseline's records are read on rank 0 only, after the run (Evaluator::paired_tests).
-        if (rank == 0 && regression->baseline_records && !fs::exists(*regression->baseline_records))
-          throw tally::InputError(fmt::format(
-              "regression.baseline_records: {} does not exist: write it with the baseline (tally "
-              "run {} --update-baseline)",
-              shown_path(*regression->baseline_records), o.config));
-      }
-      reader = ev->make_reader();
-      const bool tty = ::isatty(STDERR_FILENO) != 0;
-      const bool show = rank == 0 && o.progress.value_or(tty);
-      if (show)
-        progress.emplace(reader->shard_samples(), ev->world_size(), tty,
-                         o.progress.value_or(false));
-    } catch (const tally::Error& e) {
-      ev->record_error(e.exit_code(), e.what());
-    } catch (const std::exception& e) {
-      ev->record_error(1, e.what());
-    }
-    // Every rank reads (collective with checkpoints, even on a rank that failed above); errors
-    // are kept for compute(). A checkpoint that cannot be resumed throws here on every rank.
-    tally::ReadOptions read;
-    read.resume = o.resume;
-    read.on_batch = [&](std::int64_t n) {
+// tally run: the library runs it (tally::run); the command adds the progress bar and the colors.
+int run(RunCommand& c) {
+  c.request.color = use_color(c.color);
+  tally::RunSinks sinks = terminal_sinks();
+  const bool tty = ::isatty(STDERR_FILENO) != 0;
+  std::optional<tally::Progress> progress;
+  if (c.progress.value_or(tty)) {
+    const bool forced = c.progress.value_or(false);
+    sinks.progress_begin = [&progress, tty, forced](std::int64_t total, int world_size) {
+      progress.emplace(total, world_size, tty, forced);
+    };
+    sinks.progress_add = [&progress](std::int64_t n) {
       if (progress) progress->add(n);
     };
-    read.on_notice = [](const std::string& message) { print_line("", message); };
-    read.settings = agreed_options(o);
-    ev->read_all(reader.get(), read);
-    if (progress) progress->finish();
-    const tally::Results results =
-        ev->compute();  // collective; throws the same error on every rank
-
-    // Every rank compares (the same numbers give the same verdict; run() gives every rank rank 0's
-    // exit code all the same, should a baseline differ from host to host).
-    std::optional<tally::Comparison> comparison;
-    const tally::ResultSpecs specs = tally::ResultSpecs::from_results(results);
-    if (comparing) {
-      comparison = tally::compare(results.metrics, baseline->metrics, specs, tolerances);
-      comparison->baseline_source = shown_path(regression->baseline);
-      if (regression->baseline_records)  // collective: rank 0 runs the tests
-        tally::apply_paired_gate(*comparison, *ev, results, *regression,
-                                 shown_path(*regression->baseline_records));
-    }
-    // The trends over the history folder (rank 0, which alone writes the reports); a drift fails
-    // the run only with regression.fail_on_drift, on every rank alike (broadcast below).
-    std::optional<tally::Trends> trends;
-    if (rank == 0 && history) {
-      tally::DriftOptions drift;
-      drift.current_name = "this run";
-      drift.alpha = regression->paired.alpha;
-      trends = tally::trends(*history, results, specs, tolerances, drift);
-    }
-    if (rank == 0) {
-      if (!o.quiet) {
-        fmt::print("{}", tally::format_table(results));
-        if (comparison)
-          fmt::print("\n{}", tally::format_comparison(*comparison, use_color(o.color)));
-        if (trends) fmt::print("\n{}", tally::format_trends(*trends, use_color(o.color)));
-      }
-      std::fflush(stdout);
-      // Every output is staged (written to a temporary file, or opened when it is a device or
-      // FIFO) and put in place only once all are: a run that fails on any leaves none, and
-      // earlier files at those paths intact.
-      tally::OutputSet out;
-      const tally::ReportInput input{results,
-                                     specs,
-                                     comparison ? &*comparison : nullptr,
-                                     baseline ? &baseline->metrics : nullptr,
-                                     o.config,
-                                     trends ? &*trends : nullptr};
-      paths.stage(out, input, chartjs);
-      if (configured.records && results.records)
-        out.stage(*configured.records, tally::pack_records(*results.records), "output.records");
-      if (o.update_baseline)
-        out.stage(regression->baseline, results.to_json(), "regression.baseline");
-      if (o.update_baseline && regression->baseline_records && results.records)
-        out.stage(*regression->baseline_records, tally::pack_records(*results.records),
-                  "regression.baseline_records");
-      out.commit();
-      if (o.update_baseline)
-        print_line("", "baseline written: " + shown_path(regression->baseline) +
-                           (regression->baseline_records
-                                ? " (records: " + shown_path(*regression->baseline_records) + ")"
-                                : ""));
-      if (comparison && comparison->regressed()) print_regressions(*comparison);
-      if (trends && trends->drifted() > 0)
-        print_line("", fmt::format("history: {} key{} drifted{}", trends->drifted(),
-                                   trends->drifted() == 1 ? "" : "s",
-                                   regression->fail_on_drift ? " (regression.fail_on_drift)" : ""));
-    }
-    // The drift is known on rank 0 only: run() gives every rank rank 0's exit code.
-    const bool drifted = trends && trends->drifted() > 0 && regression->fail_on_drift;
-    return (comparison && comparison->regressed()) || drifted ? tally::kExitRegression : 0;
-  } catch (const tally::Error& e) {
-    if (rank == 0) {
-      print_error(e.what());
-    } else if (rank < 0) {
-      print_before_backend(e.what());
-    } else if (ev && std::string_view(e.what()).starts_with(
-                         fmt::format("{} backend: rank {} of ", ev->backend_name(), rank))) {
-      // This rank's own transport failed (a peer gone, a deadline passed): no rank agreed on the
-      // error, and rank 0 may have failed differently or not at all: say it here too.
-      print_error(fmt::format("rank {}: {}", rank, e.what()));
-    }
-    return e.exit_code();
-  } catch (const std::exception& e) {
-    if (rank <= 0) print_error(e.what());
-    return 1;
+    sinks.progress_finish = [&progress] {
+      if (progress) progress->finish();
+    };
   }
-}
-
-int run(const RunOptions& o) {
-  std::optional<tally::Evaluator> ev;
-  int code = run_evaluation(o, ev);
-  // Under mpirun a rank that exits non-zero makes the launcher kill the others, possibly before
-  // rank 0 has printed the error or written its files: no rank leaves before every rank is done.
-  // And every rank leaves with one exit code, the first non-zero one in rank order: what rank 0
-  // alone decided after the last collective (an output it could not write, a drift over its
-  // history, a verdict against its baseline) is every rank's, under every backend.
-  if (ev && ev->world_size() > 1) {
-    try {
-      const std::vector<int> codes = ev->all_gather(code);
-      const auto first = std::find_if(codes.begin(), codes.end(), [](int c) { return c != 0; });
-      code = first == codes.end() ? 0 : *first;
-    } catch (const std::exception&) {  // the backend itself failed: nothing left to wait for
-    }
-  }
-  return code;
+  return tally::run(c.request, sinks).exit_code;
 }
 
 struct CompareOptions {
@@ -530,7 +221,7 @@ int compare(const CompareOptions& o) {
     if (o.records) inputs.push_back({"--records", *o.records});
     if (o.baseline_records) inputs.push_back({"--baseline-records", *o.baseline_records});
     refuse_outputs_on_inputs(outputs, inputs);
-    const std::string chartjs = paths.html ? load_chartjs() : std::string();
+    const std::string chartjs = paths.html ? tally::load_chartjs(print_warning) : std::string();
 
     // The results' metric types first; labels only the baseline has take the baseline's.
     auto types = results.run.types;
@@ -599,7 +290,7 @@ int compare(const CompareOptions& o) {
     paths.stage(out, input, chartjs);
     if (o.json) out.stage(*o.json, tally::comparison_json(comparison), "--json");
     out.commit();
-    if (comparison.regressed()) print_regressions(comparison);
+    if (comparison.regressed()) print_line("", tally::regression_summary(comparison));
     if (trends && trends->drifted() > 0)
       print_line("", fmt::format("history: {} key{} drifted{}", trends->drifted(),
                                  trends->drifted() == 1 ? "" : "s",
@@ -634,13 +325,13 @@ int validate(const std::string& config, const std::vector<std::string>& sets) {
       std::error_code ec;
       if (fs::exists(rc->baseline, ec)) {
         const auto baseline = tally::read_results_json(rc->baseline);
-        regression =
-            fmt::format("; baseline {} ({} metrics), {} tolerance rules", shown_path(rc->baseline),
-                        baseline.metrics.size(), tolerances.rules.size());
+        regression = fmt::format("; baseline {} ({} metrics), {} tolerance rules",
+                                 tally::shown_path(rc->baseline), baseline.metrics.size(),
+                                 tolerances.rules.size());
       } else {
         regression =
             fmt::format("; baseline {} does not exist yet (tally run --update-baseline writes it)",
-                        shown_path(rc->baseline));
+                        tally::shown_path(rc->baseline));
       }
     }
     fmt::print("{}\n",
@@ -710,6 +401,101 @@ int plugins(bool json, const std::vector<std::string>& paths) {
   }
 }
 
+// `tally run`'s options into `c`; `progress_flag` and the option itself for --[no-]progress.
+CLI::App* add_run_command(CLI::App& app, RunCommand& c, bool& progress_flag,
+                          CLI::Option*& progress_opt) {
+  tally::RunRequest& r = c.request;
+  auto* cmd = app.add_subcommand("run",
+                                 "Evaluate the metrics of CONFIG on its data (and compare with the "
+                                 "baseline of its regression: section)");
+  cmd->add_option("config", r.config, "The evaluation config (YAML)")->required();
+  cmd->add_option("--set", r.overrides,
+                  "Override a config key: KEY=VALUE (KEY dotted, VALUE YAML), repeatable");
+  cmd->add_option("--output,-o", r.output, "Write the results JSON here (overrides output.json)");
+  cmd->add_option("--junit", r.junit, "Write a JUnit XML report here (overrides output.junit)");
+  cmd->add_option("--markdown", r.markdown,
+                  "Write a Markdown summary here (overrides output.markdown)");
+  cmd->add_option("--html", r.html,
+                  "Write a self-contained HTML report here (overrides output.html)");
+  cmd->add_flag("--resume", r.resume,
+                "Continue from the last complete checkpoint in checkpoint.dir (start from the "
+                "beginning when there is none)");
+  cmd->add_flag("--update-baseline", r.update_baseline,
+                "Write these results as the new baseline (regression.baseline) and exit 0");
+  progress_opt =
+      cmd->add_flag("--progress,!--no-progress", progress_flag,
+                    "Show (or hide) the progress bar on stderr; default: shown on a terminal");
+  cmd->add_option("--color", c.color,
+                  "Color the comparison table: auto (on a terminal), always, never")
+      ->check(CLI::IsMember({"auto", "always", "never"}));
+  cmd->add_flag("--quiet,-q", r.quiet, "Do not print the results and comparison tables");
+  return cmd;
+}
+
+CLI::App* add_compare_command(CLI::App& app, CompareOptions& co) {
+  auto* cmd = app.add_subcommand(
+      "compare",
+      "Compare a results JSON with a baseline results JSON; exit 3 when a result regressed");
+  cmd->add_option("results", co.results, "The results JSON to check")->required();
+  cmd->add_option("baseline", co.baseline, "The baseline results JSON")->required();
+  cmd->add_option("--rtol", co.rtol, "Relative tolerance for every key (default 0)")
+      ->check(tolerance_validator());
+  cmd->add_option("--atol", co.atol, "Absolute tolerance for every key (default 0)")
+      ->check(tolerance_validator());
+  cmd->add_option("--tolerances", co.tolerances,
+                  "YAML file of per-key tolerances: KEY_PATTERN: {rtol: X, atol: Y, better: "
+                  "higher|lower|neither}");
+  cmd->add_option("--records", co.records,
+                  "The per-sample records of the results (output.records): with "
+                  "--baseline-records, a key beyond its tolerance regresses only when a "
+                  "paired test finds the change significant");
+  cmd->add_option("--baseline-records", co.baseline_records,
+                  "The per-sample records of the baseline");
+  cmd->add_option("--alpha", co.paired.alpha,
+                  "Significance level of the paired tests (default 0.05)")
+      ->check(CLI::Range(0.0, 1.0));
+  cmd->add_option("--resamples", co.paired.resamples, "Paired bootstrap resamples (default 1000)")
+      ->check(CLI::Range(std::uint64_t{2}, std::uint64_t{1000000}));
+  cmd->add_option("--seed", co.paired.seed, "Seed of the paired bootstrap (default 0)");
+  cmd->add_option("--test", co.test,
+                  "auto: McNemar's exact test for accuracy-like keys, the paired bootstrap for "
+                  "the others; bootstrap: the paired bootstrap for every key")
+      ->check(CLI::IsMember({"auto", "bootstrap"}));
+  cmd->add_option("--history", co.history,
+                  "A folder of earlier results files (natural order of their names): trends in "
+                  "the HTML report and a slow-drift check (docs/history.md)");
+  cmd->add_option("--drift-window", co.drift_window,
+                  "How many of the latest history runs the drift check looks at (default 10)")
+      ->check(CLI::Range(std::size_t{3}, std::size_t{10000}));
+  cmd->add_flag("--fail-on-drift", co.fail_on_drift, "Exit 3 when a key drifted, too");
+  cmd->add_option("--path", co.paths,
+                  "Also search this folder for plugins (their ResultSpecs), repeatable");
+  cmd->add_option("--json", co.json,
+                  "Write the comparison as JSON here (verdicts, deltas, tolerances, tests)");
+  cmd->add_option("--junit", co.reports.junit, "Write a JUnit XML report here");
+  cmd->add_option("--markdown", co.reports.markdown, "Write a Markdown summary here");
+  cmd->add_option("--html", co.reports.html, "Write a self-contained HTML report here");
+  cmd->add_option("--color", co.color, "Color the table: auto (on a terminal), always, never")
+      ->check(CLI::IsMember({"auto", "always", "never"}));
+  cmd->add_flag("--quiet,-q", co.quiet, "Do not print the comparison table");
+  return cmd;
+}
+
+int new_plugin(const std::string& name, const std::string& dir) {
+  try {
+    tally::cli::write_plugin_skeleton(name, dir);
+    fmt::print("wrote the plugin {} (metric {}) into {}\n", name,
+               tally::cli::plugin_metric_type(name), dir);
+    return 0;
+  } catch (const tally::Error& e) {
+    print_error(e.what());
+    return e.exit_code();
+  } catch (const std::exception& e) {
+    print_error(e.what());
+    return 1;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -724,87 +510,12 @@ int main(int argc, char** argv) {
       "result "
       "regressed against the baseline.");
 
-  RunOptions ro;
-  auto* run_cmd =
-      app.add_subcommand("run",
-                         "Evaluate the metrics of CONFIG on its data (and compare with the "
-                         "baseline of its regression: section)");
-  run_cmd->add_option("config", ro.config, "The evaluation config (YAML)")->required();
-  run_cmd->add_option("--set", ro.sets,
-                      "Override a config key: KEY=VALUE (KEY dotted, VALUE YAML), repeatable");
-  run_cmd->add_option("--output,-o", ro.output,
-                      "Write the results JSON here (overrides output.json)");
-  run_cmd->add_option("--junit", ro.reports.junit,
-                      "Write a JUnit XML report here (overrides output.junit)");
-  run_cmd->add_option("--markdown", ro.reports.markdown,
-                      "Write a Markdown summary here (overrides output.markdown)");
-  run_cmd->add_option("--html", ro.reports.html,
-                      "Write a self-contained HTML report here (overrides output.html)");
-  run_cmd->add_flag("--resume", ro.resume,
-                    "Continue from the last complete checkpoint in checkpoint.dir (start from the "
-                    "beginning when there is none)");
-  run_cmd->add_flag("--update-baseline", ro.update_baseline,
-                    "Write these results as the new baseline (regression.baseline) and exit 0");
+  RunCommand rc;
   bool progress_flag = false;
-  auto* progress_opt =
-      run_cmd->add_flag("--progress,!--no-progress", progress_flag,
-                        "Show (or hide) the progress bar on stderr; default: shown on a terminal");
-  run_cmd
-      ->add_option("--color", ro.color,
-                   "Color the comparison table: auto (on a terminal), always, never")
-      ->check(CLI::IsMember({"auto", "always", "never"}));
-  run_cmd->add_flag("--quiet,-q", ro.quiet, "Do not print the results and comparison tables");
-
+  CLI::Option* progress_opt = nullptr;
+  auto* run_cmd = add_run_command(app, rc, progress_flag, progress_opt);
   CompareOptions co;
-  auto* cmp_cmd = app.add_subcommand(
-      "compare",
-      "Compare a results JSON with a baseline results JSON; exit 3 when a result regressed");
-  cmp_cmd->add_option("results", co.results, "The results JSON to check")->required();
-  cmp_cmd->add_option("baseline", co.baseline, "The baseline results JSON")->required();
-  cmp_cmd->add_option("--rtol", co.rtol, "Relative tolerance for every key (default 0)")
-      ->check(tolerance_validator());
-  cmp_cmd->add_option("--atol", co.atol, "Absolute tolerance for every key (default 0)")
-      ->check(tolerance_validator());
-  cmp_cmd->add_option("--tolerances", co.tolerances,
-                      "YAML file of per-key tolerances: KEY_PATTERN: {rtol: X, atol: Y, better: "
-                      "higher|lower|neither}");
-  cmp_cmd->add_option("--records", co.records,
-                      "The per-sample records of the results (output.records): with "
-                      "--baseline-records, a key beyond its tolerance regresses only when a "
-                      "paired test finds the change significant");
-  cmp_cmd->add_option("--baseline-records", co.baseline_records,
-                      "The per-sample records of the baseline");
-  cmp_cmd
-      ->add_option("--alpha", co.paired.alpha,
-                   "Significance level of the paired tests (default 0.05)")
-      ->check(CLI::Range(0.0, 1.0));
-  cmp_cmd
-      ->add_option("--resamples", co.paired.resamples, "Paired bootstrap resamples (default 1000)")
-      ->check(CLI::Range(std::uint64_t{2}, std::uint64_t{1000000}));
-  cmp_cmd->add_option("--seed", co.paired.seed, "Seed of the paired bootstrap (default 0)");
-  cmp_cmd
-      ->add_option("--test", co.test,
-                   "auto: McNemar's exact test for accuracy-like keys, the paired bootstrap for "
-                   "the others; bootstrap: the paired bootstrap for every key")
-      ->check(CLI::IsMember({"auto", "bootstrap"}));
-  cmp_cmd->add_option("--history", co.history,
-                      "A folder of earlier results files (natural order of their names): trends in "
-                      "the HTML report and a slow-drift check (docs/history.md)");
-  cmp_cmd
-      ->add_option("--drift-window", co.drift_window,
-                   "How many of the latest history runs the drift check looks at (default 10)")
-      ->check(CLI::Range(std::size_t{3}, std::size_t{10000}));
-  cmp_cmd->add_flag("--fail-on-drift", co.fail_on_drift, "Exit 3 when a key drifted, too");
-  cmp_cmd->add_option("--path", co.paths,
-                      "Also search this folder for plugins (their ResultSpecs), repeatable");
-  cmp_cmd->add_option("--json", co.json,
-                      "Write the comparison as JSON here (verdicts, deltas, tolerances, tests)");
-  cmp_cmd->add_option("--junit", co.reports.junit, "Write a JUnit XML report here");
-  cmp_cmd->add_option("--markdown", co.reports.markdown, "Write a Markdown summary here");
-  cmp_cmd->add_option("--html", co.reports.html, "Write a self-contained HTML report here");
-  cmp_cmd->add_option("--color", co.color, "Color the table: auto (on a terminal), always, never")
-      ->check(CLI::IsMember({"auto", "always", "never"}));
-  cmp_cmd->add_flag("--quiet,-q", co.quiet, "Do not print the comparison table");
+  auto* cmp_cmd = add_compare_command(app, co);
 
   std::string config;
   std::vector<std::string> sets;
@@ -832,28 +543,15 @@ int main(int argc, char** argv) {
   } catch (const CLI::Success& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    print_before_backend(fmt::format("{} (see 'tally --help')", e.what()));
+    tally::print_before_backend(terminal_sinks(), fmt::format("{} (see 'tally --help')", e.what()));
     return 2;
   }
   if (*run_cmd) {
-    if (progress_opt->count() > 0) ro.progress = progress_flag;
-    return run(ro);
+    if (progress_opt->count() > 0) rc.progress = progress_flag;
+    return run(rc);
   }
   if (*cmp_cmd) return compare(co);
   if (*val_cmd) return validate(config, sets);
-  if (*new_cmd) {
-    try {
-      tally::cli::write_plugin_skeleton(new_name, new_dir);
-      fmt::print("wrote the plugin {} (metric {}) into {}\n", new_name,
-                 tally::cli::plugin_metric_type(new_name), new_dir);
-      return 0;
-    } catch (const tally::Error& e) {
-      print_error(e.what());
-      return e.exit_code();
-    } catch (const std::exception& e) {
-      print_error(e.what());
-      return 1;
-    }
-  }
+  if (*new_cmd) return new_plugin(new_name, new_dir);
   return plugins(json, paths);
 }
