@@ -1,4 +1,4 @@
-// The tally command: run, compare, validate, plugins (DESIGN.md, "Command line").
+// The tally command: run, compare, validate, plugins (docs/architecture.md, "Command line").
 // Exit codes: 0 success; 1 the evaluation failed at run time (any rank); 2 usage, config or input;
 // 3 a result regressed against the baseline (tally compare, tally run with `regression:`).
 #include <sys/stat.h>
