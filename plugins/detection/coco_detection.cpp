@@ -564,7 +564,6 @@ class COCODetection : public TypedMetric<CocoState> {
 
   void read_image(const Batch& b, std::size_t i, std::int64_t sample, std::int64_t id,
                   std::int64_t height, std::int64_t width, coco::ImageData& img) const {
-    const auto ii = static_cast<std::int64_t>(i);
     // Cleared, not replaced: the vectors keep their capacity from image to image.
     for (auto* v : {&img.dt_box, &img.dt_score, &img.dt_area, &img.dt_area_segm, &img.dt_kpt,
                     &img.gt_box, &img.gt_area, &img.gt_kpt})
@@ -577,7 +576,15 @@ class COCODetection : public TypedMetric<CocoState> {
     img.gt_id.clear();
     img.gt_crowd.clear();
     img.img_id = id;
-    // Detections.
+    read_detections(b, i, sample, height, width, img);
+    read_ground_truth(b, i, sample, height, width, img);
+    if (need_masks_) check_mask_sizes(sample, img);
+  }
+
+  /// The image's detections: scores, labels, boxes, keypoints, masks and areas.
+  void read_detections(const Batch& b, std::size_t i, std::int64_t sample, std::int64_t height,
+                       std::int64_t width, coco::ImageData& img) const {
+    const auto ii = static_cast<std::int64_t>(i);
     const auto scores = per_image(b, "pred_scores", check_);
     const auto labels = per_image(b, "pred_labels", check_);
     if (!scores) check_.fail("pred_scores", "is missing from the batch");
@@ -624,7 +631,13 @@ class COCODetection : public TypedMetric<CocoState> {
       }
       for (const auto& r : img.dt_rle) img.dt_area_segm.push_back(mask::rle_area(r));
     }
-    // Ground truth.
+  }
+
+  /// The image's ground truth: labels, boxes, masks, areas, ids, crowd flags (or LVIS's lists)
+  /// and keypoints.
+  void read_ground_truth(const Batch& b, std::size_t i, std::int64_t sample, std::int64_t height,
+                         std::int64_t width, coco::ImageData& img) const {
+    const auto ii = static_cast<std::int64_t>(i);
     const auto glabels = per_image(b, "gt_labels", check_);
     if (!glabels) check_.fail("gt_labels", "is missing from the batch");
     const std::int64_t ng = read_ints((*glabels)[i], "gt_labels", sample, -1, check_, img.gt_label);
@@ -676,16 +689,18 @@ class COCODetection : public TypedMetric<CocoState> {
         }
       }
     }
-    if (need_masks_) {
-      for (std::size_t d = 0; d < img.dt_rle.size(); ++d)
-        for (const auto& g : img.gt_rle)
-          if (g.h != img.dt_rle[d].h || g.w != img.dt_rle[d].w)
-            check_.fail("pred_masks", sample_str(sample) + ": mask " + std::to_string(d) + " is " +
-                                          std::to_string(img.dt_rle[d].h) + "x" +
-                                          std::to_string(img.dt_rle[d].w) +
-                                          ", the ground truth masks are " + std::to_string(g.h) +
-                                          "x" + std::to_string(g.w));
-    }
+  }
+
+  /// Every detection's mask has the size of the ground truth's.
+  void check_mask_sizes(std::int64_t sample, const coco::ImageData& img) const {
+    for (std::size_t d = 0; d < img.dt_rle.size(); ++d)
+      for (const auto& g : img.gt_rle)
+        if (g.h != img.dt_rle[d].h || g.w != img.dt_rle[d].w)
+          check_.fail("pred_masks", sample_str(sample) + ": mask " + std::to_string(d) + " is " +
+                                        std::to_string(img.dt_rle[d].h) + "x" +
+                                        std::to_string(img.dt_rle[d].w) +
+                                        ", the ground truth masks are " + std::to_string(g.h) +
+                                        "x" + std::to_string(g.w));
   }
 
   /// LVIS's per-image lists and the ground truth's category frequencies (crowd flags are not

@@ -77,6 +77,60 @@ std::size_t argmax(std::size_t n, F&& f) {
   return best;
 }
 
+/// Whether result i and ground truth j share a category, as tidecv's 1.0 / 0.0 factor.
+double same_class(const ImageData& img, const std::vector<std::size_t>& dts,
+                  const std::vector<std::size_t>& gts, std::size_t i, std::size_t j) {
+  return img.dt_label[dts[i]] == img.gt_label[gts[j]] ? 1.0 : 0.0;
+}
+
+/// The image's errors, in result order (err, and for a Loc or Cls error the ground truth it
+/// points at, target); BestGTMatch's best-scored result per ground truth (best_pred) and whether
+/// a fixable error points at it (usable).
+void classify_errors(const EvalConfig& cfg, const ImageData& img,
+                     const std::vector<std::size_t>& dts, const std::vector<std::size_t>& gts,
+                     const std::vector<double>& iou, const std::vector<std::uint8_t>& state,
+                     const std::vector<std::uint8_t>& gt_used, std::vector<int>& err,
+                     std::vector<std::ptrdiff_t>& target, std::vector<std::ptrdiff_t>& best_pred,
+                     std::vector<std::uint8_t>& usable) {
+  const std::size_t D = dts.size(), G = gts.size();
+  const auto same = [&](std::size_t i, std::size_t j) { return same_class(img, dts, gts, i, j); };
+  std::vector<double> best_score(G, -1.0);
+  for (std::size_t i = 0; i < D; ++i) {
+    if (state[i] == kTrue) continue;
+    if (G == 0) {
+      err[i] = kBkg;
+      continue;
+    }
+    const double* row = &iou[i * G];
+    const auto cls_iou = [&](std::size_t j) { return row[j] * same(i, j); };
+    const auto noncls_iou = [&](std::size_t j) { return row[j] * (1.0 - same(i, j)); };
+    const auto used_cls_iou = [&](std::size_t j) {
+      return (gt_used[j] ? 1.0 : 0.0) * row[j] * same(i, j);
+    };
+    std::size_t j = argmax(G, cls_iou);
+    if (cfg.tide_bg <= cls_iou(j) && cls_iou(j) <= cfg.tide_pos) {
+      err[i] = kLoc;
+    } else if (j = argmax(G, noncls_iou); noncls_iou(j) >= cfg.tide_pos) {
+      err[i] = kCls;
+    } else if (j = argmax(G, used_cls_iou); used_cls_iou(j) >= cfg.tide_pos) {
+      err[i] = kDupe;
+      continue;
+    } else {
+      j = argmax(G, [&](std::size_t k) { return row[k]; });
+      err[i] = row[j] <= cfg.tide_bg ? kBkg : kBoth;
+      continue;
+    }
+    target[i] = static_cast<std::ptrdiff_t>(j);
+    if (gt_used[j]) continue;  // suppressed: fixing it would take a ground truth already used
+    usable[j] = 1;
+    const double s = img.dt_score[dts[i]];
+    if (best_score[j] < s) {
+      best_score[j] = s;
+      best_pred[j] = static_cast<std::ptrdiff_t>(i);
+    }
+  }
+}
+
 }  // namespace
 
 void image(const EvalConfig& cfg, const ImageData& img, Records& out) {
@@ -120,9 +174,7 @@ void image(const EvalConfig& cfg, const ImageData& img, Records& out) {
   for (std::size_t i = 0; i < D; ++i)
     for (std::size_t j = 0; j < G; ++j)
       iou[i * G + j] = box_or_mask_iou(cfg, img, dts[i], gts[j], false, dptr(i), gptr(j));
-  const auto same = [&](std::size_t i, std::size_t j) {
-    return img.dt_label[dts[i]] == img.gt_label[gts[j]] ? 1.0 : 0.0;
-  };
+  const auto same = [&](std::size_t i, std::size_t j) { return same_class(img, dts, gts, i, j); };
   std::vector<std::uint8_t> state(D, kFalse), gt_used(G, 0);
   if (G > 0) {
     std::vector<double> buf(D * G);
@@ -145,45 +197,11 @@ void image(const EvalConfig& cfg, const ImageData& img, Records& out) {
           box_or_mask_iou(cfg, img, dts[i], crowds[c], true, dptr(i), gptr(G + c)) > cfg.tide_pos)
         state[i] = kIgnored;
 
-  // Errors, in result order; BestGTMatch's best score and result per ground truth.
+  // Errors, in result order; BestGTMatch's best result per ground truth.
   std::vector<int> err(D, 0);
   std::vector<std::ptrdiff_t> target(D, -1), best_pred(G, -1);
-  std::vector<double> best_score(G, -1.0);
   std::vector<std::uint8_t> usable(G, 0);
-  for (std::size_t i = 0; i < D; ++i) {
-    if (state[i] == kTrue) continue;
-    if (G == 0) {
-      err[i] = kBkg;
-      continue;
-    }
-    const double* row = &iou[i * G];
-    const auto cls_iou = [&](std::size_t j) { return row[j] * same(i, j); };
-    const auto noncls_iou = [&](std::size_t j) { return row[j] * (1.0 - same(i, j)); };
-    const auto used_cls_iou = [&](std::size_t j) {
-      return (gt_used[j] ? 1.0 : 0.0) * row[j] * same(i, j);
-    };
-    std::size_t j = argmax(G, cls_iou);
-    if (cfg.tide_bg <= cls_iou(j) && cls_iou(j) <= cfg.tide_pos) {
-      err[i] = kLoc;
-    } else if (j = argmax(G, noncls_iou); noncls_iou(j) >= cfg.tide_pos) {
-      err[i] = kCls;
-    } else if (j = argmax(G, used_cls_iou); used_cls_iou(j) >= cfg.tide_pos) {
-      err[i] = kDupe;
-      continue;
-    } else {
-      j = argmax(G, [&](std::size_t k) { return row[k]; });
-      err[i] = row[j] <= cfg.tide_bg ? kBkg : kBoth;
-      continue;
-    }
-    target[i] = static_cast<std::ptrdiff_t>(j);
-    if (gt_used[j]) continue;  // suppressed: fixing it would take a ground truth already used
-    usable[j] = 1;
-    const double s = img.dt_score[dts[i]];
-    if (best_score[j] < s) {
-      best_score[j] = s;
-      best_pred[j] = static_cast<std::ptrdiff_t>(i);
-    }
-  }
+  classify_errors(cfg, img, dts, gts, iou, state, gt_used, err, target, best_pred, usable);
   for (std::size_t i = 0; i < D; ++i) {
     std::uint8_t code = static_cast<std::uint8_t>(state[i] | (err[i] << 2));
     std::int64_t fix = 0;
@@ -260,18 +278,23 @@ struct ApData {
 
 }  // namespace
 
-void summarize(const Records& rec, const std::vector<std::pair<std::size_t, std::size_t>>& ranges,
-               int threads, Summary::Tide& out) {
-  // Dense category indices; each image's events in order.
-  std::unordered_map<std::int32_t, std::size_t> index;
+namespace {
+
+/// A TIDE event of the records: its category and fix category (dense indices), code and score.
+struct Ev {
+  std::size_t k, fix;
+  std::uint8_t code;
+  double score;
+};
+
+/// The events of the images `ranges` of the records, in order (their spans in `evs`), checked;
+/// `index` the dense index of each category, in the order met.
+std::vector<Ev> gather_events(const Records& rec,
+                              const std::vector<std::pair<std::size_t, std::size_t>>& ranges,
+                              std::unordered_map<std::int32_t, std::size_t>& index,
+                              std::vector<std::pair<std::size_t, std::size_t>>& spans) {
   const auto dense = [&](std::int32_t c) { return index.emplace(c, index.size()).first->second; };
-  struct Ev {
-    std::size_t k, fix;
-    std::uint8_t code;
-    double score;
-  };
   std::vector<Ev> evs;  // results and ground truth of the images, in order
-  std::vector<std::pair<std::size_t, std::size_t>> spans;
   for (const auto& [b, e] : ranges) {
     spans.emplace_back(evs.size(), evs.size() + (e - b));
     for (std::size_t i = b; i < e; ++i) {
@@ -285,6 +308,101 @@ void summarize(const Records& rec, const std::vector<std::pair<std::size_t, std:
                      rec.tide_score[i]});
     }
   }
+  return evs;
+}
+
+/// A fixed run's point for error event v (not a true positive) with errors of type `fix` fixed:
+/// a fixable Cls or Loc error becomes a true positive (in its fix's category), other fixed
+/// errors drop out; an unfixed error is a false positive, unless its result was ignored.
+struct Pt {
+  bool any;
+  std::size_t k;
+  bool tp;
+};
+Pt error_point(const Ev& v, int fix) {
+  const int err = (v.code >> 2) & 7;
+  if (err == fix) {
+    if ((err == kCls || err == kLoc) && (v.code & kFixable)) return {true, v.fix, true};
+    return {false, 0, false};
+  }
+  if ((v.code & 3) != kIgnored) return {true, v.k, false};
+  return {false, 0, false};
+}
+
+/// The run: its events, its own points (base), misses per category (FalseNeg) and its results
+/// in the order of one sort (by_score).
+struct Run {
+  std::size_t C;
+  const std::vector<Ev>& evs;
+  const ApData& base;
+  const std::vector<std::int64_t>& false_neg;
+  const std::vector<std::size_t>& by_score;
+
+  /// TIDERun.fix_errors(condition, transform, false_neg_dict): fixing the errors of type `fix`
+  /// (0: none); `perfect_scores`: FalsePositiveError.fix as the transform (every true positive
+  /// scored 1, every false positive 0); `drop_misses`: the ground truth counts less the false
+  /// negatives.
+  double fixed_map(int fix, bool perfect_scores, bool drop_misses) const {
+    ApData d(C);
+    std::vector<std::int64_t> num_gt = base.num_gt;
+    for (const Ev& v : evs) {  // the categories the errors' points meet, in error order
+      if (v.code & kGt) {
+        if (fix == kMiss && (v.code & 3) == kMissed) --num_gt[v.k];
+        continue;
+      }
+      if ((v.code & 3) == kTrue) continue;
+      const Pt p = error_point(v, fix);
+      if (p.any) d.touch(p.k);
+    }
+    for (const std::size_t k : base.order) {  // then the true positives', then every category
+      d.touch(k);
+      d.num_gt[k] = num_gt[k] - (drop_misses ? false_neg[k] : 0);
+    }
+    if (perfect_scores) return perfect_map(fix, d);
+    for (std::size_t b = 0; b < by_score.size();) {  // a block of equal scores at a time
+      std::size_t e = b + 1;
+      while (e < by_score.size() && evs[by_score[e]].score == evs[by_score[b]].score) ++e;
+      for (std::size_t j = b; j < e; ++j) {  // the errors' points
+        const Ev& v = evs[by_score[j]];
+        if ((v.code & 3) == kTrue) continue;
+        if (const Pt p = error_point(v, fix); p.any) d.tps[p.k].push_back(p.tp);
+      }
+      for (std::size_t j = b; j < e; ++j) {  // then the true positives
+        const Ev& v = evs[by_score[j]];
+        if ((v.code & 3) == kTrue) d.tps[v.k].push_back(1);
+      }
+      b = e;
+    }
+    return d.map();
+  }
+
+  /// Scores 1 and 0: per category its true positives, then the rest.
+  double perfect_map(int fix, ApData& d) const {
+    std::vector<std::size_t> n_tp(C, 0), n_fp(C, 0);
+    for (const Ev& v : evs) {
+      if (v.code & kGt) continue;
+      if ((v.code & 3) == kTrue) {
+        ++n_tp[v.k];
+      } else if (const Pt p = error_point(v, fix); p.any) {
+        ++(p.tp ? n_tp : n_fp)[p.k];
+      }
+    }
+    for (std::size_t k = 0; k < C; ++k) {
+      d.tps[k].assign(n_tp[k], 1);
+      d.tps[k].resize(n_tp[k] + n_fp[k], 0);
+    }
+    return d.map();
+  }
+};
+
+}  // namespace
+
+void summarize(const Records& rec, const std::vector<std::pair<std::size_t, std::size_t>>& ranges,
+               int threads, Summary::Tide& out) {
+  // Dense category indices; each image's events in order.
+  std::unordered_map<std::int32_t, std::size_t> index;
+  std::vector<std::pair<std::size_t, std::size_t>> spans;
+  const std::vector<Ev> evs = gather_events(rec, ranges, index, spans);
   const std::size_t C = index.size();
 
   // The run's categories, in the order it meets them (TIDERun._eval_image: per image its ground
@@ -326,76 +444,7 @@ void summarize(const Records& rec, const std::vector<std::pair<std::size_t, std:
     if (st != kIgnored) base.tps[evs[i].k].push_back(st == kTrue);
   }
 
-  // A fixed run's point for error event v (not a true positive) with errors of type `fix` fixed:
-  // a fixable Cls or Loc error becomes a true positive (in its fix's category), other fixed
-  // errors drop out; an unfixed error is a false positive, unless its result was ignored.
-  struct Pt {
-    bool any;
-    std::size_t k;
-    bool tp;
-  };
-  const auto error_point = [](const Ev& v, int fix) -> Pt {
-    const int err = (v.code >> 2) & 7;
-    if (err == fix) {
-      if ((err == kCls || err == kLoc) && (v.code & kFixable)) return {true, v.fix, true};
-      return {false, 0, false};
-    }
-    if ((v.code & 3) != kIgnored) return {true, v.k, false};
-    return {false, 0, false};
-  };
-
-  // TIDERun.fix_errors(condition, transform, false_neg_dict): fixing the errors of type `fix`
-  // (0: none); `perfect_scores`: FalsePositiveError.fix as the transform (every true positive
-  // scored 1, every false positive 0); `drop_misses`: the ground truth counts less the false
-  // negatives.
-  const auto fixed_map = [&](int fix, bool perfect_scores, bool drop_misses) {
-    ApData d(C);
-    std::vector<std::int64_t> num_gt = base.num_gt;
-    for (const Ev& v : evs) {  // the categories the errors' points meet, in error order
-      if (v.code & kGt) {
-        if (fix == kMiss && (v.code & 3) == kMissed) --num_gt[v.k];
-        continue;
-      }
-      if ((v.code & 3) == kTrue) continue;
-      const Pt p = error_point(v, fix);
-      if (p.any) d.touch(p.k);
-    }
-    for (const std::size_t k : base.order) {  // then the true positives', then every category
-      d.touch(k);
-      d.num_gt[k] = num_gt[k] - (drop_misses ? false_neg[k] : 0);
-    }
-    if (perfect_scores) {  // scores 1 and 0: per category its true positives, then the rest
-      std::vector<std::size_t> n_tp(C, 0), n_fp(C, 0);
-      for (const Ev& v : evs) {
-        if (v.code & kGt) continue;
-        if ((v.code & 3) == kTrue) {
-          ++n_tp[v.k];
-        } else if (const Pt p = error_point(v, fix); p.any) {
-          ++(p.tp ? n_tp : n_fp)[p.k];
-        }
-      }
-      for (std::size_t k = 0; k < C; ++k) {
-        d.tps[k].assign(n_tp[k], 1);
-        d.tps[k].resize(n_tp[k] + n_fp[k], 0);
-      }
-      return d.map();
-    }
-    for (std::size_t b = 0; b < by_score.size();) {  // a block of equal scores at a time
-      std::size_t e = b + 1;
-      while (e < by_score.size() && evs[by_score[e]].score == evs[by_score[b]].score) ++e;
-      for (std::size_t j = b; j < e; ++j) {  // the errors' points
-        const Ev& v = evs[by_score[j]];
-        if ((v.code & 3) == kTrue) continue;
-        if (const Pt p = error_point(v, fix); p.any) d.tps[p.k].push_back(p.tp);
-      }
-      for (std::size_t j = b; j < e; ++j) {  // then the true positives
-        const Ev& v = evs[by_score[j]];
-        if ((v.code & 3) == kTrue) d.tps[v.k].push_back(1);
-      }
-      b = e;
-    }
-    return d.map();
-  };
+  const Run run{C, evs, base, false_neg, by_score};
 
   // The run's mAP, the six main fixes, FalsePos and FalseNeg: nine evaluations, side by side.
   std::array<double, 9> maps{};
@@ -403,9 +452,9 @@ void summarize(const Records& rec, const std::vector<std::pair<std::size_t, std:
     if (i == 0) {
       maps[0] = base.map();
     } else if (i <= 6) {
-      maps[i] = fixed_map(static_cast<int>(i), false, false);
+      maps[i] = run.fixed_map(static_cast<int>(i), false, false);
     } else {
-      maps[i] = fixed_map(0, i == 7, i == 8);
+      maps[i] = run.fixed_map(0, i == 7, i == 8);
     }
   });
   out.ap = maps[0] / 100;
