@@ -433,132 +433,179 @@ std::size_t npy_prefix_bytes(std::string_view first_12) {
   return kMagic.size() + 2 + length_bytes + std::min(header_len, kMaxHeaderBytes + 1);
 }
 
-NpyFile parse_npy(std::string_view file, std::size_t file_size, const std::string& what) {
-  auto fail = [&](const std::string& problem) -> tally::InputError {
-    return tally::InputError(what + ": " + problem);
-  };
+namespace {
 
-  // Preamble: magic, major and minor version, header length (u16 for 1.0, u32 for 2.0 and 3.0).
+// ---- parse_npy's steps
+// ----------------------------------------------------------------------------
+
+tally::InputError npy_error(const std::string& what, const std::string& problem) {
+  return tally::InputError(what + ": " + problem);
+}
+
+/// The header as messages quote it: trailing padding dropped, escaped, at most 200 bytes.
+std::string header_text(std::string_view header) {
+  std::string_view shown = header;
+  while (!shown.empty() && (shown.back() == ' ' || shown.back() == '\n')) shown.remove_suffix(1);
+  return "\"" + escaped(shown, 200) + "\"";
+}
+
+/// The preamble: magic, major and minor version, header length (u16 for 1.0, u32 for 2.0 and
+/// 3.0). Returns the header; `header_bytes` gets the length of the preamble and header.
+std::string_view read_preamble(std::string_view file, std::size_t file_size,
+                               const std::string& what, std::size_t& header_bytes) {
   if (!file.starts_with(kMagic)) {
-    throw fail("not an npy file: expected the magic string \\x93NUMPY at the start, found '" +
-               escaped(file.substr(0, kMagic.size())) + "'");
+    throw npy_error(what,
+                    "not an npy file: expected the magic string \\x93NUMPY at the start, found '" +
+                        escaped(file.substr(0, kMagic.size())) + "'");
   }
   if (file.size() < kMagic.size() + 2) {
-    throw fail("truncated npy preamble: the file has " + bytes_text(file_size) +
-               ", expected at least 10");
+    throw npy_error(what, "truncated npy preamble: the file has " + bytes_text(file_size) +
+                              ", expected at least 10");
   }
   const auto major = static_cast<unsigned char>(file[6]);
   const auto minor = static_cast<unsigned char>(file[7]);
   if (!((major == 1 || major == 2 || major == 3) && minor == 0)) {
-    throw fail("unsupported npy format version " + std::to_string(major) + "." +
-               std::to_string(minor) + ": expected 1.0, 2.0 or 3.0");
+    throw npy_error(what, "unsupported npy format version " + std::to_string(major) + "." +
+                              std::to_string(minor) + ": expected 1.0, 2.0 or 3.0");
   }
   const std::size_t length_bytes = major == 1 ? 2 : 4;
   const std::size_t preamble = kMagic.size() + 2 + length_bytes;
   if (file_size < preamble) {
-    throw fail("truncated npy preamble: the file has " + bytes_text(file_size) +
-               ", expected at least " + std::to_string(preamble));
+    throw npy_error(what, "truncated npy preamble: the file has " + bytes_text(file_size) +
+                              ", expected at least " + std::to_string(preamble));
   }
   std::size_t header_len = 0;
   for (std::size_t i = 0; i < length_bytes; ++i)
     header_len |= std::size_t{static_cast<unsigned char>(file[8 + i])} << (8 * i);
   if (header_len > kMaxHeaderBytes) {
-    throw fail("the preamble announces a header of " + bytes_text(header_len) +
-               ", expected at most " + std::to_string(kMaxHeaderBytes) +
-               " (NumPy writes a few hundred)");
+    throw npy_error(what, "the preamble announces a header of " + bytes_text(header_len) +
+                              ", expected at most " + std::to_string(kMaxHeaderBytes) +
+                              " (NumPy writes a few hundred)");
   }
   if (file_size - preamble < header_len) {
-    throw fail("truncated header: the preamble announces a header of " + bytes_text(header_len) +
-               ", but the file has " + bytes_text(file_size) + " in all");
+    throw npy_error(what, "truncated header: the preamble announces a header of " +
+                              bytes_text(header_len) + ", but the file has " +
+                              bytes_text(file_size) + " in all");
   }
-  const std::string_view header = file.substr(preamble, header_len);
+  header_bytes = preamble + header_len;
+  return file.substr(preamble, header_len);
+}
 
-  // The header dict: exactly descr, fortran_order and shape (as NumPy requires).
-  HeaderParser parser(header);
-  const auto dict = parser.parse_dict();
-  auto header_text = [&] {
-    std::string_view shown = header;
-    while (!shown.empty() && (shown.back() == ' ' || shown.back() == '\n')) shown.remove_suffix(1);
-    return "\"" + escaped(shown, 200) + "\"";
-  };
-  if (!dict) throw fail("malformed header dict (" + parser.error() + "): " + header_text());
+/// The header dict's three values (pointers into the dict).
+struct HeaderKeys {
   const PyValue* descr = nullptr;
   const PyValue* fortran = nullptr;
   const PyValue* shape = nullptr;
-  for (const auto& [key, value] : *dict) {
+};
+
+/// The header dict holds exactly descr, fortran_order and shape (as NumPy requires), the last
+/// two a bool and a tuple.
+HeaderKeys header_keys(const std::vector<std::pair<std::string, PyValue>>& dict,
+                       std::string_view header, const std::string& what) {
+  HeaderKeys keys;
+  for (const auto& [key, value] : dict) {
     if (key == "descr") {
-      descr = &value;
+      keys.descr = &value;
     } else if (key == "fortran_order") {
-      fortran = &value;
+      keys.fortran = &value;
     } else if (key == "shape") {
-      shape = &value;
+      keys.shape = &value;
     } else {
-      throw fail("malformed header dict: unexpected key '" + key +
-                 "' (expected exactly 'descr', 'fortran_order' and 'shape'): " + header_text());
+      throw npy_error(what, "malformed header dict: unexpected key '" + key +
+                                "' (expected exactly 'descr', 'fortran_order' and 'shape'): " +
+                                header_text(header));
     }
   }
-  for (const auto& [key, value] : {std::pair{"descr", descr}, std::pair{"fortran_order", fortran},
-                                   std::pair{"shape", shape}}) {
+  for (const auto& [key, value] :
+       {std::pair{"descr", keys.descr}, std::pair{"fortran_order", keys.fortran},
+        std::pair{"shape", keys.shape}}) {
     if (value == nullptr)
-      throw fail(std::string("malformed header dict: missing key '") + key + "': " + header_text());
+      throw npy_error(what, std::string("malformed header dict: missing key '") + key +
+                                "': " + header_text(header));
   }
-  if (fortran->kind != PyValue::Kind::Bool) {
-    throw fail("malformed header dict: 'fortran_order' must be True or False: " + header_text());
+  if (keys.fortran->kind != PyValue::Kind::Bool) {
+    throw npy_error(what, "malformed header dict: 'fortran_order' must be True or False: " +
+                              header_text(header));
   }
-  if (shape->kind != PyValue::Kind::Tuple) {
-    throw fail("malformed header dict: 'shape' must be a tuple of integers: " + header_text());
+  if (keys.shape->kind != PyValue::Kind::Tuple) {
+    throw npy_error(
+        what, "malformed header dict: 'shape' must be a tuple of integers: " + header_text(header));
   }
+  return keys;
+}
 
-  NpyFile out;
-  if (descr->kind != PyValue::Kind::Str) {
-    throw fail(
-        "unsupported dtype: structured arrays (a list 'descr') are not supported: expected "
-        "one of " +
-        std::string(kSupported));
+/// The dtype (descr), C order and the shape (at least one dimension) into `out`.
+void read_header_values(const HeaderKeys& keys, std::string_view header, const std::string& what,
+                        NpyFile& out) {
+  if (keys.descr->kind != PyValue::Kind::Str) {
+    throw npy_error(what,
+                    "unsupported dtype: structured arrays (a list 'descr') are not supported: "
+                    "expected one of " +
+                        std::string(kSupported));
   }
-  out.descr = descr->str;
+  out.descr = keys.descr->str;
   auto [dtype, dtype_error] = parse_descr(out.descr);
-  if (!dtype) throw fail(dtype_error);
+  if (!dtype) throw npy_error(what, dtype_error);
   out.dtype = *dtype;
-  if (fortran->boolean) {
-    throw fail(
-        "Fortran-order arrays are not supported (fortran_order: True): expected C order "
-        "(save np.ascontiguousarray(arr))");
+  if (keys.fortran->boolean) {
+    throw npy_error(what,
+                    "Fortran-order arrays are not supported (fortran_order: True): expected C "
+                    "order (save np.ascontiguousarray(arr))");
   }
-  if (shape->items.size() > kMaxDims) {
-    throw fail("'shape' has " + std::to_string(shape->items.size()) +
-               " dimensions, expected at most " + std::to_string(kMaxDims));
+  if (keys.shape->items.size() > kMaxDims) {
+    throw npy_error(what, "'shape' has " + std::to_string(keys.shape->items.size()) +
+                              " dimensions, expected at most " + std::to_string(kMaxDims));
   }
-  for (const auto& dim : shape->items) {
+  for (const auto& dim : keys.shape->items) {
     if (dim.kind != PyValue::Kind::Int || dim.integer < 0) {
-      throw fail("malformed header dict: 'shape' must be a tuple of non-negative integers: " +
-                 header_text());
+      throw npy_error(what,
+                      "malformed header dict: 'shape' must be a tuple of non-negative integers: " +
+                          header_text(header));
     }
     out.shape.push_back(dim.integer);
   }
   if (out.shape.empty()) {
-    throw fail("0-d array (shape ()): expected at least one dimension, the sample dimension");
+    throw npy_error(what,
+                    "0-d array (shape ()): expected at least one dimension, the sample dimension");
   }
+}
 
-  // Sizes, with overflow checks: a hostile header must not wrap around.
+/// Sizes, with overflow checks (a hostile header must not wrap around), and that the file holds
+/// the data after its header.
+void check_data_size(NpyFile& out, std::size_t file_size, const std::string& what) {
   std::size_t row_elements = 1;
   for (std::size_t i = 1; i < out.shape.size(); ++i) {
     if (__builtin_mul_overflow(row_elements, static_cast<std::size_t>(out.shape[i]), &row_elements))
-      throw fail("shape " + shape_string(out.shape) + " is too large");
+      throw npy_error(what, "shape " + shape_string(out.shape) + " is too large");
   }
   std::size_t data_bytes = 0;
   if (__builtin_mul_overflow(row_elements, tally::dtype_size(out.dtype), &out.row_bytes) ||
       __builtin_mul_overflow(out.row_bytes, static_cast<std::size_t>(out.shape[0]), &data_bytes)) {
-    throw fail("shape " + shape_string(out.shape) + " is too large");
+    throw npy_error(what, "shape " + shape_string(out.shape) + " is too large");
   }
-  out.header_bytes = preamble + header_len;
   if (file_size - out.header_bytes < data_bytes) {
-    throw fail("truncated data: shape " + shape_string(out.shape) + " of '" + out.descr +
-               "' needs " + bytes_text(data_bytes) + " after a header of " +
-               bytes_text(out.header_bytes) + " (" + bytes_text(out.header_bytes + data_bytes) +
-               " in all), but the file has " + bytes_text(file_size));
+    throw npy_error(what, "truncated data: shape " + shape_string(out.shape) + " of '" + out.descr +
+                              "' needs " + bytes_text(data_bytes) + " after a header of " +
+                              bytes_text(out.header_bytes) + " (" +
+                              bytes_text(out.header_bytes + data_bytes) +
+                              " in all), but the file has " + bytes_text(file_size));
   }
+}
 
+}  // namespace
+
+NpyFile parse_npy(std::string_view file, std::size_t file_size, const std::string& what) {
+  std::size_t header_bytes = 0;
+  const std::string_view header = read_preamble(file, file_size, what, header_bytes);
+  HeaderParser parser(header);
+  const auto dict = parser.parse_dict();
+  if (!dict)
+    throw npy_error(what, "malformed header dict (" + parser.error() + "): " + header_text(header));
+  const HeaderKeys keys = header_keys(*dict, header, what);
+  NpyFile out;
+  read_header_values(keys, header, what, out);
+  out.header_bytes = header_bytes;
+  check_data_size(out, file_size, what);
   return out;
 }
 
