@@ -173,50 +173,57 @@ class COCODetection : public TypedMetric<CocoState> {
       if (cat_ids_.size() != classes_.size())
         p.fail("classes", "needs cat_ids of the same length (class name i is category cat_ids[i])");
     }
-    for (const auto& m : metrics_) {
-      coco::EvalConfig c;
-      c.kind = m == "bbox"        ? coco::Kind::Bbox
-               : m == "segm"      ? coco::Kind::Segm
-               : m == "keypoints" ? coco::Kind::Keypoints
-                                  : coco::Kind::Proposal;
-      c.iou_thrs = thrs;
-      // pycocotools' Params(iouType) defaults, unless given.
-      // LVISDetection's max_dets (one number, default 300) reads as a list of one above.
-      c.max_dets = max_dets ? *max_dets : coco::default_max_dets(c.kind);
-      c.federated = lvis_;
-      c.areas = areas ? *areas : coco::default_area_ranges(c.kind);
-      if (c.kind == coco::Kind::Keypoints) c.kpt_sigmas = kpt_sigmas_ = sigmas;
-      c.keep_scores = curves_ && classwise_;
-      if (curves_ && c.kind != coco::Kind::Proposal) c.f1_curve_iou = curve_iou_;
-      c.calibration_bins = calibration_bins_;
-      if (confusion_iou_ >= 0 && c.kind != coco::Kind::Keypoints) {
-        c.confusion_iou = confusion_iou_;
-        c.confusion_max_det = c.max_dets.back();
-        c.conf_filter = cat_ids_;
-        std::sort(c.conf_filter.begin(), c.conf_filter.end());
-      }
-      c.calibration_iou = calibration_iou_;
-      if (tide_ && (c.kind == coco::Kind::Bbox || c.kind == coco::Kind::Segm)) {
-        c.tide = true;
-        c.tide_pos = tide_pos_;
-        c.tide_bg = tide_bg_;
-        c.tide_max_dets = tide_max_dets_;
-        c.tide_filter = cat_ids_;
-        std::sort(c.tide_filter.begin(), c.tide_filter.end());
-      }
-      if (2 * c.areas.size() * thrs.size() > 1024)
-        p.fail("area_ranges", "times iou_thrs is above 512 (area range, threshold) pairs");
-      c.use_cats = use_cats_ && c.kind != coco::Kind::Proposal;
-      c.img_filter = img_ids;
-      if (!c.use_cats) {
-        c.cat_filter = cat_ids_;
-        std::sort(c.cat_filter.begin(), c.cat_filter.end());
-      }
-      need_boxes_ |= c.kind == coco::Kind::Bbox || c.kind == coco::Kind::Proposal;
-      need_masks_ |= c.kind == coco::Kind::Segm;
-      need_kpts_ |= c.kind == coco::Kind::Keypoints;
-      configs_.push_back(c);
+    for (const auto& m : metrics_) add_config(p, m, thrs, max_dets, areas, sigmas, img_ids);
+  }
+
+  /// The evaluation of one entry of `metric`: the parameters read above, with pycocotools'
+  /// Params(iouType) defaults where not given.
+  void add_config(const Params& p, const std::string& m, const std::vector<double>& thrs,
+                  const std::optional<std::vector<std::int64_t>>& max_dets,
+                  const std::optional<std::vector<coco::AreaRange>>& areas,
+                  const std::vector<double>& sigmas, const std::vector<std::int64_t>& img_ids) {
+    coco::EvalConfig c;
+    c.kind = m == "bbox"        ? coco::Kind::Bbox
+             : m == "segm"      ? coco::Kind::Segm
+             : m == "keypoints" ? coco::Kind::Keypoints
+                                : coco::Kind::Proposal;
+    c.iou_thrs = thrs;
+    // pycocotools' Params(iouType) defaults, unless given.
+    // LVISDetection's max_dets (one number, default 300) reads as a list of one above.
+    c.max_dets = max_dets ? *max_dets : coco::default_max_dets(c.kind);
+    c.federated = lvis_;
+    c.areas = areas ? *areas : coco::default_area_ranges(c.kind);
+    if (c.kind == coco::Kind::Keypoints) c.kpt_sigmas = kpt_sigmas_ = sigmas;
+    c.keep_scores = curves_ && classwise_;
+    if (curves_ && c.kind != coco::Kind::Proposal) c.f1_curve_iou = curve_iou_;
+    c.calibration_bins = calibration_bins_;
+    if (confusion_iou_ >= 0 && c.kind != coco::Kind::Keypoints) {
+      c.confusion_iou = confusion_iou_;
+      c.confusion_max_det = c.max_dets.back();
+      c.conf_filter = cat_ids_;
+      std::sort(c.conf_filter.begin(), c.conf_filter.end());
     }
+    c.calibration_iou = calibration_iou_;
+    if (tide_ && (c.kind == coco::Kind::Bbox || c.kind == coco::Kind::Segm)) {
+      c.tide = true;
+      c.tide_pos = tide_pos_;
+      c.tide_bg = tide_bg_;
+      c.tide_max_dets = tide_max_dets_;
+      c.tide_filter = cat_ids_;
+      std::sort(c.tide_filter.begin(), c.tide_filter.end());
+    }
+    if (2 * c.areas.size() * thrs.size() > 1024)
+      p.fail("area_ranges", "times iou_thrs is above 512 (area range, threshold) pairs");
+    c.use_cats = use_cats_ && c.kind != coco::Kind::Proposal;
+    c.img_filter = img_ids;
+    if (!c.use_cats) {
+      c.cat_filter = cat_ids_;
+      std::sort(c.cat_filter.begin(), c.cat_filter.end());
+    }
+    need_boxes_ |= c.kind == coco::Kind::Bbox || c.kind == coco::Kind::Proposal;
+    need_masks_ |= c.kind == coco::Kind::Segm;
+    need_kpts_ |= c.kind == coco::Kind::Keypoints;
+    configs_.push_back(c);
   }
 
  protected:
