@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tally/batch.hpp"
@@ -60,11 +61,12 @@ struct Overlaps {
   std::vector<std::int64_t> inter, pred, target;
 };
 
-/// Reads one batch. `first` is the number of images this rank saw before (for messages).
-inline void read_overlaps(const InputChecker& check, const Batch& batch, std::int64_t num_classes,
-                          bool one_hot, bool include_background, std::int64_t first, Overlaps& o) {
-  const Tensor& p = check.tensor(batch, kPreds);
-  const Tensor& t = check.tensor(batch, kTarget);
+namespace overlap_detail {
+
+/// preds and target in the layout input_format names ([N, C, ...] or [N, ...], 1 to 3 spatial
+/// dimensions, C channels), of one shape, and of a dtype the format takes.
+inline void check_layout(const InputChecker& check, const Tensor& p, const Tensor& t,
+                         std::int64_t num_classes, bool one_hot) {
   const std::int64_t lead = one_hot ? 2 : 1;
   const char* layout =
       one_hot ? "[N, C, ...] (input_format one-hot)" : "[N, ...] (input_format index)";
@@ -79,13 +81,76 @@ inline void read_overlaps(const InputChecker& check, const Batch& batch, std::in
   if (p.shape() != t.shape())
     check.fail(kPreds, "has shape " + p.describe() + ", '" + std::string(kTarget) + "' has " +
                            t.describe());
-  const std::int64_t n = p.size(0), k = num_classes;
-  std::int64_t pixels = 1;
-  for (std::int64_t d = lead; d < p.dim(); ++d) pixels *= p.size(d);
-  std::vector<std::int64_t> inter(static_cast<std::size_t>(n * k), 0),
-      ps(static_cast<std::size_t>(n * k), 0), ts(static_cast<std::size_t>(n * k), 0);
-  std::vector<std::int64_t> pid, tid;  // class ids of one image
-  const auto count_ids = [&](std::int64_t i) {
+}
+
+inline void check_dtypes(const InputChecker& check, const Tensor& p, const Tensor& t,
+                         bool one_hot) {
+  for (const auto& [field, x] : {std::pair{kPreds, &p}, std::pair{kTarget, &t}}) {
+    const bool ok =
+        one_hot ? (is_floating(x->dtype()) || is_integral(x->dtype()) || x->dtype() == DType::Bool)
+                : is_integral(x->dtype());
+    if (!ok)
+      check.fail(field, std::string(one_hot ? "must hold 0/1 masks or float scores"
+                                            : "must hold integer class ids") +
+                            ", got " + x->describe());
+  }
+}
+
+/// The overlap counts of one batch, per image and class (all classes), image-major.
+class OverlapCounter {
+ public:
+  OverlapCounter(const InputChecker& check, std::int64_t n, std::int64_t k, std::int64_t pixels,
+                 bool one_hot, std::int64_t first)
+      : inter(static_cast<std::size_t>(n * k), 0),
+        ps(static_cast<std::size_t>(n * k), 0),
+        ts(static_cast<std::size_t>(n * k), 0),
+        check_(check),
+        n_(n),
+        k_(k),
+        pixels_(pixels),
+        one_hot_(one_hot),
+        first_(first) {}
+
+  /// Both sides as class ids per pixel (index maps, or float one-hot scores by their argmax).
+  void count_by_ids(const Tensor& p, const Tensor& t) {
+    for (std::int64_t i = 0; i < n_; ++i) {
+      ids_of(p, kPreds, i, pid_);
+      ids_of(t, kTarget, i, tid_);
+      count_ids(i);
+    }
+  }
+
+  /// At least one side is a 0/1 mask: per-class sums of the masks (a float side: its argmax
+  /// one-hot).
+  void count_by_masks(const Tensor& p, const Tensor& t, bool floats, bool floatt) {
+    const std::int64_t n = n_, k = k_, pixels = pixels_;
+    std::vector<std::uint8_t> pm, tm;
+    pm = mask_of(p, kPreds, floats);
+    tm = mask_of(t, kTarget, floatt);
+    for (std::int64_t i = 0; i < n; ++i)
+      for (std::int64_t c = 0; c < k; ++c) {
+        const auto at = static_cast<std::size_t>((i * k + c) * pixels);
+        std::int64_t a = 0, b = 0, both = 0;
+        for (std::int64_t j = 0; j < pixels; ++j) {
+          const auto x = pm[at + static_cast<std::size_t>(j)],
+                     y = tm[at + static_cast<std::size_t>(j)];
+          a += x;
+          b += y;
+          both += x & y;
+        }
+        ps[static_cast<std::size_t>(i * k + c)] = a;
+        ts[static_cast<std::size_t>(i * k + c)] = b;
+        inter[static_cast<std::size_t>(i * k + c)] = both;
+      }
+  }
+
+  std::vector<std::int64_t> inter, ps, ts;  // |P & T|, |P|, |T| at [i * classes + c]
+
+ private:
+  void count_ids(std::int64_t i) {
+    const std::int64_t k = k_, pixels = pixels_;
+    const std::vector<std::int64_t>& pid = pid_;
+    const std::vector<std::int64_t>& tid = tid_;
     auto* in = inter.data() + i * k;
     auto* pp = ps.data() + i * k;
     auto* tt = ts.data() + i * k;
@@ -95,13 +160,16 @@ inline void read_overlaps(const InputChecker& check, const Batch& batch, std::in
       ++tt[b];
       in[a] += a == b ? 1 : 0;
     }
-  };
+  }
+
   // Class ids per pixel of image i of tensor x: index maps as they are, float one-hot scores by
   // their argmax over C (torch.argmax: the first maximum).
-  const auto ids_of = [&](const Tensor& x, const char* field, std::int64_t i,
-                          std::vector<std::int64_t>& ids) {
+  void ids_of(const Tensor& x, const char* field, std::int64_t i,
+              std::vector<std::int64_t>& ids) const {
+    const InputChecker& check = check_;
+    const std::int64_t k = k_, pixels = pixels_, first = first_;
     ids.resize(static_cast<std::size_t>(pixels));
-    if (!one_hot) {
+    if (!one_hot_) {
       visit_integral(x, [&](const auto* v) {
         const auto* img = v + i * pixels;
         for (std::int64_t j = 0; j < pixels; ++j) {
@@ -130,8 +198,11 @@ inline void read_overlaps(const InputChecker& check, const Batch& batch, std::in
         ids[static_cast<std::size_t>(j)] = best;
       }
     });
-  };
-  const auto binary_mask = [&](const Tensor& x, const char* field) {
+  }
+
+  std::vector<std::uint8_t> binary_mask(const Tensor& x, const char* field) const {
+    const InputChecker& check = check_;
+    const std::int64_t k = k_, pixels = pixels_, first = first_;
     // Integer (or bool) one-hot masks: 0/1 only (torchmetrics multiplies whatever it gets).
     std::vector<std::uint8_t> m(static_cast<std::size_t>(x.numel()));
     const auto put = [&](const auto* v) {
@@ -149,56 +220,47 @@ inline void read_overlaps(const InputChecker& check, const Batch& batch, std::in
     else
       visit_integral(x, put);
     return m;
-  };
-  const bool floats = is_floating(p.dtype()), floatt = is_floating(t.dtype());
-  for (const auto& [field, x] : {std::pair{kPreds, &p}, std::pair{kTarget, &t}}) {
-    const bool ok =
-        one_hot ? (is_floating(x->dtype()) || is_integral(x->dtype()) || x->dtype() == DType::Bool)
-                : is_integral(x->dtype());
-    if (!ok)
-      check.fail(field, std::string(one_hot ? "must hold 0/1 masks or float scores"
-                                            : "must hold integer class ids") +
-                            ", got " + x->describe());
   }
-  if (!one_hot || (floats && floatt)) {
+
+  std::vector<std::uint8_t> mask_of(const Tensor& x, const char* field, bool is_float) const {
+    const std::int64_t n = n_, k = k_, pixels = pixels_;
+    if (!is_float) return binary_mask(x, field);
+    std::vector<std::uint8_t> m(static_cast<std::size_t>(x.numel()), 0);
+    std::vector<std::int64_t> ids;
     for (std::int64_t i = 0; i < n; ++i) {
-      ids_of(p, kPreds, i, pid);
-      ids_of(t, kTarget, i, tid);
-      count_ids(i);
+      ids_of(x, field, i, ids);
+      for (std::int64_t j = 0; j < pixels; ++j)
+        m[static_cast<std::size_t>((i * k + ids[static_cast<std::size_t>(j)]) * pixels + j)] = 1;
     }
-  } else {
-    // At least one side is a 0/1 mask: per-class sums of the masks (a float side: its argmax
-    // one-hot).
-    std::vector<std::uint8_t> pm, tm;
-    const auto mask_of = [&](const Tensor& x, const char* field, bool is_float) {
-      if (!is_float) return binary_mask(x, field);
-      std::vector<std::uint8_t> m(static_cast<std::size_t>(x.numel()), 0);
-      std::vector<std::int64_t> ids;
-      for (std::int64_t i = 0; i < n; ++i) {
-        ids_of(x, field, i, ids);
-        for (std::int64_t j = 0; j < pixels; ++j)
-          m[static_cast<std::size_t>((i * k + ids[static_cast<std::size_t>(j)]) * pixels + j)] = 1;
-      }
-      return m;
-    };
-    pm = mask_of(p, kPreds, floats);
-    tm = mask_of(t, kTarget, floatt);
-    for (std::int64_t i = 0; i < n; ++i)
-      for (std::int64_t c = 0; c < k; ++c) {
-        const auto at = static_cast<std::size_t>((i * k + c) * pixels);
-        std::int64_t a = 0, b = 0, both = 0;
-        for (std::int64_t j = 0; j < pixels; ++j) {
-          const auto x = pm[at + static_cast<std::size_t>(j)],
-                     y = tm[at + static_cast<std::size_t>(j)];
-          a += x;
-          b += y;
-          both += x & y;
-        }
-        ps[static_cast<std::size_t>(i * k + c)] = a;
-        ts[static_cast<std::size_t>(i * k + c)] = b;
-        inter[static_cast<std::size_t>(i * k + c)] = both;
-      }
+    return m;
   }
+
+  const InputChecker& check_;
+  std::int64_t n_, k_, pixels_;
+  bool one_hot_;
+  std::int64_t first_;
+  std::vector<std::int64_t> pid_, tid_;  // class ids of one image
+};
+
+}  // namespace overlap_detail
+
+/// Reads one batch. `first` is the number of images this rank saw before (for messages).
+inline void read_overlaps(const InputChecker& check, const Batch& batch, std::int64_t num_classes,
+                          bool one_hot, bool include_background, std::int64_t first, Overlaps& o) {
+  const Tensor& p = check.tensor(batch, kPreds);
+  const Tensor& t = check.tensor(batch, kTarget);
+  overlap_detail::check_layout(check, p, t, num_classes, one_hot);
+  const std::int64_t lead = one_hot ? 2 : 1;
+  const std::int64_t n = p.size(0), k = num_classes;
+  std::int64_t pixels = 1;
+  for (std::int64_t d = lead; d < p.dim(); ++d) pixels *= p.size(d);
+  overlap_detail::check_dtypes(check, p, t, one_hot);
+  overlap_detail::OverlapCounter counts(check, n, k, pixels, one_hot, first);
+  const bool floats = is_floating(p.dtype()), floatt = is_floating(t.dtype());
+  if (!one_hot || (floats && floatt))
+    counts.count_by_ids(p, t);
+  else
+    counts.count_by_masks(p, t, floats, floatt);
   // torchmetrics' _ignore_background: drop class 0 when there is more than one class.
   const std::int64_t skip = !include_background && k > 1 ? 1 : 0;
   o.images = n;
@@ -209,9 +271,9 @@ inline void read_overlaps(const InputChecker& check, const Batch& batch, std::in
   for (std::int64_t i = 0; i < n; ++i)
     for (std::int64_t c = skip; c < k; ++c) {
       const auto at = static_cast<std::size_t>(i * k + c);
-      o.inter.push_back(inter[at]);
-      o.pred.push_back(ps[at]);
-      o.target.push_back(ts[at]);
+      o.inter.push_back(counts.inter[at]);
+      o.pred.push_back(counts.ps[at]);
+      o.target.push_back(counts.ts[at]);
     }
 }
 
