@@ -33,6 +33,7 @@
 #include "tally/records.hpp"
 #include "tally/registry.hpp"
 #include "tally/reports.hpp"
+#include "tally/run.hpp"
 #include "tally/version.hpp"
 
 namespace nb = nanobind;
@@ -408,12 +409,90 @@ nb::dict run_info(const tally::RunInfo& r) {
   return d;
 }
 
+// ---- tally run (tally/run.hpp)
+// -------------------------------------------------------------------------------------------
+// The library runs it, with the GIL released; its sinks take the GIL to write to sys.stdout and
+// sys.stderr (so that pytest's capture, Jupyter and redirections see them). The error that ends
+// a run is raised, not printed.
+
+void write_to_sys(const char* stream, std::string_view text) {
+  nb::gil_scoped_acquire locked;
+  try {
+    // Decoded with "replace": the library's lines are escaped already; a table is shown anyway.
+    nb::object s = nb::steal(
+        PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "replace"));
+    if (!s.is_valid()) throw nb::python_error();
+    nb::module_::import_("sys").attr(stream).attr("write")(s);
+  } catch (nb::python_error& e) {
+    e.discard_as_unraisable(nb::str("tally: writing to sys.stdout or sys.stderr"));
+  }
+}
+
+tally::RunSinks python_sinks() {
+  tally::RunSinks s;
+  s.out = [](std::string_view text) { write_to_sys("stdout", text); };
+  s.err = [](std::string_view line) { write_to_sys("stderr", line); };
+  s.print_errors = false;  // raised by finish_run()
+  return s;
+}
+
+// Python's run() options ({"output": str | None, ..., "resume": bool}) as the library's request.
+tally::RunRequest run_request(const nb::dict& o) {
+  tally::RunRequest r;
+  const auto path = [&](const char* key) -> std::optional<std::string> {
+    if (!o.contains(key) || o[key].is_none()) return std::nullopt;
+    return nb::cast<std::string>(o[key]);
+  };
+  const auto flag = [&](const char* key) { return o.contains(key) && nb::cast<bool>(o[key]); };
+  r.output = path("output");
+  r.junit = path("junit");
+  r.markdown = path("markdown");
+  r.html = path("html");
+  r.update_baseline = flag("update_baseline");
+  r.resume = flag("resume");
+  r.quiet = flag("quiet");
+  return r;
+}
+
+// The outcome for Python (GIL held): the error that ended the run raised as it is (ConfigError,
+// InputError, RuntimeError); else (results or None, exit code, message, comparison table), and
+// tally/__init__.py raises RegressionError for exit code 3 (and a class by exit code for another
+// rank's failure).
+nb::tuple finish_run(const tally::RunOutcome& o) {
+  if (o.error) std::rethrow_exception(o.error);
+  nb::object results = o.results ? to_python(o.results->metrics) : nb::none();
+  const std::string comparison = o.comparison ? tally::format_comparison(*o.comparison, false) : "";
+  return nb::make_tuple(results, o.exit_code, o.message, comparison);
+}
+
+// tally.run(CONFIG): the library opens the config (a rank whose config fails under a launcher
+// joins the others as failed, as the command's does) and runs it.
+nb::tuple run_config(const std::string& text, const std::string& source,
+                     const std::string& base_dir, bool is_file, std::vector<std::string> overrides,
+                     const nb::dict& options) {
+  tally::RunRequest request = run_request(options);
+  request.config = is_file ? text : source;
+  if (!is_file) {
+    request.yaml = text;
+    request.base_dir = base_dir;
+  }
+  request.overrides = std::move(overrides);
+  std::optional<tally::RunOutcome> outcome;
+  {
+    nb::gil_scoped_release unlocked;
+    outcome.emplace(tally::run(request, python_sinks()));
+  }
+  return finish_run(*outcome);
+}
+
 // ---- the evaluator
 // -------------------------------------------------------------------------------
 
 class PyEvaluator {
  public:
-  explicit PyEvaluator(tally::Evaluator ev) : ev_(std::move(ev)) {}
+  // `config`: the config file, or the name its YAML text goes by ("<dict>"), for run()'s messages.
+  PyEvaluator(tally::Evaluator ev, std::string config)
+      : ev_(std::move(ev)), config_(std::move(config)) {}
 
   static PyEvaluator from_yaml(const std::string& text, const std::string& source,
                                const std::string& base_dir, std::vector<std::string> overrides,
@@ -422,7 +501,7 @@ class PyEvaluator {
     o.overrides = std::move(overrides);
     o.padded_sampler = padded_sampler;
     nb::gil_scoped_release unlocked;  // a backend's start-up waits for the other ranks
-    return PyEvaluator(tally::Evaluator::from_yaml(text, std::move(o), source, base_dir));
+    return PyEvaluator(tally::Evaluator::from_yaml(text, std::move(o), source, base_dir), source);
   }
   static PyEvaluator from_file(const std::string& path, std::vector<std::string> overrides,
                                bool padded_sampler) {
@@ -430,7 +509,7 @@ class PyEvaluator {
     o.overrides = std::move(overrides);
     o.padded_sampler = padded_sampler;
     nb::gil_scoped_release unlocked;
-    return PyEvaluator(tally::Evaluator::from_file(path, std::move(o)));
+    return PyEvaluator(tally::Evaluator::from_file(path, std::move(o)), path);
   }
 
   void add(nb::handle mapping) {
@@ -532,80 +611,26 @@ class PyEvaluator {
     return nb::bytes(got.data(), got.size());
   }
 
-  // tally run: the config's reader over this rank's shard, every metric, the outputs on rank 0
-  // (tally_reports' ReportTargets, as the CLI writes them). Returns the results and, for a
-  // regression against the config's baseline, the comparison's report (else "").
-  std::pair<nb::dict, std::string> run_config(const std::optional<std::string>& output, bool quiet,
-                                              bool resume) {
-    std::string regressed;
-    nb::gil_scoped_release unlocked;
-    const std::lock_guard lock(*mutex_);
-    // The same config on every rank: every rank throws alike, none waits.
-    if (resume && !ev_.has_checkpoint())
-      throw tally::ConfigError(
-          "resume: the config has no 'checkpoint:' section (checkpoint: {dir: DIR, "
-          "every_n_batches: N}), so there is no checkpoint to resume from");
-    const auto& regression = ev_.regression();
-    tally::ReportTargets targets = tally::ReportTargets::of(ev_.outputs());
-    if (output) targets.json = tally::OutputTarget{*output, "output"};
-    std::shared_ptr<tally::Reader> reader;
-    std::optional<tally::Results> baseline;
-    std::string chartjs;
-    // Everything checked before the run; a failure is recorded, and the start exchange fails
-    // every rank with it.
-    try {
-      if (ev_.rank() == 0) {
-        targets.check_writable();
-        if (const auto records = ev_.outputs().records)
-          tally::check_writable(*records, "output.records");
-        if (targets.html)
-          if (const auto f = tally::find_chartjs()) chartjs = tally::read_chartjs(*f);
-      }
-      if (regression) baseline = tally::read_baseline(*regression, "CONFIG");
-      reader = ev_.make_reader();
-    } catch (const tally::Error& e) {
-      ev_.record_error(e.exit_code(), e.what());
+  // tally run on this evaluator's config (tally::run, as the command runs it): see finish_run().
+  nb::tuple run(const nb::dict& options) {
+    tally::RunRequest request = run_request(options);
+    request.config = config_;
+    std::optional<tally::RunOutcome> outcome;
+    {
+      nb::gil_scoped_release unlocked;
+      const std::lock_guard lock(*mutex_);
+      outcome.emplace(tally::run(ev_, request, python_sinks()));
     }
-    tally::ReadOptions read;
-    read.resume = resume;
-    read.on_notice = [](const std::string& message) {
-      nb::gil_scoped_acquire locked;
-      nb::module_::import_("sys").attr("stderr").attr("write")("tally: " + message + "\n");
-    };
-    ev_.read_all(reader.get(), read);
-    last_ = ev_.compute();
-    const tally::Results& results = *last_;
-    const tally::ResultSpecs specs = tally::ResultSpecs::from_results(results);
-    std::optional<tally::Comparison> comparison;
-    if (baseline) {
-      comparison = tally::compare(results.metrics, baseline->metrics, specs,
-                                  tally::Tolerances::of(*regression));
-      comparison->baseline_source = regression->baseline.string();
-      tally::apply_paired_gate(*comparison, ev_, results, *regression);  // collective
-      if (comparison->regressed()) regressed = tally::format_comparison(*comparison, false);
-    }
-    if (ev_.rank() == 0) {
-      if (!quiet) {
-        std::string text = tally::format_table(results);
-        if (comparison) text += "\n" + tally::format_comparison(*comparison, false);
-        nb::gil_scoped_acquire locked;
-        nb::module_::import_("sys").attr("stdout").attr("write")(text);
-      }
-      tally::OutputSet out;
-      targets.stage(out,
-                    {results, specs, comparison ? &*comparison : nullptr,
-                     baseline ? &baseline->metrics : nullptr, results.run.config},
-                    chartjs);
-      if (const auto records = ev_.outputs().records; records && results.records)
-        out.stage(*records, tally::pack_records(*results.records), "output.records");
-      out.commit();
-    }
-    nb::gil_scoped_acquire locked;
-    return {nb::cast<nb::dict>(to_python(results.metrics)), regressed};
+    if (outcome->results) last_ = outcome->results;
+    return finish_run(*outcome);
   }
+  // ConfigError when a launcher started several ranks but the backend is a world of one (the
+  // command's exit 2 for the same case).
+  void check_launcher() const { tally::check_launcher_backend(ev_); }
 
  private:
   tally::Evaluator ev_;
+  std::string config_;
   // add() and compute() run without the GIL: two Python threads on one evaluator take turns.
   // Always taken with the GIL released (a view released inside the engine takes the GIL).
   std::unique_ptr<std::mutex> mutex_ = std::make_unique<std::mutex>();
@@ -718,8 +743,8 @@ NB_MODULE(_tally, m) {
       .def("record_error", &PyEvaluator::record_error)
       .def("all_gather_bytes", &PyEvaluator::all_gather_bytes)
       .def("broadcast_bytes", &PyEvaluator::broadcast_bytes)
-      .def("run_config", &PyEvaluator::run_config, nb::arg("output"), nb::arg("quiet"),
-           nb::arg("resume"))
+      .def("run", &PyEvaluator::run, nb::arg("options"))
+      .def("check_launcher", &PyEvaluator::check_launcher)
       .def_prop_ro("rank", &PyEvaluator::rank)
       .def_prop_ro("world_size", &PyEvaluator::world_size)
       .def_prop_ro("local_rank", &PyEvaluator::local_rank)
@@ -728,6 +753,8 @@ NB_MODULE(_tally, m) {
 
   m.def("_inspect_batch", &inspect_batch);
   m.def("_plugins_json", &plugins_json, nb::arg("paths"));
+  m.def("_run", &run_config, nb::arg("text"), nb::arg("source"), nb::arg("base_dir"),
+        nb::arg("is_file"), nb::arg("overrides"), nb::arg("options"));
   m.def("_launch_env", &launch_env);
   m.def("_validate", &validate, nb::arg("text"), nb::arg("source"), nb::arg("base_dir"),
         nb::arg("is_file"), nb::arg("overrides"));

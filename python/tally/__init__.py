@@ -19,7 +19,6 @@ from __future__ import annotations
 import json as _json
 import os as _os
 import pickle as _pickle
-import warnings as _warnings
 from typing import Any, Iterable, Mapping, Optional, Sequence, Union
 
 from . import _tally
@@ -83,14 +82,38 @@ def _open_config(config: ConfigLike, overrides: list, padded_sampler: bool):
     return _tally._Evaluator.from_yaml(text, source, base, overrides, padded_sampler)
 
 
-def _launcher_world_size() -> int:
-    """The number of ranks the launcher started, as the engine reads it (tally/launch.hpp: one
-    table and precedence for the CLI, the backends and this package); 1 when there is none, it
-    gives no size (PMIx alone) or its variables are wrong (the backend then says why)."""
-    try:
-        return max(1, int(_tally._launch_env()["world_size"]))
-    except ConfigError:
-        return 1
+_Path = Union[None, str, "_os.PathLike[str]"]
+
+
+def _run_options(output, junit, markdown, html, update_baseline, resume, quiet) -> dict:
+    """``tally run``'s options by their names there (``--output``, ``--junit``, ...)."""
+
+    def path(p):
+        return None if p is None else _os.fspath(p)
+
+    return {
+        "output": path(output),
+        "junit": path(junit),
+        "markdown": path(markdown),
+        "html": path(html),
+        "update_baseline": bool(update_baseline),
+        "resume": bool(resume),
+        "quiet": bool(quiet),
+    }
+
+
+def _finish_run(outcome) -> dict:
+    """The engine's run outcome (results, exit code, message, comparison) as the command's exit
+    code means it: 0 the results; 3 :class:`RegressionError` (a regression, or with
+    ``regression.fail_on_drift`` a drift); another code (another rank's failure) the error of that
+    code. An error of this rank's own was raised by the engine already, as the command's message
+    says it (ConfigError, InputError, RuntimeError)."""
+    results, code, message, comparison = outcome
+    if code == 0:
+        return results
+    if code == RegressionError.exit_code:
+        raise RegressionError(message, results, comparison)
+    raise (ConfigError if code == ConfigError.exit_code else RuntimeError)(message)
 
 
 class Evaluator:
@@ -113,13 +136,8 @@ class Evaluator:
         padded_sampler: bool = False,
     ) -> None:
         self._ev = _open_config(config, _override_items(overrides), padded_sampler)
-        if self._ev.world_size == 1 and _launcher_world_size() > 1:
-            _warnings.warn(
-                f"tally: started as one of {_launcher_world_size()} ranks, but the backend is "
-                f"{self._ev.backend}: every rank computes on its own samples alone. Set "
-                "backend: {type: auto} (or mpi, gloo, nccl) to compute over every rank.",
-                stacklevel=2,
-            )
+        # Several ranks from a launcher on a backend of one: the command's exit 2, a ConfigError.
+        self._ev.check_launcher()
 
     # ---- accumulate -------------------------------------------------------------------------
     def add(self, batch: Optional[Mapping[str, Any]] = None, /, **fields: Any) -> None:
@@ -249,15 +267,32 @@ class Evaluator:
         self._ev.record_error(2 if input_error else 1, message)
 
     # ---- the config's own data --------------------------------------------------------------
-    def run(self, output: Optional[str] = None, quiet: bool = True, resume: bool = False) -> dict:
-        """Reads the config's ``data:`` section through its reader plugin (this rank's shard),
-        computes, and writes the config's outputs on rank 0, as ``tally run`` does; with a
-        ``checkpoint:`` section it checkpoints as it reads, and ``resume=True`` continues from the
-        last complete checkpoint (``tally run --resume``). Collective."""
-        results, regressed = self._ev.run_config(output, quiet, resume)
-        if regressed:
-            raise RegressionError(regressed, results)
-        return results
+    def run(
+        self,
+        output: _Path = None,
+        quiet: bool = True,
+        resume: bool = False,
+        *,
+        junit: _Path = None,
+        markdown: _Path = None,
+        html: _Path = None,
+        update_baseline: bool = False,
+    ) -> dict:
+        """``tally run`` on this evaluator's config, by the same engine function: reads the
+        config's ``data:`` section through its reader plugin (this rank's shard), computes,
+        compares with the ``regression:`` baseline (paired tests, history and drift), and writes
+        the outputs on rank 0, all or none. The options are the command's: ``output``, ``junit``,
+        ``markdown``, ``html`` override the config's output paths; ``resume`` continues from the
+        last complete checkpoint; ``update_baseline`` writes the results as the baseline;
+        ``quiet=False`` prints the tables. Notices go to ``sys.stderr`` ("tally: ..."). Returns
+        the results on every rank; the command's exit codes are raised: 3
+        :class:`RegressionError`, 2 :class:`ConfigError` or :class:`InputError`, 1
+        :class:`RuntimeError`. Collective."""
+        return _finish_run(
+            self._ev.run(
+                _run_options(output, junit, markdown, html, update_baseline, resume, quiet)
+            )
+        )
 
     def __repr__(self) -> str:
         return (
@@ -270,15 +305,32 @@ def run(
     config: ConfigLike,
     overrides: Union[None, Mapping[str, Any], Iterable[str]] = None,
     *,
-    output: Optional[str] = None,
-    quiet: bool = True,
+    output: _Path = None,
+    junit: _Path = None,
+    markdown: _Path = None,
+    html: _Path = None,
+    update_baseline: bool = False,
     resume: bool = False,
+    quiet: bool = True,
 ) -> dict:
-    """``tally run CONFIG`` in this process: reads the config's data, computes every metric,
-    writes its outputs (and ``output``, a results JSON path, if given) on rank 0, and returns the
-    results on every rank. A regression against the config's baseline raises
-    :class:`RegressionError` (the command's exit code 3); ``resume=True`` is ``--resume``."""
-    return Evaluator(config, overrides).run(output=output, quiet=quiet, resume=resume)
+    """``tally run CONFIG`` in this process, by the command's own engine function: reads the
+    config's data, computes every metric, compares with its baseline, writes its outputs on rank
+    0, and returns the results on every rank. The options are the command's (``--output``,
+    ``--junit``, ``--markdown``, ``--html``, ``--update-baseline``, ``--resume``, ``--quiet``;
+    no progress bar), and so are the errors: a regression (or, with
+    ``regression.fail_on_drift``, a drift) raises :class:`RegressionError` (exit code 3), a bad
+    config :class:`ConfigError` (exit code 2), with the command's message."""
+    kind, text, source, base = _config_source(config)
+    return _finish_run(
+        _tally._run(
+            text,
+            source,
+            base,
+            kind == "file",
+            _override_items(overrides),
+            _run_options(output, junit, markdown, html, update_baseline, resume, quiet),
+        )
+    )
 
 
 def validate(

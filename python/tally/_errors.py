@@ -30,11 +30,14 @@ class RuntimeError(TallyError, builtins.RuntimeError):
 
 
 class RegressionError(TallyError):
-    """A metric regressed against the config's baseline (exit code 3). ``results`` holds the
-    results computed."""
+    """A metric regressed against the config's baseline, or with ``regression.fail_on_drift`` a
+    key drifted over the history (exit code 3). The message is the line ``tally run`` prints
+    ("regression against 'baseline.json': 1 key regressed: ..."); ``results`` holds the results
+    computed, ``comparison`` the comparison table (with each key's paired test)."""
 
     exit_code = 3
 
-    def __init__(self, message: str, results: dict) -> None:
+    def __init__(self, message: str, results: dict, comparison: str = "") -> None:
         super().__init__(message)
         self.results = results
+        self.comparison = comparison

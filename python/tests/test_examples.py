@@ -288,4 +288,4 @@ def test_records_intervals_and_the_paired_gate_as_the_cli(tmp_path):
     tally.run(str(gate), {**fast, "data.fields.pred_scores": str(cand / "noise.npy")})
     with pytest.raises(tally.RegressionError) as e:
         tally.run(str(gate), {**fast, "data.fields.pred_scores": str(cand / "regressed.npy")})
-    assert "McNemar exact: 29 worse, 10 better of 897" in str(e.value)
+    assert "McNemar exact: 29 worse, 10 better of 897" in e.value.comparison
