@@ -215,10 +215,38 @@ LaunchEnv read(const GetEnv& env, std::string_view who) {
 
 LaunchEnv current(std::string_view who) { return read(process_env(), who); }
 
+namespace {
+
+// The largest world that a complete launcher with valid values claims (0: none).
+int largest_claimed(const GetEnv& env) {
+  int out = 0;
+  const auto claim = [&](const Launcher& l) {
+    if (presence(env, l) != Presence::Complete) return;
+    try {
+      out = std::max(out, parse(env, l, "").size);  // PMIx's: 0
+    } catch (const ConfigError&) {
+      // a wrong value: this launcher claims nothing
+    }
+  };
+  claim(kTorchrun);
+  for (const Launcher& l : kLaunchers) claim(l);
+  return out;
+}
+
+}  // namespace
+
 int launcher_world_size(const GetEnv& env) noexcept {
   try {
     const LaunchEnv e = read(env, "");
     return std::max(1, e.world_size);
+  } catch (const ConfigError&) {
+    // Launchers that disagree: the larger world, so that the error paths err towards the others
+    // (join them as failed; refuse a world-of-one backend) rather than run alone.
+    try {
+      return std::max(1, largest_claimed(env));
+    } catch (...) {
+      return 1;
+    }
   } catch (...) {
     return 1;
   }

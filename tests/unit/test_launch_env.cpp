@@ -268,11 +268,15 @@ TEST(LaunchEnv, RankAndWorldSizeThatDisagreeAreAConflict) {
              "two launchers disagree");
   EXPECT_HAS(err(with(kSrunStep, {{"RANK", "0"}, {"WORLD_SIZE", "4"}})),
              "SLURM_PROCID=3, SLURM_NTASKS=4, SLURM_LOCALID=1 (Slurm) but RANK=0, WORLD_SIZE=4");
-  // The non-throwing readers say "none" rather than pick one.
+  // The non-throwing readers: no rank, and the larger world (the error paths join the others
+  // or refuse a world-of-one backend rather than run alone).
   const GetEnv conflict =
-      env_of({{"PMI_RANK", "0"}, {"PMI_SIZE", "2"}, {"RANK", "1"}, {"WORLD_SIZE", "2"}});
-  EXPECT_EQ(tally::launch::launcher_world_size(conflict), 1);
+      env_of({{"PMI_RANK", "0"}, {"PMI_SIZE", "2"}, {"RANK", "1"}, {"WORLD_SIZE", "3"}});
+  EXPECT_EQ(tally::launch::launcher_world_size(conflict), 3);
   EXPECT_EQ(tally::launch::launcher_rank(conflict), -1);
+  // A wrong value alone: none.
+  EXPECT_EQ(tally::launch::launcher_world_size(env_of({{"RANK", "0"}, {"WORLD_SIZE", "x"}})), 1);
+  EXPECT_EQ(tally::launch::launcher_world_size(env_of({{"RANK", "0"}})), 1);
 }
 
 TEST(LaunchEnv, TwoMpiLaunchersThatDisagreeAreAConflict) {

@@ -87,8 +87,10 @@ TALLY_API LaunchEnv read(const GetEnv& env, std::string_view who);
 TALLY_API LaunchEnv current(std::string_view who);
 
 /// The world size the process environment gives (read()), 1 when none is set, the size is
-/// unknown (PMIx alone) or the variables are wrong (read() would throw): for error paths that
-/// run before any backend and must not throw.
+/// unknown (PMIx alone) or a value is wrong; for launchers that disagree, the largest world one
+/// of them claims (so that a rank errs towards the others: it joins them as failed, and a
+/// world-of-one backend is refused, rather than running alone). For error paths that run before
+/// any backend and must not throw.
 TALLY_API int launcher_world_size() noexcept;
 TALLY_API int launcher_world_size(const GetEnv& env) noexcept;
 
