@@ -81,6 +81,37 @@ TEST_F(BackendAutoCli, BadLauncherVariableIsNamed) {
   EXPECT_NE(r.err.find("WORLD_SIZE must be an integer, found 'two'"), std::string::npos) << r.err;
 }
 
+TEST_F(BackendAutoCli, LaunchersThatDisagreeAreAConfigErrorNamingBoth) {
+  // mpirun's rank 1 of 4 beside RANK/WORLD_SIZE without torchrun's signature (tally/launch.hpp):
+  // no order says which started this process.
+  const std::string vars =
+      kNoLauncher + "OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_SIZE=4 RANK=3 WORLD_SIZE=8 ";
+  const auto r = run_command(vars + kTally + " run -q " + config().string() +
+                             " --set backend.type=auto -o " + (dir / "a.json").string());
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_EQ(count(r.err, "\n"), 1u) << r.err;
+  EXPECT_NE(r.err.find("backend 'auto': two launchers disagree on this process's place: "
+                       "OMPI_COMM_WORLD_RANK=1, OMPI_COMM_WORLD_SIZE=4 (mpirun) but RANK=3, "
+                       "WORLD_SIZE=8 (torchrun)"),
+            std::string::npos)
+      << r.err;
+  // The default nondist backend is refused rather than run alone on every rank.
+  const auto n = run_command(vars + kTally + " run -q " + config().string() + " -o " +
+                             (dir / "n.json").string());
+  EXPECT_EQ(n.exit_code, 2) << n.err;
+  EXPECT_NE(n.err.find("started as one of 8 ranks by a launcher"), std::string::npos) << n.err;
+  EXPECT_FALSE(fs::exists(dir / "n.json"));
+}
+
+TEST_F(BackendAutoCli, ABatchScriptsSlurmVariablesAreNoLauncher) {
+  // sbatch (or salloc) running tally once: SLURM_NTASKS without an srun step (SLURM_STEP_ID).
+  const auto r = run_command(kNoLauncher + "SLURM_JOB_ID=5 SLURM_NTASKS=4 SLURM_PROCID=0 " +
+                             kTally + " run -q " + config().string() +
+                             " --set backend.type=auto -o " + (dir / "b.json").string());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.err, "tally: backend auto -> nondist (no launcher variables)\n");
+}
+
 #ifdef TALLY_MPIEXEC
 TEST_F(BackendAutoCli, UnderMpirunItIsMpi) {
   const auto cfg = config();
