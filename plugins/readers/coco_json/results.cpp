@@ -1,9 +1,9 @@
 // The coco_json reader's results file: a JSON array of {image_id, category_id, bbox |
 // segmentation | keypoints, score}, read as pycocotools' COCO.loadRes reads it (its branch picked
 // from the first entry), in chunks of whole elements (json_file.hpp), else whole.
-// The steps of one result are functions of this file only (internal linkage, one caller each),
-// so the compiler can fold them back into the loop over the elements as when they were one
-// function.
+// The steps of one result are functions of this file only, each with one caller, forced inline:
+// a result is parsed by one function, as when the steps were one lambda, not by four calls
+// (GCC 12 at -O2 leaves three of them out of line otherwise).
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -61,7 +61,8 @@ struct ResultWhere {
 
 /// The keys of one result. Result segmentations carry their own size, so they are decoded in
 /// group() (h, w unknown for polygons: those are rasterised once the image sizes are known).
-void parse_result_keys(dom::object o, const ResultWhere& where, ResultsPass& pass, Result& r) {
+[[gnu::always_inline]] inline void parse_result_keys(dom::object o, const ResultWhere& where,
+                                                     ResultsPass& pass, Result& r) {
   const std::string& masks = pass.masks;
   for (const auto f : o) {
     const std::string_view key = f.key;
@@ -93,7 +94,8 @@ void parse_result_keys(dom::object o, const ResultWhere& where, ResultsPass& pas
 }
 
 /// The keys a result needs, loadRes' branch taken from the first one, and what the branch needs.
-void check_result(const ResultWhere& where, ResultsPass& pass, const Result& r) {
+[[gnu::always_inline]] inline void check_result(const ResultWhere& where, ResultsPass& pass,
+                                                const Result& r) {
   if (!r.has_image) fail(where() + ": no 'image_id'");
   if (!r.has_cat) fail(where() + ": no 'category_id'");
   if (!r.has_score) fail(where() + ": no 'score'");
@@ -119,7 +121,8 @@ void check_result(const ResultWhere& where, ResultsPass& pass, const Result& r) 
 
 /// A result's keypoints (all with the same 3K numbers) and, in loadRes' keypoints branch, its
 /// box from them.
-void add_result_keypoints(const ResultWhere& where, ResultsPass& pass, Result& r) {
+[[gnu::always_inline]] inline void add_result_keypoints(const ResultWhere& where, ResultsPass& pass,
+                                                        Result& r) {
   const std::vector<double>& kp = pass.kp;
   if (r.has_kp && pass.with_keypoints) {
     if (pass.kp_len == 0) {
@@ -154,7 +157,8 @@ void add_result_keypoints(const ResultWhere& where, ResultsPass& pass, Result& r
 /// compressed) and decoded once, in group(), straight into the image-ordered counts: decoded
 /// here, the counts (4 bytes each against about 1 character) would be copied again as they grow.
 /// Its area (loadRes: maskUtils.area) and, without a bbox, its box (toBbox) are taken there.
-void add_result_mask(const ResultWhere& where, ResultsPass& pass, Result& r) {
+[[gnu::always_inline]] inline void add_result_mask(const ResultWhere& where, ResultsPass& pass,
+                                                   Result& r) {
   Instances& dt = pass.dt;
   std::uint8_t geom = 0;
   if (!r.polys.empty()) {
