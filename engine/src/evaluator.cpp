@@ -450,7 +450,90 @@ class ReadAhead {
   std::thread thread_;  // last: started once everything it uses is
 };
 
+/// Reading without checkpoints: every rank reads its whole shard in one round, then waits for the
+/// others; a rank still reading is waited for as long as it reads batches (run_on_every_rank),
+/// however long that takes.
+class ReadStraight final : public ReadPolicy {
+ public:
+  explicit ReadStraight(Collectives& collectives) : collectives_(collectives) {}
+  bool decide() override { return true; }
+  bool resume(std::int64_t& batches) override {
+    batches = 0;
+    return true;
+  }
+  std::int64_t round_batches() const override { return 0; }
+  bool read_ahead() const override { return true; }
+  void round(const std::function<void()>& read,
+             const std::atomic<std::uint64_t>& progress) override {
+    collectives_.run_on_every_rank(read, progress, {"reading the shards"});
+  }
+  bool save(bool /*done*/, std::int64_t /*batches*/) override { return false; }
+
+ private:
+  Collectives& collectives_;
+};
+
 }  // namespace
+
+void Evaluator::Impl::read_shards(Reader* reader, const ReadOptions& options, ReadPolicy& policy) {
+  std::int64_t resumed = 0;
+  if (!policy.decide() || !policy.resume(resumed)) return;
+  std::atomic<std::uint64_t> batches{static_cast<std::uint64_t>(resumed)};
+  const std::int64_t limit = policy.round_batches();
+  const bool stable = is_stable(reader);
+  // A reader whose batches stay valid (StableBatchReader) reads the next batch on a thread of
+  // its own while this one adds the current one: the same batches, in the same order. It lives
+  // from the first round until this rank's reading stops, so that no batch it read is lost
+  // between rounds.
+  std::optional<ReadAhead> ahead;
+  bool done = false;
+  const auto next = [&](bool& failed) {
+    if (!ahead) return next_batch(*reader, failed);
+    std::optional<Batch> b;
+    failed = !recording("", [&] { b = ahead->take(); });
+    return b;
+  };
+  // One round of this rank's reading: false once it stopped (the shard's end, or a failure,
+  // recorded: add() and next_batch() record theirs).
+  const auto read_round = [&] {
+    if (stable && policy.read_ahead() && !ahead) ahead.emplace(*reader);
+    for (std::int64_t i = 0; limit == 0 || i < limit; ++i) {
+      bool failed = false;
+      std::optional<Batch> batch = next(failed);
+      if (failed) return false;
+      if (!batch) {
+        done = true;
+        return false;
+      }
+      const auto n = batch->size();
+      if (ahead) ahead->request();
+      try {
+        add(*batch, stable);
+      } catch (const std::exception&) {  // add() recorded it
+        return false;
+      }
+      batches.fetch_add(1, std::memory_order_relaxed);
+      if (options.on_batch) options.on_batch(n);
+    }
+    return true;
+  };
+  while (true) {
+    policy.round(
+        [&] {
+          if (reader == nullptr || error || done) return;
+          // Once this rank's reading stops, the read-ahead stops too (after the read in flight,
+          // if any), inside the round, as when it was local to it.
+          try {
+            if (!read_round()) ahead.reset();
+          } catch (...) {  // from on_batch, say
+            ahead.reset();
+            throw;
+          }
+        },
+        batches);
+    if (!policy.save(done, static_cast<std::int64_t>(batches.load()))) return;
+  }
+}
 
 void Evaluator::read_all(Reader* reader, const ReadOptions& options) {
   auto& s = *impl_;
@@ -460,45 +543,17 @@ void Evaluator::read_all(Reader* reader, const ReadOptions& options) {
     throw ConfigError(
         "this evaluator was built to validate a config; it has no backend to read data with");
   s.agree_at_start(reader, options.settings);
-  if (s.config.checkpoint) return s.read_checkpointed(reader, options);
+  if (s.config.checkpoint) {
+    const auto policy = s.checkpointed_reading(reader, options);
+    return s.read_shards(reader, options, *policy);
+  }
   if (options.resume)
     throw ConfigError(fmt::format(
         "--resume: {} has no 'checkpoint:' section (checkpoint: {{dir: DIR, every_n_batches: "
         "N}}), so there is no checkpoint to resume from",
         s.config.source));
-  // Every rank reads its shard, then waits for the others; a rank still reading is waited for as
-  // long as it reads batches (run_on_every_rank), however long that takes.
-  std::atomic<std::uint64_t> batches{0};
-  s.collectives().run_on_every_rank(
-      [&] {
-        if (reader == nullptr || s.error) return;
-        bool failed = false;
-        const bool stable = is_stable(reader);
-        // A reader whose batches stay valid (StableBatchReader) reads the next batch on a thread
-        // of its own while this one adds the current one: the same batches, in the same order.
-        std::optional<ReadAhead> ahead;
-        if (stable) ahead.emplace(*reader);
-        const auto next = [&] {
-          if (!ahead) return s.next_batch(*reader, failed);
-          std::optional<Batch> b;
-          failed = !s.recording("", [&] { b = ahead->take(); });
-          return b;
-        };
-        std::optional<Batch> batch = next();
-        while (batch) {
-          const auto n = batch->size();
-          if (ahead) ahead->request();
-          try {
-            s.add(*batch, stable);
-          } catch (const std::exception&) {  // add() recorded it
-            return;
-          }
-          batches.fetch_add(1, std::memory_order_relaxed);
-          if (options.on_batch) options.on_batch(n);
-          batch = next();
-        }
-      },
-      batches, {"reading the shards"});
+  ReadStraight policy(s.collectives());
+  s.read_shards(reader, options, policy);
 }
 
 }  // namespace tally

@@ -1,6 +1,7 @@
-// Evaluator::read_all with a `checkpoint:` section (docs/checkpoint.md): rank 0 decides what to
-// resume, every rank restores its shard's state and skips what it had read, and every
-// `every_n_batches` the ranks save their states together.
+// Evaluator::read_all with a `checkpoint:` section (docs/checkpoint.md), as a ReadPolicy of the
+// one read loop (Evaluator::Impl::read_shards): rank 0 decides what to resume, every rank
+// restores its shard's state and skips what it had read, and every `every_n_batches` the ranks
+// save their states together.
 #include <algorithm>
 #include <atomic>
 #include <bit>
@@ -60,8 +61,8 @@ checkpoint::Expected Evaluator::Impl::expectation() const {
 
 // Rank 0, before anything is read: the checkpoint to resume (validated against this run), or a
 // clean folder for a fresh run. Throws what every rank must then throw.
-Value Evaluator::Impl::decide(Reader& reader, const ReadOptions& options,
-                              const checkpoint::Expected& expected) {
+Value Evaluator::Impl::choose_checkpoint(Reader& reader, const ReadOptions& options,
+                                         const checkpoint::Expected& expected) {
   namespace ck = checkpoint;
   const CheckpointConfig& cc = *config.checkpoint;
   Value d = Value::map();
@@ -243,26 +244,62 @@ std::int64_t Evaluator::Impl::restore(Reader& reader, const checkpoint::Metadata
   return shard.batches;
 }
 
-void Evaluator::Impl::read_checkpointed(Reader* reader, const ReadOptions& options) {
-  namespace ck = checkpoint;
-  const CheckpointConfig& cc = *config.checkpoint;
-  if (!backend)
-    throw ConfigError(
-        "this evaluator was built to validate a config; it has no backend to read data with");
-  Collectives& b = collectives();
-  const int world = b.world_size();
-  const int me = b.rank();
-  const auto expected = expectation();
+/// Reading with checkpoints: rank 0 decides what to resume (decide), every rank restores its
+/// shard's state and skips what it had read (resume), then rounds: every rank reads up to
+/// `every_n_batches` batches and writes its shard; once every shard is written, rank 0 writes the
+/// metadata that completes the checkpoint (save). Ranks whose shard is done keep taking part until
+/// every shard is done.
+class Evaluator::Impl::ReadCheckpointed final : public ReadPolicy {
+ public:
+  ReadCheckpointed(Impl& s, Reader* reader, const ReadOptions& options)
+      : s_(s),
+        cc_(*s.config.checkpoint),
+        reader_(reader),
+        options_(options),
+        b_(s.collectives()),
+        world_(b_.world_size()),
+        me_(b_.rank()),
+        expected_(s.expectation()) {}
 
-  // 1. Rank 0 picks the checkpoint to resume (or clears the folder for a fresh run) and tells
-  // every rank; a refusal fails every rank alike, before anything is read.
+  bool decide() override;
+  bool resume(std::int64_t& batches) override;
+  std::int64_t round_batches() const override { return cc_.every_n_batches; }
+  // Not read ahead: the batches are read as they always were, one round at a time.
+  bool read_ahead() const override { return false; }
+  void round(const std::function<void()>& read,
+             const std::atomic<std::uint64_t>& /*progress*/) override {
+    read();
+  }
+  bool save(bool done, std::int64_t batches) override;
+
+ private:
+  /// This rank's shard of `step`, written (its crc32 and size in the result), unless it failed.
+  Value write_shard(std::int64_t batches);
+  /// Rank 0, once every rank wrote its shard of step_: the metadata that completes it.
+  void write_metadata(const std::vector<Value>& recs);
+
+  Impl& s_;
+  const CheckpointConfig& cc_;
+  Reader* reader_;
+  const ReadOptions& options_;
+  Collectives& b_;
+  const int world_;
+  const int me_;
+  const checkpoint::Expected expected_;
+  Value decision_;
+  std::int64_t step_ = 0;
+};
+
+// 1. Rank 0 picks the checkpoint to resume (or clears the folder for a fresh run) and tells
+// every rank; a refusal fails every rank alike, before anything is read.
+bool Evaluator::Impl::ReadCheckpointed::decide() {
   msgpack::sbuffer out;
-  if (me == 0) {
+  if (me_ == 0) {
     Value d = Value::map();
     d.set("status", -1);  // rank 0 failed already: compute() reports it on every rank
-    if (!error && reader != nullptr) {
+    if (!s_.error && reader_ != nullptr) {
       try {
-        d = decide(*reader, options, expected);
+        d = s_.choose_checkpoint(*reader_, options_, expected_);
       } catch (const Error& e) {
         d = Value::map();
         d.set("status", e.exit_code());
@@ -275,27 +312,29 @@ void Evaluator::Impl::read_checkpointed(Reader* reader, const ReadOptions& optio
     }
     msgpack::pack(out, d);
   }
-  const Value decision = unpack_value(b.broadcast_object(bytes_of(out), 0, {"checkpoint decision"}),
-                                      "rank 0's checkpoint decision");
-  const auto status = decision.at("status").as_int();
-  if (status > 0) throw_error(static_cast<int>(status), decision.at("message").as_string());
-  if (status < 0) return;
-  const std::int64_t from = decision.at("step").as_int();
+  decision_ = unpack_value(b_.broadcast_object(bytes_of(out), 0, {"checkpoint decision"}),
+                           "rank 0's checkpoint decision");
+  const auto status = decision_.at("status").as_int();
+  if (status > 0) throw_error(static_cast<int>(status), decision_.at("message").as_string());
+  return status >= 0;
+}
 
-  // 2. Every rank restores its own shard; the ranks agree before any goes on.
-  std::int64_t step = 0;
-  std::int64_t batches = 0;
+// 2. Every rank restores its own shard; the ranks agree before any goes on.
+bool Evaluator::Impl::ReadCheckpointed::resume(std::int64_t& batches) {
+  namespace ck = checkpoint;
+  const std::int64_t from = decision_.at("step").as_int();
+  batches = 0;
   Value mine = Value::map();
   int kind = 0;  // 0 ok, 1 this rank failed before (recorded), 2 its shard cannot be used
-  if (error || reader == nullptr) {
+  if (s_.error || reader_ == nullptr) {
     kind = 1;
   } else if (from >= 0) {
     try {
-      const auto meta_path = cc.dir / ck::step_name(from) / ck::kMetadataName;
-      const auto m = ck::Metadata::parse(decision.at("metadata").as_string(), meta_path);
-      batches = restore(*reader, m, options);
-      step = m.step;
-      if (error) kind = 1;
+      const auto meta_path = cc_.dir / ck::step_name(from) / ck::kMetadataName;
+      const auto m = ck::Metadata::parse(decision_.at("metadata").as_string(), meta_path);
+      batches = s_.restore(*reader_, m, options_);
+      step_ = m.step;
+      if (s_.error) kind = 1;
     } catch (const Error& e) {
       kind = 2;
       mine.set("code", e.exit_code());
@@ -309,118 +348,105 @@ void Evaluator::Impl::read_checkpointed(Reader* reader, const ReadOptions& optio
   mine.set("kind", kind);
   msgpack::sbuffer packed_status;
   msgpack::pack(packed_status, mine);
-  {
-    const auto all = b.all_gather_object(bytes_of(packed_status), {"checkpoint status"});
-    std::optional<std::pair<int, std::string>> refusal;
-    bool stop = false;
-    for (int r = 0; r < world; ++r) {
-      const Value v = unpack_value(all[static_cast<std::size_t>(r)], "a rank's restore status");
-      const auto k = v.at("kind").as_int();
-      if (k == 2 && !refusal) {
-        const auto& msg = v.at("message").as_string();
-        refusal.emplace(static_cast<int>(v.at("code").as_int()),
-                        world > 1 ? fmt::format("rank {}: {}", r, msg) : msg);
-      }
-      stop = stop || k != 0;
+  const auto all = b_.all_gather_object(bytes_of(packed_status), {"checkpoint status"});
+  std::optional<std::pair<int, std::string>> refusal;
+  bool stop = false;
+  for (int r = 0; r < world_; ++r) {
+    const Value v = unpack_value(all[static_cast<std::size_t>(r)], "a rank's restore status");
+    const auto k = v.at("kind").as_int();
+    if (k == 2 && !refusal) {
+      const auto& msg = v.at("message").as_string();
+      refusal.emplace(static_cast<int>(v.at("code").as_int()),
+                      world_ > 1 ? fmt::format("rank {}: {}", r, msg) : msg);
     }
-    if (refusal) throw_error(refusal->first, refusal->second);
-    // Said once every rank has restored its shard: "resuming from" is then true.
-    if (const Value* note = decision.find("notice");
-        me == 0 && options.on_notice && note != nullptr && !note->as_string().empty())
-      options.on_notice(note->as_string());
-    if (stop) return;
+    stop = stop || k != 0;
   }
+  if (refusal) throw_error(refusal->first, refusal->second);
+  // Said once every rank has restored its shard: "resuming from" is then true.
+  if (const Value* note = decision_.find("notice");
+      me_ == 0 && options_.on_notice && note != nullptr && !note->as_string().empty())
+    options_.on_notice(note->as_string());
+  return !stop;
+}
 
-  // 3. Rounds: every rank reads up to N batches and writes its shard; once every shard is
-  // written, rank 0 writes the metadata that completes the checkpoint. Ranks whose shard is done
-  // keep taking part until every shard is done.
-  const std::int64_t every = cc.every_n_batches;
-  const bool stable = is_stable(reader);
-  bool done = false;
-  while (true) {
-    bool failed = error.has_value();
-    for (std::int64_t i = 0; i < every && !done && !failed; ++i) {
-      auto batch = next_batch(*reader, failed);
-      if (failed) break;
-      if (!batch) {
-        done = true;
-        break;
-      }
-      const auto n = batch->size();
-      try {
-        add(*batch, stable);
-      } catch (const std::exception&) {  // add() recorded it
-        failed = true;
-        break;
-      }
-      ++batches;
-      if (options.on_batch) options.on_batch(n);
+Value Evaluator::Impl::ReadCheckpointed::write_shard(std::int64_t batches) {
+  namespace ck = checkpoint;
+  Value rec = Value::map();
+  if (s_.error) return rec;
+  s_.recording("checkpoint: ", [&] {
+    ck::Shard shard;
+    shard.rank = me_;
+    shard.step = step_;
+    shard.samples = s_.samples;
+    shard.batches = batches;
+    msgpack::sbuffer payload;
+    s_.save_states(payload);
+    shard.payload.assign(payload.data(), payload.size());
+    const std::string bytes = shard.serialize();
+    const fs::path step_dir = cc_.dir / ck::step_name(step_);
+    ck::make_dir(step_dir);
+    write_file_atomic(step_dir / ck::shard_name(me_), bytes, "checkpoint shard");
+    rec.set("crc32", static_cast<std::int64_t>(ck::crc32_of(bytes)));
+    rec.set("size", as_count(bytes.size()));
+  });
+  return rec;
+}
+
+void Evaluator::Impl::ReadCheckpointed::write_metadata(const std::vector<Value>& recs) {
+  namespace ck = checkpoint;
+  s_.recording("checkpoint: ", [&] {
+    ck::Metadata m;
+    m.tally_version = kVersion;
+    m.protocol = kProtocolVersion;
+    m.step = step_;
+    m.every_n_batches = cc_.every_n_batches;
+    m.world_size = world_;
+    m.config_fingerprint = expected_.config_fingerprint;
+    m.plugins = expected_.plugins;
+    m.dataset_samples = reader_->total_samples();
+    for (int r = 0; r < world_; ++r) {
+      const auto& v = recs[static_cast<std::size_t>(r)];
+      m.samples.push_back(v.at("samples").as_int());
+      m.batches.push_back(v.at("batches").as_int());
+      m.shards.push_back({ck::shard_name(r), static_cast<std::uint32_t>(v.at("crc32").as_int()),
+                          static_cast<std::uint64_t>(v.at("size").as_int())});
     }
-    step += every;
-    const fs::path step_dir = cc.dir / ck::step_name(step);
-    Value rec = Value::map();
-    if (!error) {
-      recording("checkpoint: ", [&] {
-        ck::Shard shard;
-        shard.rank = me;
-        shard.step = step;
-        shard.samples = samples;
-        shard.batches = batches;
-        msgpack::sbuffer payload;
-        save_states(payload);
-        shard.payload.assign(payload.data(), payload.size());
-        const std::string bytes = shard.serialize();
-        ck::make_dir(step_dir);
-        write_file_atomic(step_dir / ck::shard_name(me), bytes, "checkpoint shard");
-        rec.set("crc32", static_cast<std::int64_t>(ck::crc32_of(bytes)));
-        rec.set("size", as_count(bytes.size()));
-      });
-    }
-    rec.set("failed", error.has_value());
-    rec.set("done", done);
-    rec.set("samples", samples);
-    rec.set("batches", batches);
-    msgpack::sbuffer packed_rec;
-    msgpack::pack(packed_rec, rec);
-    std::vector<Value> recs;
-    {
-      const auto all = b.all_gather_object(bytes_of(packed_rec), {"checkpoint round"});
-      for (int r = 0; r < world; ++r)
-        recs.push_back(
-            unpack_value(all[static_cast<std::size_t>(r)], "a rank's checkpoint record"));
-    }
-    // A rank failed: no checkpoint for this step (its shards stay incomplete), and compute()
-    // reports the failure on every rank.
-    if (std::any_of(recs.begin(), recs.end(),
-                    [](const Value& v) { return v.at("failed").as_bool(); }))
-      return;
-    if (me == 0) {
-      recording("checkpoint: ", [&] {
-        ck::Metadata m;
-        m.tally_version = kVersion;
-        m.protocol = kProtocolVersion;
-        m.step = step;
-        m.every_n_batches = every;
-        m.world_size = world;
-        m.config_fingerprint = expected.config_fingerprint;
-        m.plugins = expected.plugins;
-        m.dataset_samples = reader->total_samples();
-        for (int r = 0; r < world; ++r) {
-          const auto& v = recs[static_cast<std::size_t>(r)];
-          m.samples.push_back(v.at("samples").as_int());
-          m.batches.push_back(v.at("batches").as_int());
-          m.shards.push_back({ck::shard_name(r), static_cast<std::uint32_t>(v.at("crc32").as_int()),
-                              static_cast<std::uint64_t>(v.at("size").as_int())});
-        }
-        write_file_atomic(step_dir / ck::kMetadataName, m.to_json(), "checkpoint metadata");
-        for (const auto& problem : ck::prune(cc.dir, step))
-          if (options.on_notice) options.on_notice(fmt::format("checkpoint: {}", problem));
-      });
-    }
-    if (std::all_of(recs.begin(), recs.end(),
-                    [](const Value& v) { return v.at("done").as_bool(); }))
-      return;
+    write_file_atomic(cc_.dir / ck::step_name(step_) / ck::kMetadataName, m.to_json(),
+                      "checkpoint metadata");
+    for (const auto& problem : ck::prune(cc_.dir, step_))
+      if (options_.on_notice) options_.on_notice(fmt::format("checkpoint: {}", problem));
+  });
+}
+
+// 3. After each round: this rank's shard, every rank's record, and rank 0's metadata.
+bool Evaluator::Impl::ReadCheckpointed::save(bool done, std::int64_t batches) {
+  step_ += cc_.every_n_batches;
+  Value rec = write_shard(batches);
+  rec.set("failed", s_.error.has_value());
+  rec.set("done", done);
+  rec.set("samples", s_.samples);
+  rec.set("batches", batches);
+  msgpack::sbuffer packed_rec;
+  msgpack::pack(packed_rec, rec);
+  std::vector<Value> recs;
+  {
+    const auto all = b_.all_gather_object(bytes_of(packed_rec), {"checkpoint round"});
+    for (int r = 0; r < world_; ++r)
+      recs.push_back(unpack_value(all[static_cast<std::size_t>(r)], "a rank's checkpoint record"));
   }
+  // A rank failed: no checkpoint for this step (its shards stay incomplete), and compute()
+  // reports the failure on every rank.
+  if (std::any_of(recs.begin(), recs.end(),
+                  [](const Value& v) { return v.at("failed").as_bool(); }))
+    return false;
+  if (me_ == 0) write_metadata(recs);
+  return !std::all_of(recs.begin(), recs.end(),
+                      [](const Value& v) { return v.at("done").as_bool(); });
+}
+
+std::unique_ptr<ReadPolicy> Evaluator::Impl::checkpointed_reading(Reader* reader,
+                                                                  const ReadOptions& options) {
+  return std::make_unique<ReadCheckpointed>(*this, reader, options);
 }
 
 // ---- a host program's checkpoint of this rank's state ---------------------------------------

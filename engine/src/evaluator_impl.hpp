@@ -2,8 +2,10 @@
 // libtally).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -74,6 +76,34 @@ inline bool is_stable(const Reader* reader) {
 /// dataset. "sample" must start a word and be followed by one space and the digits; a number that
 /// would overflow is left as it is.
 std::string dataset_samples(std::string_view message, std::int64_t offset);
+
+/// What the one read loop (Evaluator::Impl::read_shards) calls around its reading: reading
+/// straight through (ReadStraight, evaluator.cpp) or with checkpoints (checkpointed_reading,
+/// evaluator_checkpoint.cpp). The loop calls decide(), resume(), then round() and save() in turn
+/// until save() says stop, on every rank, whatever this rank read: every collective of a policy
+/// is made in the same order on every rank (the ranks agree in save() on when to stop).
+class ReadPolicy {
+ public:
+  virtual ~ReadPolicy() = default;
+  /// Before anything is read: what to resume, agreed by every rank. false: no rank reads (a
+  /// rank failed already, recorded: compute() reports it); a refusal throws on every rank.
+  virtual bool decide() = 0;
+  /// After decide(): this rank's state restored and the batches it had read skipped, into
+  /// `batches`; false: no rank reads on (a refusal throws on every rank).
+  virtual bool resume(std::int64_t& batches) = 0;
+  /// The most batches one round reads before save(); 0: the whole shard in one round.
+  virtual std::int64_t round_batches() const = 0;
+  /// Whether a StableBatchReader's next batch may be read on a thread of its own (ReadAhead)
+  /// while the current one is added.
+  virtual bool read_ahead() const = 0;
+  /// Runs `read` (one round of this rank's reading, which adds 1 to `progress` a batch) on this
+  /// rank, inside whatever collective the policy reads under.
+  virtual void round(const std::function<void()>& read,
+                     const std::atomic<std::uint64_t>& progress) = 0;
+  /// After each round: `done` (this rank read its whole shard) and the batches it has read in
+  /// all. Returns whether another round follows.
+  virtual bool save(bool done, std::int64_t batches) = 0;
+};
 
 struct Evaluator::Impl {
   Config config;
@@ -163,8 +193,16 @@ struct Evaluator::Impl {
   /// caller's `settings`) makes every rank throw.
   void agree_at_start(const Reader* reader,
                       const std::vector<std::pair<std::string, std::string>>& settings = {});
-  void read_checkpointed(Reader* reader, const ReadOptions& options);
-  Value decide(Reader& reader, const ReadOptions& options, const checkpoint::Expected& expected);
+  /// The read loop: this rank's shard, batch by batch, in the rounds `policy` asks for
+  /// (`reader` may be null on a rank that has none: it reads nothing, and takes part).
+  void read_shards(Reader* reader, const ReadOptions& options, ReadPolicy& policy);
+  /// The policy of read_all() with the config's `checkpoint:` section (evaluator_checkpoint.cpp).
+  class ReadCheckpointed;
+  std::unique_ptr<ReadPolicy> checkpointed_reading(Reader* reader, const ReadOptions& options);
+  /// Rank 0, before anything is read: the checkpoint to resume, or a clean folder (throws what
+  /// every rank must then throw).
+  Value choose_checkpoint(Reader& reader, const ReadOptions& options,
+                          const checkpoint::Expected& expected);
   std::int64_t restore(Reader& reader, const checkpoint::Metadata& m, const ReadOptions& options);
   checkpoint::Expected expectation() const;
 
