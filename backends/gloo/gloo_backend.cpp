@@ -237,165 +237,32 @@ class GlooBackend final : public tally::DistBackend,
  public:
   explicit GlooBackend(const tally::Params& params) {
     // 1. Parameters: wrong values are config errors before anything is touched.
-    const std::int64_t chunk = params.get_int("chunk_bytes");
-    timeout_s_ = params.get_double("timeout");
-    if (!(timeout_s_ > 0) || !std::isfinite(timeout_s_))
-      params.fail("timeout",
-                  "must be a positive number of seconds, got " + std::to_string(timeout_s_));
-    if (chunk < 1) params.fail("chunk_bytes", "must be at least 1, got " + std::to_string(chunk));
-    const double start_timeout_s = params.get_double("start_timeout");
-    if (!(start_timeout_s > 0) || !std::isfinite(start_timeout_s))
-      params.fail("start_timeout",
-                  "must be a positive number of seconds, got " + std::to_string(start_timeout_s));
-    std::string rendezvous, iface, master_addr;
-    std::optional<std::int64_t> master_port;
-    if (params.has("rendezvous")) rendezvous = params.get_string("rendezvous");
-    if (params.has("interface")) iface = params.get_string("interface");
-    if (params.has("master_addr")) master_addr = params.get_string("master_addr");
-    if (params.has("master_port")) {
-      master_port = params.get_int("master_port");
-      if (*master_port < 1 || *master_port > 65535)
-        params.fail("master_port",
-                    "must be a port from 1 to 65535, got " + std::to_string(*master_port));
-    }
-    if (params.has("master_addr") && master_addr.empty())
-      params.fail("master_addr", "is empty: expected the host name or address of rank 0");
-    std::string store_bind, store_secret_file;
-    if (params.has("store_bind")) store_bind = params.get_string("store_bind");
-    if (params.has("store_bind") && store_bind.empty())
-      params.fail("store_bind", "is empty: expected 'any', 'loopback' or an address of this host");
-    if (params.has("store_secret_file")) store_secret_file = params.get_string("store_secret_file");
-
+    const Settings set = read_params(params);
     // 2. The launcher's environment.
     const auto env = tally_launch::process_env();
     const tally_launch::LaunchEnv launch = tally_launch::read_launch_env(env, kWho);
-    rank_ = launch.rank;
-    world_ = launch.world_size;
-    if (chunk < world_)
-      params.fail("chunk_bytes", "must be at least the world size (" + std::to_string(world_) +
-                                     "), got " + std::to_string(chunk));
-    chunk_bytes_ = static_cast<std::size_t>(chunk);
-    me_ = std::string(kWho) + "rank " + std::to_string(rank_) + " of " + std::to_string(world_);
+    take_rank(params, set, launch);
     if (world_ == 1) return;  // alone: no context, every primitive is a copy or nothing
 
     // 3. Rendezvous and the full mesh of TCP pairs, all of it within start_timeout.
-    const auto start_timeout = to_ms(start_timeout_s);
-    const auto start_deadline = std::chrono::steady_clock::now() + start_timeout;
-    const auto start_left = [&] {
-      return std::max(std::chrono::milliseconds(1),
-                      std::chrono::duration_cast<std::chrono::milliseconds>(
-                          start_deadline - std::chrono::steady_clock::now()));
-    };
-    std::shared_ptr<gloo::transport::Device> device;
-    std::string where;
+    const auto start_deadline = std::chrono::steady_clock::now() + to_ms(set.start_timeout_s);
     tally_store::StoreAddress address;
-    if (rendezvous.empty()) {
-      address = store_address(env, master_addr, master_port, launch);
-      tally_store::secure_store_address(address, env, store_bind, store_secret_file, me_ + ": ");
+    if (set.rendezvous.empty()) {
+      address = store_address(env, set.master_addr, set.master_port, launch);
+      tally_store::secure_store_address(address, env, set.store_bind, set.store_secret_file,
+                                        me_ + ": ");
     }
     // A world this machine cannot serve is a config error before any socket is opened: Gloo's
     // full mesh holds a connection per peer, rank 0's store one (and the heartbeats' one) per rank.
-    tally_store::check_world_fits(world_, 1, rendezvous.empty() && address.host_here, launch.source,
-                                  me_ + ": ");
+    tally_store::check_world_fits(world_, 1, set.rendezvous.empty() && address.host_here,
+                                  launch.source, me_ + ": ");
     // The device first: a bad interface is this rank's config error before it meets anyone.
-    {
-      gloo::transport::tcp::attr attr;
-      if (!iface.empty()) {
-        attr.iface = iface;
-      } else if (auto a = rendezvous.empty() ? address_towards(address.host, address.port)
-                                             : std::nullopt) {
-        attr.hostname = *a;
-      } else {
-        attr.hostname = host_name();
-      }
-      try {
-        device = gloo::transport::tcp::CreateDevice(attr);
-      } catch (const std::exception& e) {
-        throw tally::ConfigError(me_ + ": cannot open Gloo's TCP device on " +
-                                 (iface.empty() ? "'" + attr.hostname + "'"
-                                                : "interface '" + iface + "' (backend.interface)") +
-                                 ": " + one_line(e.what()));
-      }
-    }
-    if (rendezvous.empty()) {
-      where = "the TCP store at " + address.host + ":" + std::to_string(address.port) + " (" +
-              address.source + ")";
-      try {
-        job_store_ = std::make_unique<tally_store::JobStore>(address, rank_, start_left(), kWho);
-      } catch (const tally::ConfigError& e) {
-        // The server's port: name this rank and where the address came from.
-        std::string what = e.what();
-        if (what.rfind(kWho, 0) == 0) what.erase(0, std::string_view(kWho).size());
-        throw tally::ConfigError(me_ + ": " + what + " [" + address.source + "]");
-      }
-      auto adapter =
-          std::make_unique<StoreAdapter>(job_store_->client(), job_store_->prefix() + "gloo/");
-      adapter->set_deadline(start_deadline);
-      store_adapter_ = adapter.get();
-      store_ = std::move(adapter);
-    } else {
-      // A folder of this job: a sub-folder per launcher job id when the launcher gives one, so
-      // that files an earlier job left are not read.
-      std::filesystem::path dir = rendezvous;
-      std::error_code ec;
-      if (!std::filesystem::is_directory(dir, ec))
-        params.fail("rendezvous", "'" + rendezvous +
-                                      "' is not a folder (expected a folder every rank sees, for "
-                                      "Gloo's file store)");
-      if (!launch.job_id.empty()) {
-        std::string sub = launch.job_id;
-        for (char& c : sub)
-          if (c == '/' || c == ' ') c = '_';
-        dir /= "tally-" + sub;
-        std::filesystem::create_directories(dir, ec);
-      }
-      where = "the file store in " + dir.string() + " (backend.rendezvous)";
-      try {
-        file_store_ = std::make_unique<gloo::rendezvous::FileStore>(dir.string());
-      } catch (const std::exception& e) {
-        params.fail("rendezvous",
-                    "Gloo's file store in '" + dir.string() + "' failed: " + one_line(e.what()));
-      }
-      // The n-th backend of this process meets under "tally/<n>" (ranks create backends in the
-      // same order): a later backend never reads an earlier one's keys in the same folder.
-      static std::atomic<int> file_backends{0};
-      store_ = std::make_unique<gloo::rendezvous::PrefixStore>(
-          "tally/" + std::to_string(++file_backends), *file_store_);
-    }
-    store_where_ = where;
-    gloo::rendezvous::Store& rdv = *store_;
-
-    try {
-      check_world_size(rdv, launch);
-      auto ctx = std::make_shared<gloo::rendezvous::Context>(rank_, world_);
-      ctx->setTimeout(start_left());
-      ctx->connectFullMesh(rdv, device);
-      ctx->setTimeout(to_ms(timeout_s_));
-      context_ = ctx;
-      learn_peer_addresses(rdv);
-      publish_call("0 (start)");  // before the barrier: every rank past it finds every counter
-      // Every rank has read every address: the file store's files have served.
-      gloo::BarrierOptions b(context_);
-      b.setTimeout(start_left());
-      gloo::barrier(b);
-      if (store_adapter_)
-        store_adapter_->set_deadline(std::chrono::steady_clock::time_point::max());
-      if (file_store_)
-        for (const auto& p : file_store_->getAllKeyFilePaths()) std::filesystem::remove(p, ec_);
-      // From now on the store only carries call counters: a store that stops answering must not
-      // hold a rank longer than a collective may wait.
-      if (job_store_) job_store_->client().set_timeout(to_ms(timeout_s_));
-      barrier_passed_ = true;
-      if (file_store_) publish_call("0 (start)");  // its file went with the others
-    } catch (const tally::Error&) {
-      throw;
-    } catch (const std::exception& e) {
-      throw tally::RuntimeError(me_ + ": rendezvous through " + where +
-                                " failed: " + one_line(e.what()) +
-                                " (every rank of the job must run tally "
-                                "with the gloo backend; start-up waits "
-                                "backend.start_timeout, 30 s by default)");
-    }
+    auto device = open_device(set, address);
+    if (set.rendezvous.empty())
+      open_job_store(address, start_deadline);
+    else
+      open_file_store(params, set.rendezvous, launch);
+    connect(std::move(device), launch, start_deadline);
   }
 
   ~GlooBackend() override {
@@ -558,6 +425,186 @@ class GlooBackend final : public tally::DistBackend,
   }
 
  private:
+  // ---- the constructor's steps ------------------------------------------------------------------
+
+  /// The backend's parameters, checked (timeout_s_ is set here).
+  struct Settings {
+    std::int64_t chunk = 0;
+    double start_timeout_s = 0;
+    std::string rendezvous, iface, master_addr;
+    std::optional<std::int64_t> master_port;
+    std::string store_bind, store_secret_file;
+  };
+
+  Settings read_params(const tally::Params& params) {
+    Settings set;
+    set.chunk = params.get_int("chunk_bytes");
+    timeout_s_ = params.get_double("timeout");
+    if (!(timeout_s_ > 0) || !std::isfinite(timeout_s_))
+      params.fail("timeout",
+                  "must be a positive number of seconds, got " + std::to_string(timeout_s_));
+    if (set.chunk < 1)
+      params.fail("chunk_bytes", "must be at least 1, got " + std::to_string(set.chunk));
+    set.start_timeout_s = params.get_double("start_timeout");
+    if (!(set.start_timeout_s > 0) || !std::isfinite(set.start_timeout_s))
+      params.fail("start_timeout", "must be a positive number of seconds, got " +
+                                       std::to_string(set.start_timeout_s));
+    if (params.has("rendezvous")) set.rendezvous = params.get_string("rendezvous");
+    if (params.has("interface")) set.iface = params.get_string("interface");
+    if (params.has("master_addr")) set.master_addr = params.get_string("master_addr");
+    if (params.has("master_port")) {
+      set.master_port = params.get_int("master_port");
+      if (*set.master_port < 1 || *set.master_port > 65535)
+        params.fail("master_port",
+                    "must be a port from 1 to 65535, got " + std::to_string(*set.master_port));
+    }
+    if (params.has("master_addr") && set.master_addr.empty())
+      params.fail("master_addr", "is empty: expected the host name or address of rank 0");
+    if (params.has("store_bind")) set.store_bind = params.get_string("store_bind");
+    if (params.has("store_bind") && set.store_bind.empty())
+      params.fail("store_bind", "is empty: expected 'any', 'loopback' or an address of this host");
+    if (params.has("store_secret_file"))
+      set.store_secret_file = params.get_string("store_secret_file");
+    return set;
+  }
+
+  /// This rank and the world's size from the launcher, and what depends on them.
+  void take_rank(const tally::Params& params, const Settings& set,
+                 const tally_launch::LaunchEnv& launch) {
+    if (!launch.size_known())
+      throw tally::ConfigError(std::string(kWho) + launch.source +
+                               " gives no world size (PMIx alone: only MPI knows it): use the mpi "
+                               "backend, or start the ranks with srun, mpirun or torchrun");
+    rank_ = launch.rank;
+    world_ = launch.world_size;
+    if (set.chunk < world_)
+      params.fail("chunk_bytes", "must be at least the world size (" + std::to_string(world_) +
+                                     "), got " + std::to_string(set.chunk));
+    chunk_bytes_ = static_cast<std::size_t>(set.chunk);
+    me_ = std::string(kWho) + "rank " + std::to_string(rank_) + " of " + std::to_string(world_);
+  }
+
+  /// What is left of the start-up's deadline, at least 1 ms.
+  static std::chrono::milliseconds left_until(std::chrono::steady_clock::time_point deadline) {
+    return std::max(std::chrono::milliseconds(1),
+                    std::chrono::duration_cast<std::chrono::milliseconds>(
+                        deadline - std::chrono::steady_clock::now()));
+  }
+
+  /// Gloo's TCP device on backend.interface, else on the address towards the store, else on
+  /// this host's name.
+  std::shared_ptr<gloo::transport::Device> open_device(const Settings& set,
+                                                       const tally_store::StoreAddress& address) {
+    gloo::transport::tcp::attr attr;
+    if (!set.iface.empty()) {
+      attr.iface = set.iface;
+    } else if (auto a = set.rendezvous.empty() ? address_towards(address.host, address.port)
+                                               : std::nullopt) {
+      attr.hostname = *a;
+    } else {
+      attr.hostname = host_name();
+    }
+    try {
+      return gloo::transport::tcp::CreateDevice(attr);
+    } catch (const std::exception& e) {
+      throw tally::ConfigError(me_ + ": cannot open Gloo's TCP device on " +
+                               (set.iface.empty()
+                                    ? "'" + attr.hostname + "'"
+                                    : "interface '" + set.iface + "' (backend.interface)") +
+                               ": " + one_line(e.what()));
+    }
+  }
+
+  /// The rendezvous store over the job's TCP store at `address` (rank 0 hosts it).
+  void open_job_store(const tally_store::StoreAddress& address,
+                      std::chrono::steady_clock::time_point start_deadline) {
+    store_where_ = "the TCP store at " + address.host + ":" + std::to_string(address.port) + " (" +
+                   address.source + ")";
+    try {
+      job_store_ =
+          std::make_unique<tally_store::JobStore>(address, rank_, left_until(start_deadline), kWho);
+    } catch (const tally::ConfigError& e) {
+      // The server's port: name this rank and where the address came from.
+      std::string what = e.what();
+      if (what.rfind(kWho, 0) == 0) what.erase(0, std::string_view(kWho).size());
+      throw tally::ConfigError(me_ + ": " + what + " [" + address.source + "]");
+    }
+    auto adapter =
+        std::make_unique<StoreAdapter>(job_store_->client(), job_store_->prefix() + "gloo/");
+    adapter->set_deadline(start_deadline);
+    store_adapter_ = adapter.get();
+    store_ = std::move(adapter);
+  }
+
+  /// The rendezvous store over Gloo's FileStore in backend.rendezvous: a sub-folder per launcher
+  /// job id when the launcher gives one, so that files an earlier job left are not read.
+  void open_file_store(const tally::Params& params, const std::string& rendezvous,
+                       const tally_launch::LaunchEnv& launch) {
+    std::filesystem::path dir = rendezvous;
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir, ec))
+      params.fail("rendezvous", "'" + rendezvous +
+                                    "' is not a folder (expected a folder every rank sees, for "
+                                    "Gloo's file store)");
+    if (!launch.job_id.empty()) {
+      std::string sub = launch.job_id;
+      for (char& c : sub)
+        if (c == '/' || c == ' ') c = '_';
+      dir /= "tally-" + sub;
+      std::filesystem::create_directories(dir, ec);
+    }
+    store_where_ = "the file store in " + dir.string() + " (backend.rendezvous)";
+    try {
+      file_store_ = std::make_unique<gloo::rendezvous::FileStore>(dir.string());
+    } catch (const std::exception& e) {
+      params.fail("rendezvous",
+                  "Gloo's file store in '" + dir.string() + "' failed: " + one_line(e.what()));
+    }
+    // The n-th backend of this process meets under "tally/<n>" (ranks create backends in the
+    // same order): a later backend never reads an earlier one's keys in the same folder.
+    static std::atomic<int> file_backends{0};
+    store_ = std::make_unique<gloo::rendezvous::PrefixStore>(
+        "tally/" + std::to_string(++file_backends), *file_store_);
+  }
+
+  /// The full mesh of TCP pairs over store_, the peers' addresses learnt, and a first barrier.
+  void connect(std::shared_ptr<gloo::transport::Device> device,
+               const tally_launch::LaunchEnv& launch,
+               std::chrono::steady_clock::time_point start_deadline) {
+    gloo::rendezvous::Store& rdv = *store_;
+    try {
+      check_world_size(rdv, launch);
+      auto ctx = std::make_shared<gloo::rendezvous::Context>(rank_, world_);
+      ctx->setTimeout(left_until(start_deadline));
+      ctx->connectFullMesh(rdv, device);
+      ctx->setTimeout(to_ms(timeout_s_));
+      context_ = ctx;
+      learn_peer_addresses(rdv);
+      publish_call("0 (start)");  // before the barrier: every rank past it finds every counter
+      // Every rank has read every address: the file store's files have served.
+      gloo::BarrierOptions b(context_);
+      b.setTimeout(left_until(start_deadline));
+      gloo::barrier(b);
+      if (store_adapter_)
+        store_adapter_->set_deadline(std::chrono::steady_clock::time_point::max());
+      if (file_store_)
+        for (const auto& p : file_store_->getAllKeyFilePaths()) std::filesystem::remove(p, ec_);
+      // From now on the store only carries call counters: a store that stops answering must not
+      // hold a rank longer than a collective may wait.
+      if (job_store_) job_store_->client().set_timeout(to_ms(timeout_s_));
+      barrier_passed_ = true;
+      if (file_store_) publish_call("0 (start)");  // its file went with the others
+    } catch (const tally::Error&) {
+      throw;
+    } catch (const std::exception& e) {
+      throw tally::RuntimeError(me_ + ": rendezvous through " + store_where_ +
+                                " failed: " + one_line(e.what()) +
+                                " (every rank of the job must run tally "
+                                "with the gloo backend; start-up waits "
+                                "backend.start_timeout, 30 s by default)");
+    }
+  }
+
   std::chrono::milliseconds deadline(const tally::CallOptions& call) const {
     return call.timeout.count() > 0 ? call.timeout : to_ms(timeout_s_);
   }

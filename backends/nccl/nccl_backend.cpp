@@ -227,28 +227,12 @@ class NcclBackend final : public tally::DistBackend,
  public:
   explicit NcclBackend(const tally::Params& params) {
     // 1. Parameters: wrong values are config errors before anything is touched.
-    const std::int64_t chunk = params.get_int("chunk_bytes");
-    if (chunk < 1) params.fail("chunk_bytes", "must be at least 1, got " + std::to_string(chunk));
-    timeout_s_ = params.get_double("timeout");
-    if (!(timeout_s_ > 0) || !std::isfinite(timeout_s_))
-      params.fail("timeout", "must be a positive number of seconds, got " + seconds(timeout_s_));
-    std::optional<std::int64_t> requested_device;
-    if (params.has("device")) requested_device = params.get_int("device");
-    if (params.has("rendezvous")) rendezvous_ = params.get_string("rendezvous");
-    std::optional<std::string> master_addr;
-    std::optional<std::int64_t> master_port;
-    if (params.has("master_addr")) master_addr = params.get_string("master_addr");
-    if (params.has("master_port")) master_port = params.get_int("master_port");
-    std::string store_bind, store_secret_file;
-    if (params.has("store_bind")) store_bind = params.get_string("store_bind");
-    if (params.has("store_bind") && store_bind.empty())
-      params.fail("store_bind", "is empty: expected 'any', 'loopback' or an address of this host");
-    if (params.has("store_secret_file")) store_secret_file = params.get_string("store_secret_file");
+    const Settings set = read_params(params);
 
     // 2. The launcher's environment and the bootstrap it allows (config errors too).
     const tally_nccl::GetEnv get_env = tally_nccl::process_env();
     tally_nccl::LaunchEnv env = tally_nccl::read_launch_env(get_env);
-    const auto store_source = master_addr || master_port ? tally_nccl::StoreSource::Config
+    const auto store_source = set.master_addr || set.master_port ? tally_nccl::StoreSource::Config
                               : tally_nccl::store_in_env(get_env)
                                   ? tally_nccl::StoreSource::Environment
                                   : tally_nccl::StoreSource::None;
@@ -257,142 +241,29 @@ class NcclBackend final : public tally::DistBackend,
     rank_ = env.rank;
     world_ = env.world_size;
     std::optional<tally_store::StoreAddress> store;
-    if (bootstrap == tally_nccl::BootstrapKind::Store) {
-      store = tally_nccl::store_address(get_env, rank_, master_addr, master_port);
-      tally_store::secure_store_address(*store, get_env, store_bind, store_secret_file,
-                                        "nccl backend: rank " + std::to_string(rank_) + ": ");
-      // Rank 0 serves the store to every rank: a world it cannot serve is a config error before
-      // any socket is opened.
-      tally_store::check_world_fits(world_, 0, store->host_here, env.source,
-                                    "nccl backend: rank " + std::to_string(rank_) + ": ");
-    }
+    if (bootstrap == tally_nccl::BootstrapKind::Store) store = job_store(set, get_env, env);
 
     try {
       // 3. A GPU, and NCCL.
-      int count = 0;
-      const cudaError_t e = cudaGetDeviceCount(&count);
-      if (e != cudaSuccess || count < 1) {
-        const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
-        throw tally::RuntimeError(
-            "nccl backend: " + where() + "no CUDA device found: " +
-            (e != cudaSuccess ? "cudaGetDeviceCount failed with " + cuda_text(e)
-                              : std::string("cudaGetDeviceCount returned 0 devices")) +
-            (visible != nullptr ? " (CUDA_VISIBLE_DEVICES='" + std::string(visible) + "')" : ""));
-      }
+      const int count = cuda_devices();
       api_ = &nccl_api();
 
       // 4. Rank, world and local rank from MPI when it bootstraps; the device.
 #if TALLY_NCCL_WITH_MPI
-      if (bootstrap == tally_nccl::BootstrapKind::Mpi) {
-        mpi_.acquire("nccl backend",
-                     "initialise MPI in the host program, or use backend.rendezvous");
-        mpi_check(MPI_Comm_dup(MPI_COMM_WORLD, &mpi_comm_), "MPI_Comm_dup(MPI_COMM_WORLD)");
-        mpi_check(MPI_Comm_set_errhandler(mpi_comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
-        mpi_check(MPI_Comm_rank(mpi_comm_, &rank_), "MPI_Comm_rank");
-        mpi_check(MPI_Comm_size(mpi_comm_, &world_), "MPI_Comm_size");
-        MPI_Comm node = MPI_COMM_NULL;
-        mpi_check(MPI_Comm_split_type(mpi_comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node),
-                  "MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)");
-        int local = 0;
-        mpi_check(MPI_Comm_rank(node, &local), "MPI_Comm_rank(node)");
-        MPI_Comm_free(&node);
-        env.rank = rank_;
-        env.world_size = world_;
-        env.local_rank = local;
-        env.source = "MPI_COMM_WORLD (rank " + std::to_string(rank_) + " of " +
-                     std::to_string(world_) + ", local rank " + std::to_string(local) + ")";
-      }
+      if (bootstrap == tally_nccl::BootstrapKind::Mpi) join_mpi(env);
 #endif
-      if (chunk < world_)
+      if (set.chunk < world_)
         params.fail("chunk_bytes", "must be at least the world size (" + std::to_string(world_) +
-                                       "), got " + std::to_string(chunk));
-      chunk_bytes_ = static_cast<std::size_t>(chunk);
-      device_ = tally_nccl::choose_device(requested_device, env, count);
+                                       "), got " + std::to_string(set.chunk));
+      chunk_bytes_ = static_cast<std::size_t>(set.chunk);
+      device_ = tally_nccl::choose_device(set.requested_device, env, count);
       cuda_check(cudaSetDevice(device_), "cudaSetDevice");
 
       // 5. The unique id: made by rank 0, shared by the bootstrap.
-      ncclUniqueId id{};
-      // Under MPI the other ranks wait in MPI_Bcast, which has no timeout: rank 0 sends its
-      // status with the id, so that its failure fails them too instead of hanging them.
-      std::int32_t id_status = 0;
-      if (rank_ == 0) {
-        const ncclResult_t r = api_->GetUniqueId(&id);
-        // MPI and the store tell the other ranks first (below), so that they fail at once.
-        if (r != ncclSuccess && bootstrap != tally_nccl::BootstrapKind::Mpi &&
-            bootstrap != tally_nccl::BootstrapKind::Store)
-          nccl_check(r, "ncclGetUniqueId");
-        id_status = static_cast<std::int32_t>(r);
-      }
-      const auto id_bytes = std::as_writable_bytes(std::span(&id, 1));
-      switch (bootstrap) {
-        case tally_nccl::BootstrapKind::Alone:
-          break;
-        case tally_nccl::BootstrapKind::File:
-          if (rank_ == 0) {
-            tally_nccl::publish_rendezvous(rendezvous_, id_bytes, world_, env.job_id);
-            published_ = true;
-          } else {
-            const auto got =
-                tally_nccl::wait_for_rendezvous(rendezvous_, id_bytes.size(), world_, env.job_id,
-                                                rank_, std::chrono::duration<double>(timeout_s_));
-            std::memcpy(id_bytes.data(), got.data(), id_bytes.size());
-          }
-          break;
-        case tally_nccl::BootstrapKind::Store:
-          exchange_id_through_store(*store, id_status, id_bytes);
-          break;
-        case tally_nccl::BootstrapKind::Mpi:
-#if TALLY_NCCL_WITH_MPI
-        {
-          std::byte message[sizeof(std::int32_t) + sizeof(ncclUniqueId)];
-          std::memcpy(message, &id_status, sizeof id_status);
-          std::memcpy(message + sizeof id_status, id_bytes.data(), id_bytes.size());
-          mpi_check(MPI_Bcast(message, static_cast<int>(sizeof message), MPI_BYTE, 0, mpi_comm_),
-                    "MPI_Bcast(ncclUniqueId)");
-          std::memcpy(&id_status, message, sizeof id_status);
-          std::memcpy(id_bytes.data(), message + sizeof id_status, id_bytes.size());
-          MPI_Comm_free(&mpi_comm_);
-          if (id_status != 0) {
-            if (rank_ == 0) nccl_check(static_cast<ncclResult_t>(id_status), "ncclGetUniqueId");
-            throw tally::RuntimeError("nccl backend: " + where() +
-                                      "rank 0 could not create the NCCL id (ncclGetUniqueId "
-                                      "returned " +
-                                      std::to_string(id_status) + ")");
-          }
-        }
-#endif
-        break;
-      }
+      const ncclUniqueId id = share_unique_id(bootstrap, store, env);
 
       // 6. The stream and the communicator.
-      cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
-      ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-      config.blocking = 0;
-      const auto start = Clock::now();
-      const ncclResult_t r = api_->CommInitRankConfig(&comm_, world_, id, rank_, &config);
-      const std::string init_what =
-          "ncclCommInitRankConfig (world size " + std::to_string(world_) +
-          ", bootstrap: " + tally_nccl::bootstrap_name(bootstrap) +
-          (bootstrap == tally_nccl::BootstrapKind::File    ? " " + rendezvous_
-           : bootstrap == tally_nccl::BootstrapKind::Store ? " " + store_text(*store)
-                                                           : std::string()) +
-          ")";
-      if (r != ncclSuccess && r != ncclInProgress) fail_nccl(init_what, r);
-      wait_comm(
-          init_what, start, timeout_s_,
-          bootstrap == tally_nccl::BootstrapKind::File
-              ? "; did every rank start? A rendezvous file left by an earlier run gives the "
-                "ranks different ids: delete " +
-                    rendezvous_ + " and retry"
-          : bootstrap == tally_nccl::BootstrapKind::Store
-              ? "; did every rank start? Every rank must be given the same store (MASTER_ADDR, "
-                "MASTER_PORT) and world size"
-              : "; did every rank start?");
-      // Every rank has joined, so every rank has read the file: it has served.
-      if (published_) {
-        tally_nccl::remove_rendezvous(rendezvous_);
-        published_ = false;
-      }
+      init_communicator(id, bootstrap, store);
     } catch (...) {
       release();
       throw;
@@ -589,6 +460,179 @@ class NcclBackend final : public tally::DistBackend,
   }
 
  private:
+  // ---- the constructor's steps ------------------------------------------------------------------
+
+  /// The backend's parameters, checked (timeout_s_ and rendezvous_ are set here).
+  struct Settings {
+    std::int64_t chunk = 0;
+    std::optional<std::int64_t> requested_device;
+    std::optional<std::string> master_addr;
+    std::optional<std::int64_t> master_port;
+    std::string store_bind, store_secret_file;
+  };
+
+  Settings read_params(const tally::Params& params) {
+    Settings set;
+    set.chunk = params.get_int("chunk_bytes");
+    if (set.chunk < 1)
+      params.fail("chunk_bytes", "must be at least 1, got " + std::to_string(set.chunk));
+    timeout_s_ = params.get_double("timeout");
+    if (!(timeout_s_ > 0) || !std::isfinite(timeout_s_))
+      params.fail("timeout", "must be a positive number of seconds, got " + seconds(timeout_s_));
+    if (params.has("device")) set.requested_device = params.get_int("device");
+    if (params.has("rendezvous")) rendezvous_ = params.get_string("rendezvous");
+    if (params.has("master_addr")) set.master_addr = params.get_string("master_addr");
+    if (params.has("master_port")) set.master_port = params.get_int("master_port");
+    if (params.has("store_bind")) set.store_bind = params.get_string("store_bind");
+    if (params.has("store_bind") && set.store_bind.empty())
+      params.fail("store_bind", "is empty: expected 'any', 'loopback' or an address of this host");
+    if (params.has("store_secret_file"))
+      set.store_secret_file = params.get_string("store_secret_file");
+    return set;
+  }
+
+  /// The TCP store the bootstrap meets at (config errors before any socket is opened).
+  tally_store::StoreAddress job_store(const Settings& set, const tally_nccl::GetEnv& get_env,
+                                      const tally_nccl::LaunchEnv& env) const {
+    auto store = tally_nccl::store_address(get_env, rank_, set.master_addr, set.master_port);
+    tally_store::secure_store_address(store, get_env, set.store_bind, set.store_secret_file,
+                                      "nccl backend: rank " + std::to_string(rank_) + ": ");
+    // Rank 0 serves the store to every rank: a world it cannot serve is a config error before
+    // any socket is opened.
+    tally_store::check_world_fits(world_, 0, store.host_here, env.source,
+                                  "nccl backend: rank " + std::to_string(rank_) + ": ");
+    return store;
+  }
+
+  /// The number of CUDA devices; RuntimeError when there is none.
+  int cuda_devices() const {
+    int count = 0;
+    const cudaError_t e = cudaGetDeviceCount(&count);
+    if (e != cudaSuccess || count < 1) {
+      const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+      throw tally::RuntimeError(
+          "nccl backend: " + where() + "no CUDA device found: " +
+          (e != cudaSuccess ? "cudaGetDeviceCount failed with " + cuda_text(e)
+                            : std::string("cudaGetDeviceCount returned 0 devices")) +
+          (visible != nullptr ? " (CUDA_VISIBLE_DEVICES='" + std::string(visible) + "')" : ""));
+    }
+    return count;
+  }
+
+#if TALLY_NCCL_WITH_MPI
+  /// Rank, world and local rank from MPI_COMM_WORLD (a duplicate of it, kept until the id is
+  /// shared), into `env`.
+  void join_mpi(tally_nccl::LaunchEnv& env) {
+    mpi_.acquire("nccl backend", "initialise MPI in the host program, or use backend.rendezvous");
+    mpi_check(MPI_Comm_dup(MPI_COMM_WORLD, &mpi_comm_), "MPI_Comm_dup(MPI_COMM_WORLD)");
+    mpi_check(MPI_Comm_set_errhandler(mpi_comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    mpi_check(MPI_Comm_rank(mpi_comm_, &rank_), "MPI_Comm_rank");
+    mpi_check(MPI_Comm_size(mpi_comm_, &world_), "MPI_Comm_size");
+    MPI_Comm node = MPI_COMM_NULL;
+    mpi_check(MPI_Comm_split_type(mpi_comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node),
+              "MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)");
+    int local = 0;
+    mpi_check(MPI_Comm_rank(node, &local), "MPI_Comm_rank(node)");
+    MPI_Comm_free(&node);
+    env.rank = rank_;
+    env.world_size = world_;
+    env.local_rank = local;
+    env.source = "MPI_COMM_WORLD (rank " + std::to_string(rank_) + " of " + std::to_string(world_) +
+                 ", local rank " + std::to_string(local) + ")";
+  }
+#endif
+
+  /// The NCCL unique id: made by rank 0, shared by the bootstrap.
+  ncclUniqueId share_unique_id(tally_nccl::BootstrapKind bootstrap,
+                               const std::optional<tally_store::StoreAddress>& store,
+                               const tally_nccl::LaunchEnv& env) {
+    ncclUniqueId id{};
+    // Under MPI the other ranks wait in MPI_Bcast, which has no timeout: rank 0 sends its
+    // status with the id, so that its failure fails them too instead of hanging them.
+    std::int32_t id_status = 0;
+    if (rank_ == 0) {
+      const ncclResult_t r = api_->GetUniqueId(&id);
+      // MPI and the store tell the other ranks first (below), so that they fail at once.
+      if (r != ncclSuccess && bootstrap != tally_nccl::BootstrapKind::Mpi &&
+          bootstrap != tally_nccl::BootstrapKind::Store)
+        nccl_check(r, "ncclGetUniqueId");
+      id_status = static_cast<std::int32_t>(r);
+    }
+    const auto id_bytes = std::as_writable_bytes(std::span(&id, 1));
+    switch (bootstrap) {
+      case tally_nccl::BootstrapKind::Alone:
+        break;
+      case tally_nccl::BootstrapKind::File:
+        if (rank_ == 0) {
+          tally_nccl::publish_rendezvous(rendezvous_, id_bytes, world_, env.job_id);
+          published_ = true;
+        } else {
+          const auto got =
+              tally_nccl::wait_for_rendezvous(rendezvous_, id_bytes.size(), world_, env.job_id,
+                                              rank_, std::chrono::duration<double>(timeout_s_));
+          std::memcpy(id_bytes.data(), got.data(), id_bytes.size());
+        }
+        break;
+      case tally_nccl::BootstrapKind::Store:
+        exchange_id_through_store(*store, id_status, id_bytes);
+        break;
+      case tally_nccl::BootstrapKind::Mpi:
+#if TALLY_NCCL_WITH_MPI
+      {
+        std::byte message[sizeof(std::int32_t) + sizeof(ncclUniqueId)];
+        std::memcpy(message, &id_status, sizeof id_status);
+        std::memcpy(message + sizeof id_status, id_bytes.data(), id_bytes.size());
+        mpi_check(MPI_Bcast(message, static_cast<int>(sizeof message), MPI_BYTE, 0, mpi_comm_),
+                  "MPI_Bcast(ncclUniqueId)");
+        std::memcpy(&id_status, message, sizeof id_status);
+        std::memcpy(id_bytes.data(), message + sizeof id_status, id_bytes.size());
+        MPI_Comm_free(&mpi_comm_);
+        if (id_status != 0) {
+          if (rank_ == 0) nccl_check(static_cast<ncclResult_t>(id_status), "ncclGetUniqueId");
+          throw tally::RuntimeError("nccl backend: " + where() +
+                                    "rank 0 could not create the NCCL id (ncclGetUniqueId "
+                                    "returned " +
+                                    std::to_string(id_status) + ")");
+        }
+      }
+#endif
+      break;
+    }
+    return id;
+  }
+
+  /// The stream and the non-blocking communicator, waited for within backend.timeout.
+  void init_communicator(const ncclUniqueId& id, tally_nccl::BootstrapKind bootstrap,
+                         const std::optional<tally_store::StoreAddress>& store) {
+    cuda_check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    const auto start = Clock::now();
+    const ncclResult_t r = api_->CommInitRankConfig(&comm_, world_, id, rank_, &config);
+    const std::string init_what =
+        "ncclCommInitRankConfig (world size " + std::to_string(world_) +
+        ", bootstrap: " + tally_nccl::bootstrap_name(bootstrap) +
+        (bootstrap == tally_nccl::BootstrapKind::File    ? " " + rendezvous_
+         : bootstrap == tally_nccl::BootstrapKind::Store ? " " + store_text(*store)
+                                                         : std::string()) +
+        ")";
+    if (r != ncclSuccess && r != ncclInProgress) fail_nccl(init_what, r);
+    wait_comm(init_what, start, timeout_s_,
+              bootstrap == tally_nccl::BootstrapKind::File
+                  ? "; did every rank start? A rendezvous file left by an earlier run gives the "
+                    "ranks different ids: delete " +
+                        rendezvous_ + " and retry"
+              : bootstrap == tally_nccl::BootstrapKind::Store
+                  ? "; did every rank start? Every rank must be given the same store (MASTER_ADDR, "
+                    "MASTER_PORT) and world size"
+                  : "; did every rank start?");
+    // Every rank has joined, so every rank has read the file: it has served.
+    if (published_) {
+      tally_nccl::remove_rendezvous(rendezvous_);
+      published_ = false;
+    }
+  }
+
   // The unique id through the job's TCP store: rank 0 sets its record (status, world size, id)
   // under this backend's key, the others get it, each wait bounded by backend.timeout. The
   // connection is closed after; rank 0's server lives on until the process exits (JobStore).

@@ -523,8 +523,287 @@ Params make_params(const ComponentInfo& info, const Value::Map& given, const std
   return make_params(info, unlocated(Value(given)), owner, base_dir);
 }
 
-Config Config::parse(const std::string& yaml_text, const std::string& source,
-                     const fs::path& base_dir, const std::vector<std::string>& overrides) {
+namespace {
+
+/// backend: a type name, or a map of its type and its parameters.
+void parse_backend(Config& cfg, const Located& root) {
+  const Located* b = root.child("backend");
+  if (b == nullptr || b->value.is_null()) {
+    cfg.backend_params = Located{Value::map(), cfg.source, {}, {}};
+    return;
+  }
+  if (b->value.is_string()) {
+    cfg.backend_type = b->value.as_string();
+    cfg.backend_params = Located{Value::map(), b->where, {}, {}};
+  } else {
+    require_map(*b, "backend");
+    if (const Located* t = b->child("type")) cfg.backend_type = text_of(*t, "backend.type");
+    cfg.backend_params = without(*b, {"type"});
+  }
+}
+
+/// plugins: the folders to load plugins from, and allow_unsafe.
+void parse_plugins(Config& cfg, const Located& root, const fs::path& base_dir) {
+  const Located* p = root.child("plugins");
+  if (p == nullptr || p->value.is_null()) return;
+  require_map(*p, "plugins");
+  for (const auto& [k, c] : p->children) {
+    if (k == "allow_unsafe") {
+      if (!c.value.is_bool())
+        fail_at(c, fmt::format("plugins.allow_unsafe expects true or false, found {}", found(c)));
+      cfg.allow_unsafe_plugins = c.value.as_bool();
+      continue;
+    }
+    if (k != "paths")
+      fail_at_key(c, fmt::format("unknown key 'plugins.{}' (expected paths, allow_unsafe)", k));
+    const auto add = [&](const Located& e) {
+      if (!e.value.is_string())
+        fail_at(e, fmt::format("plugins.paths expects folder names, found {}", found(e)));
+      cfg.plugin_paths.emplace_back(resolve_path(e.value.as_string(), base_dir));
+    };
+    if (c.value.is_array()) {
+      for (const auto& [i, e] : c.children) add(e);
+    } else {
+      add(c);
+    }
+  }
+}
+
+/// data: the reader plugin (type) and its parameters.
+void parse_data(Config& cfg, const Located& root) {
+  const Located* d = root.child("data");
+  if (d == nullptr || d->value.is_null()) return;
+  require_map(*d, "data");
+  const Located* t = d->child("type");
+  if (t == nullptr) fail_at(*d, "data: missing 'type' (the reader plugin, for example npy)");
+  cfg.data_type = text_of(*t, "data.type");
+  cfg.data_params = without(*d, {"type"});
+}
+
+/// metrics: a list of metrics, each a type, an optional unique label (name), inputs and
+/// parameters.
+void parse_metrics(Config& cfg, const Located& root) {
+  const Located* ms = root.child("metrics");
+  if (ms == nullptr || ms->value.is_null()) return;
+  if (!ms->value.is_array())
+    fail_at(*ms, fmt::format("metrics expects a list of metrics, found {}", found(*ms)));
+  std::map<std::string, std::string> labels;  // label -> where
+  for (const auto& [idx, m] : ms->children) {
+    const std::string what = fmt::format("metrics[{}]", idx);
+    require_map(m, what);
+    MetricConfig mc;
+    mc.where = m.where;
+    const Located* t = m.child("type");
+    if (t == nullptr)
+      fail_at(m, fmt::format("{}: missing 'type' (a metric plugin, for example Accuracy)", what));
+    mc.type = text_of(*t, what + ".type");
+    mc.label = mc.type;
+    if (const Located* n = m.child("name")) mc.label = text_of(*n, what + ".name");
+    if (const Located* in = m.child("inputs"); in && !in->value.is_null()) {
+      require_map(*in, what + ".inputs");
+      for (const auto& [k, c] : in->children) {
+        if (!c.value.is_string())
+          fail_at(c, fmt::format("{}.inputs.{} expects a data field name, found {}", what, k,
+                                 found(c)));
+        mc.inputs.emplace_back(k, c.value.as_string());
+      }
+    }
+    auto [it, inserted] = labels.emplace(mc.label, m.where);
+    if (!inserted)
+      fail_at(
+          m,
+          fmt::format(
+              "{}: two metrics are labelled '{}' (the other is at {}); give one a unique 'name:'",
+              what, mc.label, it->second));
+    mc.params = without(m, {"type", "name", "inputs"});
+    cfg.metrics.push_back(std::move(mc));
+  }
+}
+
+/// output: the files to write (json, junit, markdown, html, records).
+void parse_output(Config& cfg, const Located& root) {
+  const Located* o = root.child("output");
+  if (o == nullptr || o->value.is_null()) return;
+  require_map(*o, "output");
+  for (const auto& [k, c] : o->children) {
+    std::optional<fs::path>* slot = k == "json"       ? &cfg.output_json
+                                    : k == "junit"    ? &cfg.output_junit
+                                    : k == "markdown" ? &cfg.output_markdown
+                                    : k == "html"     ? &cfg.output_html
+                                    : k == "records"  ? &cfg.output_records
+                                                      : nullptr;
+    if (slot == nullptr)
+      fail_at_key(
+          c, fmt::format("unknown key 'output.{}' (expected json, junit, markdown, html, records)",
+                         k));
+    if (c.value.is_null()) continue;
+    if (!c.value.is_string() || c.value.as_string().empty())
+      fail_at(c, fmt::format("output.{} expects a file name, found {}", k, found(c)));
+    *slot = fs::path(c.value.as_string());  // relative to the working directory
+  }
+}
+
+/// regression: the baseline to compare with, its tolerances and the paired tests.
+void parse_regression(Config& cfg, const Located& root, const fs::path& base_dir) {
+  const Located* r = root.child("regression");
+  if (r == nullptr || r->value.is_null()) return;
+  require_map(*r, "regression");
+  RegressionConfig rc;
+  rc.where = r->where;
+  bool has_baseline = false;
+  for (const auto& [k, c] : r->children) {
+    if (k == "baseline") {
+      if (!c.value.is_string() || c.value.as_string().empty())
+        fail_at(c, fmt::format("regression.baseline expects a results JSON file name, found {}",
+                               found(c)));
+      rc.baseline = resolve_path(c.value.as_string(), base_dir);
+      has_baseline = true;
+    } else if (k == "rtol" || k == "atol") {
+      if (!c.value.is_number() || !std::isfinite(c.value.as_double()) || c.value.as_double() < 0)
+        fail_at(c,
+                fmt::format("regression.{} expects a finite number >= 0, found {}", k, found(c)));
+      (k == "rtol" ? rc.rtol : rc.atol) = c.value.as_double();
+    } else if (k == "tolerances") {
+      if (c.value.is_string()) {
+        rc.tolerances_file = resolve_path(c.value.as_string(), base_dir);
+      } else if (c.value.is_map() || c.value.is_null()) {
+        rc.tolerances = parse_tolerance_rules(c, "regression.tolerances");
+      } else {
+        fail_at(c,
+                fmt::format(
+                    "regression.tolerances expects a file name or a map of KEY_PATTERN: {{rtol: X, "
+                    "atol: Y}}, found {}",
+                    found(c)));
+      }
+    } else if (k == "baseline_records" || k == "history") {
+      if (c.value.is_null()) continue;  // null: none (--set regression.history=null)
+      if (!c.value.is_string() || c.value.as_string().empty())
+        fail_at(c, fmt::format("regression.{} expects a {} name (or null), found {}", k,
+                               k == "history" ? "folder" : "records file", found(c)));
+      (k == "history" ? rc.history : rc.baseline_records) =
+          resolve_path(c.value.as_string(), base_dir);
+    } else if (k == "alpha") {
+      if (!c.value.is_number() || !(c.value.as_double() > 0 && c.value.as_double() < 1))
+        fail_at(c, fmt::format("regression.alpha expects a number in (0, 1) such as 0.05, found {}",
+                               found(c)));
+      rc.paired.alpha = c.value.as_double();
+    } else if (k == "resamples") {
+      if (!c.value.is_int() || c.value.as_int() < 2 || c.value.as_int() > 1000000)
+        fail_at(c, fmt::format("regression.resamples expects an integer in [2, 1000000], found {}",
+                               found(c)));
+      rc.paired.resamples = static_cast<std::uint64_t>(c.value.as_int());
+    } else if (k == "seed") {
+      if (!c.value.is_int() || c.value.as_int() < 0)
+        fail_at(c, fmt::format("regression.seed expects an integer >= 0, found {}", found(c)));
+      rc.paired.seed = static_cast<std::uint64_t>(c.value.as_int());
+    } else if (k == "test") {
+      if (!c.value.is_string() ||
+          (c.value.as_string() != "auto" && c.value.as_string() != "bootstrap"))
+        fail_at(c, fmt::format("regression.test expects auto or bootstrap, found {}", found(c)));
+      rc.paired.mcnemar = c.value.as_string() == "auto";
+    } else if (k == "fail_on_drift") {
+      if (!c.value.is_bool())
+        fail_at(c,
+                fmt::format("regression.fail_on_drift expects true or false, found {}", found(c)));
+      rc.fail_on_drift = c.value.as_bool();
+    } else {
+      fail_at_key(c, fmt::format("unknown key 'regression.{}' (expected baseline, rtol, atol, "
+                                 "tolerances, baseline_records, alpha, resamples, seed, test, "
+                                 "history, fail_on_drift)",
+                                 k));
+    }
+  }
+  if (!has_baseline)
+    fail_at(*r,
+            "regression: missing 'baseline' (the results JSON to compare with, relative to this "
+            "file)");
+  cfg.regression = std::move(rc);
+}
+
+/// checkpoint: the folder and how often to write one.
+void parse_checkpoint(Config& cfg, const Located& root, const fs::path& base_dir) {
+  const Located* ck = root.child("checkpoint");
+  if (ck == nullptr || ck->value.is_null()) return;
+  require_map(*ck, "checkpoint");
+  CheckpointConfig cc;
+  cc.where = ck->where;
+  bool has_dir = false;
+  bool has_every = false;
+  for (const auto& [k, c] : ck->children) {
+    if (k == "dir") {
+      if (!c.value.is_string() || c.value.as_string().empty())
+        fail_at(c, fmt::format("checkpoint.dir expects a folder name, found {}", found(c)));
+      cc.dir = resolve_path(c.value.as_string(), base_dir);
+      has_dir = true;
+    } else if (k == "every_n_batches") {
+      if (!c.value.is_int() || c.value.as_int() < 1)
+        fail_at(c, fmt::format("checkpoint.every_n_batches expects an integer >= 1, found {}",
+                               found(c)));
+      cc.every_n_batches = c.value.as_int();
+      has_every = true;
+    } else {
+      fail_at_key(c, fmt::format("unknown key 'checkpoint.{}' (expected dir, every_n_batches)", k));
+    }
+  }
+  if (!has_dir)
+    fail_at(*ck, "checkpoint: missing 'dir' (the folder for checkpoints, relative to this file)");
+  if (!has_every)
+    fail_at(*ck, "checkpoint: missing 'every_n_batches' (write a checkpoint every N batches)");
+  cfg.checkpoint = std::move(cc);
+}
+
+/// intervals: bootstrap confidence intervals over units (docs/significance.md).
+void parse_intervals(Config& cfg, const Located& root) {
+  const Located* iv = root.child("intervals");
+  if (iv == nullptr || iv->value.is_null()) return;
+  require_map(*iv, "intervals");
+  IntervalSettings is;
+  for (const auto& [k, c] : iv->children) {
+    if (k == "confidence") {
+      if (!c.value.is_number() || !(c.value.as_double() > 0 && c.value.as_double() < 1))
+        fail_at(c, fmt::format("intervals.confidence expects a number in (0, 1) such as 0.95, "
+                               "found {}",
+                               found(c)));
+      is.confidence = c.value.as_double();
+    } else if (k == "resamples") {
+      if (!c.value.is_int() || c.value.as_int() < 2 || c.value.as_int() > 1000000)
+        fail_at(c, fmt::format("intervals.resamples expects an integer in [2, 1000000], found {}",
+                               found(c)));
+      is.resamples = static_cast<std::uint64_t>(c.value.as_int());
+    } else if (k == "seed") {
+      if (!c.value.is_int() || c.value.as_int() < 0)
+        fail_at(c, fmt::format("intervals.seed expects an integer >= 0, found {}", found(c)));
+      is.seed = static_cast<std::uint64_t>(c.value.as_int());
+    } else if (k == "method") {
+      if (!c.value.is_string() ||
+          (c.value.as_string() != "percentile" && c.value.as_string() != "bca"))
+        fail_at(c, fmt::format("intervals.method expects percentile or bca, found {}", found(c)));
+      is.method = c.value.as_string();
+    } else {
+      fail_at_key(c, fmt::format("unknown key 'intervals.{}' (expected confidence, resamples, "
+                                 "seed, method)",
+                                 k));
+    }
+  }
+  cfg.intervals = std::move(is);
+}
+
+/// The sections that cannot go together yet.
+void check_combinations(const Config& cfg) {
+  const bool paired = cfg.regression && cfg.regression->baseline_records;
+  if (cfg.checkpoint && (cfg.intervals || cfg.output_records || paired))
+    throw ConfigError(fmt::format(
+        "{}: checkpoint: cannot be combined with {} yet: per-sample records are not saved in "
+        "checkpoints",
+        cfg.checkpoint->where,
+        cfg.intervals        ? "intervals:"
+        : cfg.output_records ? "output.records"
+                             : "regression.baseline_records"));
+}
+
+/// The config's YAML, located, with the overrides (--set KEY=VALUE) applied: a map.
+Located load_root(const std::string& yaml_text, const std::string& source,
+                  const std::vector<std::string>& overrides) {
   YAML::Node doc;
   try {
     doc = load_bounded(yaml_text, source, "");
@@ -540,11 +819,11 @@ Config Config::parse(const std::string& yaml_text, const std::string& source,
   }
   for (const auto& o : overrides) apply_override(root, o);
   require_map(root, fmt::format("{}: the top level", source));
+  return root;
+}
 
-  Config cfg;
-  cfg.source = source;
-  cfg.base_dir = base_dir;
-
+/// The top-level keys: only the sections known.
+void check_top_keys(const Located& root) {
   static const std::set<std::string, std::less<>> top_keys{
       "backend", "plugins", "data", "metrics", "output", "regression", "checkpoint", "intervals"};
   for (const auto& [k, c] : root.children)
@@ -552,256 +831,27 @@ Config Config::parse(const std::string& yaml_text, const std::string& source,
       fail_at_key(c, fmt::format("unknown top-level key '{}' (expected backend, plugins, data, "
                                  "metrics, output, regression, checkpoint, intervals)",
                                  k));
+}
 
-  if (const Located* b = root.child("backend"); b && !b->value.is_null()) {
-    if (b->value.is_string()) {
-      cfg.backend_type = b->value.as_string();
-      cfg.backend_params = Located{Value::map(), b->where, {}, {}};
-    } else {
-      require_map(*b, "backend");
-      if (const Located* t = b->child("type")) cfg.backend_type = text_of(*t, "backend.type");
-      cfg.backend_params = without(*b, {"type"});
-    }
-  } else {
-    cfg.backend_params = Located{Value::map(), source, {}, {}};
-  }
+}  // namespace
 
-  if (const Located* p = root.child("plugins"); p && !p->value.is_null()) {
-    require_map(*p, "plugins");
-    for (const auto& [k, c] : p->children) {
-      if (k == "allow_unsafe") {
-        if (!c.value.is_bool())
-          fail_at(c, fmt::format("plugins.allow_unsafe expects true or false, found {}", found(c)));
-        cfg.allow_unsafe_plugins = c.value.as_bool();
-        continue;
-      }
-      if (k != "paths")
-        fail_at_key(c, fmt::format("unknown key 'plugins.{}' (expected paths, allow_unsafe)", k));
-      const auto add = [&](const Located& e) {
-        if (!e.value.is_string())
-          fail_at(e, fmt::format("plugins.paths expects folder names, found {}", found(e)));
-        cfg.plugin_paths.emplace_back(resolve_path(e.value.as_string(), base_dir));
-      };
-      if (c.value.is_array()) {
-        for (const auto& [i, e] : c.children) add(e);
-      } else {
-        add(c);
-      }
-    }
-  }
+Config Config::parse(const std::string& yaml_text, const std::string& source,
+                     const fs::path& base_dir, const std::vector<std::string>& overrides) {
+  const Located root = load_root(yaml_text, source, overrides);
+  Config cfg;
+  cfg.source = source;
+  cfg.base_dir = base_dir;
 
-  if (const Located* d = root.child("data"); d && !d->value.is_null()) {
-    require_map(*d, "data");
-    const Located* t = d->child("type");
-    if (t == nullptr) fail_at(*d, "data: missing 'type' (the reader plugin, for example npy)");
-    cfg.data_type = text_of(*t, "data.type");
-    cfg.data_params = without(*d, {"type"});
-  }
-
-  if (const Located* ms = root.child("metrics"); ms && !ms->value.is_null()) {
-    if (!ms->value.is_array())
-      fail_at(*ms, fmt::format("metrics expects a list of metrics, found {}", found(*ms)));
-    std::map<std::string, std::string> labels;  // label -> where
-    for (const auto& [idx, m] : ms->children) {
-      const std::string what = fmt::format("metrics[{}]", idx);
-      require_map(m, what);
-      MetricConfig mc;
-      mc.where = m.where;
-      const Located* t = m.child("type");
-      if (t == nullptr)
-        fail_at(m, fmt::format("{}: missing 'type' (a metric plugin, for example Accuracy)", what));
-      mc.type = text_of(*t, what + ".type");
-      mc.label = mc.type;
-      if (const Located* n = m.child("name")) mc.label = text_of(*n, what + ".name");
-      if (const Located* in = m.child("inputs"); in && !in->value.is_null()) {
-        require_map(*in, what + ".inputs");
-        for (const auto& [k, c] : in->children) {
-          if (!c.value.is_string())
-            fail_at(c, fmt::format("{}.inputs.{} expects a data field name, found {}", what, k,
-                                   found(c)));
-          mc.inputs.emplace_back(k, c.value.as_string());
-        }
-      }
-      auto [it, inserted] = labels.emplace(mc.label, m.where);
-      if (!inserted)
-        fail_at(
-            m,
-            fmt::format(
-                "{}: two metrics are labelled '{}' (the other is at {}); give one a unique 'name:'",
-                what, mc.label, it->second));
-      mc.params = without(m, {"type", "name", "inputs"});
-      cfg.metrics.push_back(std::move(mc));
-    }
-  }
-
-  if (const Located* o = root.child("output"); o && !o->value.is_null()) {
-    require_map(*o, "output");
-    for (const auto& [k, c] : o->children) {
-      std::optional<fs::path>* slot = k == "json"       ? &cfg.output_json
-                                      : k == "junit"    ? &cfg.output_junit
-                                      : k == "markdown" ? &cfg.output_markdown
-                                      : k == "html"     ? &cfg.output_html
-                                      : k == "records"  ? &cfg.output_records
-                                                        : nullptr;
-      if (slot == nullptr)
-        fail_at_key(
-            c, fmt::format(
-                   "unknown key 'output.{}' (expected json, junit, markdown, html, records)", k));
-      if (c.value.is_null()) continue;
-      if (!c.value.is_string() || c.value.as_string().empty())
-        fail_at(c, fmt::format("output.{} expects a file name, found {}", k, found(c)));
-      *slot = fs::path(c.value.as_string());  // relative to the working directory
-    }
-  }
-
-  if (const Located* r = root.child("regression"); r && !r->value.is_null()) {
-    require_map(*r, "regression");
-    RegressionConfig rc;
-    rc.where = r->where;
-    bool has_baseline = false;
-    for (const auto& [k, c] : r->children) {
-      if (k == "baseline") {
-        if (!c.value.is_string() || c.value.as_string().empty())
-          fail_at(c, fmt::format("regression.baseline expects a results JSON file name, found {}",
-                                 found(c)));
-        rc.baseline = resolve_path(c.value.as_string(), base_dir);
-        has_baseline = true;
-      } else if (k == "rtol" || k == "atol") {
-        if (!c.value.is_number() || !std::isfinite(c.value.as_double()) || c.value.as_double() < 0)
-          fail_at(c, fmt::format("regression.{} expects a finite number >= 0, found {}", k, found(c)));
-        (k == "rtol" ? rc.rtol : rc.atol) = c.value.as_double();
-      } else if (k == "tolerances") {
-        if (c.value.is_string()) {
-          rc.tolerances_file = resolve_path(c.value.as_string(), base_dir);
-        } else if (c.value.is_map() || c.value.is_null()) {
-          rc.tolerances = parse_tolerance_rules(c, "regression.tolerances");
-        } else {
-          fail_at(
-              c,
-              fmt::format(
-                  "regression.tolerances expects a file name or a map of KEY_PATTERN: {{rtol: X, "
-                  "atol: Y}}, found {}",
-                  found(c)));
-        }
-      } else if (k == "baseline_records" || k == "history") {
-        if (c.value.is_null()) continue;  // null: none (--set regression.history=null)
-        if (!c.value.is_string() || c.value.as_string().empty())
-          fail_at(c, fmt::format("regression.{} expects a {} name (or null), found {}", k,
-                                 k == "history" ? "folder" : "records file", found(c)));
-        (k == "history" ? rc.history : rc.baseline_records) =
-            resolve_path(c.value.as_string(), base_dir);
-      } else if (k == "alpha") {
-        if (!c.value.is_number() || !(c.value.as_double() > 0 && c.value.as_double() < 1))
-          fail_at(c,
-                  fmt::format("regression.alpha expects a number in (0, 1) such as 0.05, found {}",
-                              found(c)));
-        rc.paired.alpha = c.value.as_double();
-      } else if (k == "resamples") {
-        if (!c.value.is_int() || c.value.as_int() < 2 || c.value.as_int() > 1000000)
-          fail_at(c,
-                  fmt::format("regression.resamples expects an integer in [2, 1000000], found {}",
-                              found(c)));
-        rc.paired.resamples = static_cast<std::uint64_t>(c.value.as_int());
-      } else if (k == "seed") {
-        if (!c.value.is_int() || c.value.as_int() < 0)
-          fail_at(c, fmt::format("regression.seed expects an integer >= 0, found {}", found(c)));
-        rc.paired.seed = static_cast<std::uint64_t>(c.value.as_int());
-      } else if (k == "test") {
-        if (!c.value.is_string() ||
-            (c.value.as_string() != "auto" && c.value.as_string() != "bootstrap"))
-          fail_at(c, fmt::format("regression.test expects auto or bootstrap, found {}", found(c)));
-        rc.paired.mcnemar = c.value.as_string() == "auto";
-      } else if (k == "fail_on_drift") {
-        if (!c.value.is_bool())
-          fail_at(
-              c, fmt::format("regression.fail_on_drift expects true or false, found {}", found(c)));
-        rc.fail_on_drift = c.value.as_bool();
-      } else {
-        fail_at_key(c, fmt::format("unknown key 'regression.{}' (expected baseline, rtol, atol, "
-                                   "tolerances, baseline_records, alpha, resamples, seed, test, "
-                                   "history, fail_on_drift)",
-                                   k));
-      }
-    }
-    if (!has_baseline)
-      fail_at(*r,
-              "regression: missing 'baseline' (the results JSON to compare with, relative to this "
-              "file)");
-    cfg.regression = std::move(rc);
-  }
-
-  if (const Located* ck = root.child("checkpoint"); ck && !ck->value.is_null()) {
-    require_map(*ck, "checkpoint");
-    CheckpointConfig cc;
-    cc.where = ck->where;
-    bool has_dir = false;
-    bool has_every = false;
-    for (const auto& [k, c] : ck->children) {
-      if (k == "dir") {
-        if (!c.value.is_string() || c.value.as_string().empty())
-          fail_at(c, fmt::format("checkpoint.dir expects a folder name, found {}", found(c)));
-        cc.dir = resolve_path(c.value.as_string(), base_dir);
-        has_dir = true;
-      } else if (k == "every_n_batches") {
-        if (!c.value.is_int() || c.value.as_int() < 1)
-          fail_at(c, fmt::format("checkpoint.every_n_batches expects an integer >= 1, found {}",
-                                 found(c)));
-        cc.every_n_batches = c.value.as_int();
-        has_every = true;
-      } else {
-        fail_at_key(c,
-                    fmt::format("unknown key 'checkpoint.{}' (expected dir, every_n_batches)", k));
-      }
-    }
-    if (!has_dir)
-      fail_at(*ck, "checkpoint: missing 'dir' (the folder for checkpoints, relative to this file)");
-    if (!has_every)
-      fail_at(*ck, "checkpoint: missing 'every_n_batches' (write a checkpoint every N batches)");
-    cfg.checkpoint = std::move(cc);
-  }
-
-  // intervals: bootstrap confidence intervals over units (docs/significance.md).
-  if (const Located* iv = root.child("intervals"); iv && !iv->value.is_null()) {
-    require_map(*iv, "intervals");
-    IntervalSettings is;
-    for (const auto& [k, c] : iv->children) {
-      if (k == "confidence") {
-        if (!c.value.is_number() || !(c.value.as_double() > 0 && c.value.as_double() < 1))
-          fail_at(c, fmt::format("intervals.confidence expects a number in (0, 1) such as 0.95, "
-                                 "found {}",
-                                 found(c)));
-        is.confidence = c.value.as_double();
-      } else if (k == "resamples") {
-        if (!c.value.is_int() || c.value.as_int() < 2 || c.value.as_int() > 1000000)
-          fail_at(c, fmt::format("intervals.resamples expects an integer in [2, 1000000], found {}",
-                                 found(c)));
-        is.resamples = static_cast<std::uint64_t>(c.value.as_int());
-      } else if (k == "seed") {
-        if (!c.value.is_int() || c.value.as_int() < 0)
-          fail_at(c, fmt::format("intervals.seed expects an integer >= 0, found {}", found(c)));
-        is.seed = static_cast<std::uint64_t>(c.value.as_int());
-      } else if (k == "method") {
-        if (!c.value.is_string() ||
-            (c.value.as_string() != "percentile" && c.value.as_string() != "bca"))
-          fail_at(c, fmt::format("intervals.method expects percentile or bca, found {}", found(c)));
-        is.method = c.value.as_string();
-      } else {
-        fail_at_key(c, fmt::format("unknown key 'intervals.{}' (expected confidence, resamples, "
-                                   "seed, method)",
-                                   k));
-      }
-    }
-    cfg.intervals = std::move(is);
-  }
-  const bool paired = cfg.regression && cfg.regression->baseline_records;
-  if (cfg.checkpoint && (cfg.intervals || cfg.output_records || paired))
-    throw ConfigError(fmt::format(
-        "{}: checkpoint: cannot be combined with {} yet: per-sample records are not saved in "
-        "checkpoints",
-        cfg.checkpoint->where,
-        cfg.intervals        ? "intervals:"
-        : cfg.output_records ? "output.records"
-                             : "regression.baseline_records"));
+  check_top_keys(root);
+  parse_backend(cfg, root);
+  parse_plugins(cfg, root, base_dir);
+  parse_data(cfg, root);
+  parse_metrics(cfg, root);
+  parse_output(cfg, root);
+  parse_regression(cfg, root, base_dir);
+  parse_checkpoint(cfg, root, base_dir);
+  parse_intervals(cfg, root);
+  check_combinations(cfg);
   return cfg;
 }
 

@@ -462,32 +462,34 @@ Plan plan(const std::vector<MetricEntry>& metrics, int world) {
   return p;
 }
 
-Outcome run(Collectives& backend, Request request) {
-  const int world = backend.world_size();
-  const int me = backend.rank();
+namespace {
+
+// The phases of run(), in order; every rank runs each of them, making the same collectives.
+
+/// How each state travels: plan(), or, on a rank that failed (already, or planning), a plan that
+/// sums and gathers nothing (this rank reports its failure in its header's status instead).
+Plan route_of(Request& request, int world) {
   const auto& metrics = request.metrics;
-  const auto failure = [&](int code, const std::string& msg) {
-    if (!request.error) request.error.emplace(code == 0 ? 1 : code, msg);
-  };
-
-  // How each state travels; the number of summed counts goes in the header, so that every rank
-  // knows that every rank sums as many before any rank does.
-  Plan route;
   try {
-    route = plan(metrics, world);
+    Plan route = plan(metrics, world);
+    if (!request.error) return route;
   } catch (const Error& e) {
-    failure(e.exit_code(), e.what());
+    if (!request.error) request.error.emplace(e.exit_code() == 0 ? 1 : e.exit_code(), e.what());
   } catch (const std::exception& e) {
-    failure(1, e.what());
+    if (!request.error) request.error.emplace(1, e.what());
   }
-  if (request.error) {  // this rank reports its failure (status) and sums nothing
-    route = Plan{};
-    route.local = world == 1;
-    route.offsets.assign(metrics.size(), 0);
-    route.sizes.assign(metrics.size(), 0);
-    route.gathers.assign(metrics.size(), false);
-  }
+  Plan route;
+  route.local = world == 1;
+  route.offsets.assign(metrics.size(), 0);
+  route.sizes.assign(metrics.size(), 0);
+  route.gathers.assign(metrics.size(), false);
+  return route;
+}
 
+/// Every rank's header, checked: the number of summed counts is in it, so that every rank knows
+/// that every rank sums as many before any rank does.
+std::vector<Header> agreed_headers(Collectives& backend, const Request& request,
+                                   const Plan& route) {
   Header mine;
   mine.reduced = static_cast<std::int64_t>(route.counts);
   mine.protocol = kProtocolVersion;
@@ -496,90 +498,111 @@ Outcome run(Collectives& backend, Request request) {
   mine.dataset_size = request.dataset_size.value_or(-1);
   mine.status = request.error ? request.error->first : 0;
   mine.flags = request.padded_sampler ? kHoldsLast : 0;
-  const auto headers = exchange_headers(backend, mine);
+  auto headers = exchange_headers(backend, mine);
   if (auto verdict = check_headers(headers)) throw_error(verdict->exit_code, verdict->message);
+  return headers;
+}
 
-  // A rank that failed: gather every rank's message (an empty one from ranks that did not fail).
-  if (std::any_of(headers.begin(), headers.end(), [](const auto& h) { return h.status != 0; })) {
-    const std::string msg = request.error ? request.error->second : std::string();
-    const auto msgs = backend.all_gather_object(std::as_bytes(std::span(msg)), {"sync errors"});
-    std::vector<int> failed;
-    for (int r = 0; r < world; ++r)
-      if (headers[static_cast<std::size_t>(r)].status != 0) failed.push_back(r);
-    const auto first = static_cast<std::size_t>(failed.front());
-    const auto bytes = msgs[first];
-    std::string text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-    if (world > 1) {
-      text = fmt::format("rank {}: {}", failed.front(), text);
-      if (failed.size() > 1)
-        text += fmt::format(" (ranks {} failed too)",
-                            fmt::join(failed.begin() + 1, failed.end(), ", "));
-    }
-    throw_error(headers[first].status, text);
+/// When a rank failed: gathers every rank's message (an empty one from ranks that did not fail)
+/// and throws the first failed rank's on every rank. Returns when none failed.
+void throw_any_failure(Collectives& backend, const std::vector<Header>& headers,
+                       const Request& request) {
+  if (std::none_of(headers.begin(), headers.end(), [](const auto& h) { return h.status != 0; }))
+    return;
+  const int world = backend.world_size();
+  const std::string msg = request.error ? request.error->second : std::string();
+  const auto msgs = backend.all_gather_object(std::as_bytes(std::span(msg)), {"sync errors"});
+  std::vector<int> failed;
+  for (int r = 0; r < world; ++r)
+    if (headers[static_cast<std::size_t>(r)].status != 0) failed.push_back(r);
+  const auto first = static_cast<std::size_t>(failed.front());
+  const auto bytes = msgs[first];
+  std::string text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+  if (world > 1) {
+    text = fmt::format("rank {}: {}", failed.front(), text);
+    if (failed.size() > 1)
+      text +=
+          fmt::format(" (ranks {} failed too)", fmt::join(failed.begin() + 1, failed.end(), ", "));
   }
+  throw_error(headers[first].status, text);
+}
 
-  // Padding from a distributed sampler: the last sample of each of the last `excess` ranks.
+/// The samples of the dataset, and whether this rank drops its last sample as a sampler's padding.
+struct Padding {
   std::int64_t total = 0;
-  for (const auto& h : headers) total += h.samples;
   bool drop_last = false;
-  if (request.dataset_size) {
-    const std::int64_t size = *request.dataset_size;
-    const std::int64_t excess = total - size;
-    const bool even = std::all_of(headers.begin(), headers.end(),
-                                  [&](const auto& h) { return h.samples == headers[0].samples; });
-    if (size < 0 || excess < 0 || excess >= world || (excess > 0 && !even)) {
-      std::vector<std::int64_t> counts;
-      for (const auto& h : headers) counts.push_back(h.samples);
-      throw InputError(
-          fmt::format("compute(dataset_size={}): the ranks added {} samples "
-                      "({} per rank); a distributed sampler pads the dataset to "
-                      "equal shards with fewer than world_size ({}) extra samples, "
-                      "so these counts cannot come from a dataset of that size",
-                      size, total, fmt::join(counts, ", "), world));
-    }
-    if (excess > 0 && !std::all_of(headers.begin(), headers.end(),
-                                   [](const auto& h) { return (h.flags & kHoldsLast) != 0; }))
-      throw InputError(fmt::format(
-          "compute(dataset_size={}): the ranks added {} samples, {} more than the dataset; a "
-          "sampler's padding is dropped only where the evaluator was told the sampler pads "
-          "(EvaluatorOptions::padded_sampler = true on every rank), so that each rank holds its "
-          "last sample back",
-          size, total, excess));
-    drop_last = me >= world - excess;
-    total = size;
-  }
+};
 
-  // Each rank packs the gathered part of every metric's state into one fused payload:
-  // [0, [state...]], or [exit code, message] when this rank failed while finishing (its held
-  // sample was bad, say): it still takes part in the reduction and the gather, and rank 0
-  // reports the failure to every rank. In a world of one the states stay where they are.
+/// Padding from a distributed sampler: the last sample of each of the last `excess` ranks.
+Padding padding_of(const std::vector<Header>& headers, std::optional<std::int64_t> dataset_size,
+                   int world, int me) {
+  Padding p;
+  for (const auto& h : headers) p.total += h.samples;
+  if (!dataset_size) return p;
+  const std::int64_t size = *dataset_size;
+  const std::int64_t excess = p.total - size;
+  const bool even = std::all_of(headers.begin(), headers.end(),
+                                [&](const auto& h) { return h.samples == headers[0].samples; });
+  if (size < 0 || excess < 0 || excess >= world || (excess > 0 && !even)) {
+    std::vector<std::int64_t> counts;
+    for (const auto& h : headers) counts.push_back(h.samples);
+    throw InputError(
+        fmt::format("compute(dataset_size={}): the ranks added {} samples "
+                    "({} per rank); a distributed sampler pads the dataset to "
+                    "equal shards with fewer than world_size ({}) extra samples, "
+                    "so these counts cannot come from a dataset of that size",
+                    size, p.total, fmt::join(counts, ", "), world));
+  }
+  if (excess > 0 && !std::all_of(headers.begin(), headers.end(),
+                                 [](const auto& h) { return (h.flags & kHoldsLast) != 0; }))
+    throw InputError(fmt::format(
+        "compute(dataset_size={}): the ranks added {} samples, {} more than the dataset; a "
+        "sampler's padding is dropped only where the evaluator was told the sampler pads "
+        "(EvaluatorOptions::padded_sampler = true on every rank), so that each rank holds its "
+        "last sample back",
+        size, p.total, excess));
+  p.drop_last = me >= world - excess;
+  p.total = size;
+  return p;
+}
+
+/// This rank's fused payload and its summed counts (see run()).
+struct Packed {
   msgpack::sbuffer payload;
-  std::vector<std::int64_t> counts(route.counts, 0);
+  std::vector<std::int64_t> counts;
+};
+
+// Each rank packs the gathered part of every metric's state into one fused payload:
+// [0, [state...]], or [exit code, message] when this rank failed while finishing (its held
+// sample was bad, say): it still takes part in the reduction and the gather, and rank 0
+// reports the failure to every rank. In a world of one the states stay where they are.
+Packed pack_states(Request& request, const Plan& route, bool drop_last, int world) {
+  Packed p;
+  p.counts.assign(route.counts, 0);
   try {
     if (request.finish) request.finish(drop_last);
-    pack_payload(payload, metrics, route);
-    write_counts(metrics, route, counts, world);
+    pack_payload(p.payload, request.metrics, route);
+    write_counts(request.metrics, route, p.counts, world);
   } catch (const std::exception& e) {
     const auto* te = dynamic_cast<const Error*>(&e);
-    payload.clear();
-    msgpack::pack(payload, std::make_tuple(te ? te->exit_code() : 1, std::string(e.what())));
-    std::fill(counts.begin(), counts.end(), 0);
+    p.payload.clear();
+    msgpack::pack(p.payload, std::make_tuple(te ? te->exit_code() : 1, std::string(e.what())));
+    std::fill(p.counts.begin(), p.counts.end(), 0);
   }
-  // The counts, summed at rank 0: one state's worth there, whatever the world size. Every rank
-  // holds the same number (the headers agreed), so every rank makes the same calls.
-  if (!counts.empty()) backend.reduce(counts, ReduceOp::sum, 0, {"sync counts"});
-  // The other states, to rank 0 only: the other ranks never hold everyone's state.
-  const auto gathered = backend.gather_object(
-      std::as_bytes(std::span(payload.data(), payload.size())), 0, {"sync payload"});
+  return p;
+}
 
-  // Rank 0 computes; every rank gets what it computed, or its error. The others wait for it as
-  // long as it is alive and computing, whatever backend.timeout says (run_on_root).
+// Rank 0 computes; every rank gets what it computed, or its error. The others wait for it as
+// long as it is alive and computing, whatever backend.timeout says (run_on_root).
+Outcome compute_and_share(Collectives& backend, const Request& request, const Plan& route,
+                          const GatheredObjects& gathered, std::span<const std::int64_t> counts,
+                          std::int64_t total) {
   msgpack::sbuffer reply;
   const auto compute_and_pack = [&] {
     Value out = Value::map();
     out.set("status", 0);
     try {
-      out.set("results", compute_results(metrics, route, gathered, counts));
+      out.set("results", compute_results(request.metrics, route, gathered, counts));
     } catch (const Error& e) {
       out.set("status", e.exit_code());
       out.set("message", e.what());
@@ -600,12 +623,31 @@ Outcome run(Collectives& backend, Request request) {
   try {
     unpack_bounded(answer, /*reference_bins=*/false).get().convert(out);
   } catch (const std::exception& e) {
-    throw RuntimeError(fmt::format(
-        "sync failed: rank {} could not read the results rank 0 broadcast: {}", me, e.what()));
+    throw RuntimeError(
+        fmt::format("sync failed: rank {} could not read the results rank 0 broadcast: {}",
+                    backend.rank(), e.what()));
   }
   if (const auto code = out.at("status").as_int(); code != 0)
     throw_error(static_cast<int>(code), out.at("message").as_string());
   return Outcome{out.at("results"), out.at("samples").as_int(), out.at("wall_seconds").as_double()};
+}
+
+}  // namespace
+
+Outcome run(Collectives& backend, Request request) {
+  const int world = backend.world_size();
+  const Plan route = route_of(request, world);
+  const auto headers = agreed_headers(backend, request, route);
+  throw_any_failure(backend, headers, request);
+  const Padding padding = padding_of(headers, request.dataset_size, world, backend.rank());
+  Packed packed = pack_states(request, route, padding.drop_last, world);
+  // The counts, summed at rank 0: one state's worth there, whatever the world size. Every rank
+  // holds the same number (the headers agreed), so every rank makes the same calls.
+  if (!packed.counts.empty()) backend.reduce(packed.counts, ReduceOp::sum, 0, {"sync counts"});
+  // The other states, to rank 0 only: the other ranks never hold everyone's state.
+  const auto gathered = backend.gather_object(
+      std::as_bytes(std::span(packed.payload.data(), packed.payload.size())), 0, {"sync payload"});
+  return compute_and_share(backend, request, route, gathered, packed.counts, padding.total);
 }
 
 }  // namespace tally::sync
