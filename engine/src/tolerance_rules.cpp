@@ -48,8 +48,8 @@ std::vector<ToleranceRule> parse_tolerance_rules(const Located& map, const std::
     for (const auto& [field, v] : entry.children) {
       if (field == "rtol" || field == "atol") {
         if (!v.value.is_number() || !std::isfinite(v.value.as_double()) || v.value.as_double() < 0)
-          fail_at(v, fmt::format("{}: '{}': {} expects a finite number >= 0, found {}", what, pattern,
-                                 field, found_text(v)));
+          fail_at(v, fmt::format("{}: '{}': {} expects a finite number >= 0, found {}", what,
+                                 pattern, field, found_text(v)));
         (field == "rtol" ? rule.rtol : rule.atol) = v.value.as_double();
       } else if (field == "better") {
         const std::string b = v.value.is_string() ? v.value.as_string() : std::string();
