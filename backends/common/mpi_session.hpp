@@ -1,8 +1,8 @@
 // MPI ownership for backend plugins (mpi, and nccl's MPI bootstrap): initialise MPI only if the
 // host program has not (MPI_THREAD_SERIALIZED: the mpi backend's heartbeat thread sends while the
-// main thread computes, never at the same time as it), and finalise it only if a backend of this plugin initialised it, when
-// the last backend holding it goes. Header-only: each plugin compiles its own copy (plugins hide
-// their symbols), so the count is per plugin.
+// main thread computes, never at the same time as it), and finalise it only if a backend of this
+// plugin initialised it, when the last backend holding it goes. Header-only: each plugin compiles
+// its own copy (plugins hide their symbols), so the count is per plugin.
 #pragma once
 
 #include <dlfcn.h>

@@ -438,7 +438,8 @@ TEST(Compare, NonFiniteOrNegativeTolerancesAreConfigErrorsFromAnySource) {
     } catch (const ConfigError& e) {
       const std::string msg = e.what();
       EXPECT_NE(msg.find("tol.yaml:1:16: tolerances"), std::string::npos) << msg;
-      EXPECT_NE(msg.find("rtol expects a finite number >= 0, found " + shown), std::string::npos) << msg;
+      EXPECT_NE(msg.find("rtol expects a finite number >= 0, found " + shown), std::string::npos)
+          << msg;
     }
   }
   // Finite tolerances still gate: the drop from 0.99 to 0.5 regresses under atol 0.1.
@@ -690,7 +691,8 @@ TEST_F(CompareCli, NonFiniteOrNegativeToleranceOptionsAreExit2) {
     write_text(dir / "cfg.yaml", "metrics:\n  - type: Accuracy\n" + section + "\n");
     r = tally("run " + (dir / "cfg.yaml").string());
     EXPECT_EQ(r.exit_code, 2) << section << "\n" << r.err;
-    EXPECT_NE(r.err.find("expects a finite number >= 0"), std::string::npos) << section << "\n" << r.err;
+    EXPECT_NE(r.err.find("expects a finite number >= 0"), std::string::npos) << section << "\n"
+                                                                             << r.err;
   }
   // Finite tolerances from the command line still gate.
   EXPECT_EQ(tally("compare " + worse.string() + " " + base.string() + " --atol 0.1").exit_code, 3);

@@ -147,8 +147,8 @@ inline std::uint32_t rle_area(const std::uint32_t* cnts, std::size_t n) {
 inline std::uint32_t rle_area(const Rle& r) { return rle_area(r.cnts.data(), r.cnts.size()); }
 
 /// rleToBbox (pycocotools 2.0.x) of an h x w mask with counts cnts[0..n): xywh as doubles.
-inline void rle_to_bbox(std::uint32_t h, std::uint32_t w, const std::uint32_t* cnts,
-                        std::size_t n, double* bb) {
+inline void rle_to_bbox(std::uint32_t h, std::uint32_t w, const std::uint32_t* cnts, std::size_t n,
+                        double* bb) {
   const std::size_t m = (n / 2) * 2;
   std::uint32_t xs = w, ys = h, xe = 0, ye = 0, cc = 0;
   if (m == 0) {
