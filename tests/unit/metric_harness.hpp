@@ -2,8 +2,9 @@
 // tests/reference/ and the inputs they name, metrics and readers built from the real plugin
 // libraries through the Registry, and N simulated ranks (contiguous shards, one metric instance
 // per rank, each state packed to msgpack bytes, unpacked, and computed on one instance), as the
-// engine's sync protocol does (DESIGN.md, "The sync protocol"); run_all_rank_counts checks a
-// result on 1, 2, 3, 4 and 7 ranks, with an empty rank, in several batch sizes, bit for bit.
+// engine's sync protocol does (docs/architecture.md, "The sync protocol"); run_all_rank_counts
+// checks a result on 1, 2, 3, 4 and 7 ranks, with an empty rank, in several batch sizes, bit for
+// bit.
 #pragma once
 
 #include <algorithm>

@@ -62,7 +62,7 @@ struct RunInfo {
 };
 
 struct Results {
-  /// label -> map of result keys (DESIGN.md, "Results JSON").
+  /// label -> map of result keys (docs/architecture.md, "Results JSON").
   Value metrics = Value::map();
   RunInfo run;
   /// Metric label -> the ResultSpecs its metric declares (directions, plots), for comparisons and

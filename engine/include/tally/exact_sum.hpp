@@ -1,6 +1,6 @@
 // ExactSum: the exact sum of any number of finite doubles, whatever their order, in a fixed
 // 67-word accumulator. Rounded to a double only when read, so a sum split over any shards and
-// merged gives the same bits as the sum in one piece (DESIGN.md, "The sync protocol").
+// merged gives the same bits as the sum in one piece (docs/architecture.md, "The sync protocol").
 //
 // The accumulator is a fixed-point number with 2144 bits: word i holds 32 bits of weight
 // 2^(32 i - 1074), so every double (2^-1074 .. 2^1024) and sums up to 2^1070 fit. Words are int64:

@@ -1,7 +1,8 @@
 // The plugin registry: discovers libtally_*.so files, checks each one's ABI version before
 // anything else, reads its manifest, and creates components whose objects keep their library
-// loaded (DESIGN.md, "Plugins"). Public for programs that list or query plugins (`tally plugins`,
-// the ResultSpecs `tally compare` reads for results files); a plugin needs none of it.
+// loaded (docs/architecture.md, "Plugins and the ABI"). Public for programs that list or query
+// plugins (`tally plugins`, the ResultSpecs `tally compare` reads for results files); a plugin
+// needs none of it.
 #pragma once
 
 #include <filesystem>

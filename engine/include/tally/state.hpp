@@ -1,6 +1,6 @@
 // State helpers for metrics. Large numeric state travels between ranks as raw little-endian bytes
-// in one msgpack `bin` (DESIGN.md, "The sync protocol"): unpacking is a memcpy, not a per-element
-// decode. Small scalar state may use plain msgpack types.
+// in one msgpack `bin` (docs/architecture.md, "The sync protocol"): unpacking is a memcpy, not a
+// per-element decode. Small scalar state may use plain msgpack types.
 #pragma once
 
 #include <bit>
