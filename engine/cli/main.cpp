@@ -199,112 +199,18 @@ CLI::Validator tolerance_validator() {
       "FINITE >= 0");
 }
 
-int compare(const CompareOptions& o) {
+// A command's body with its errors printed, one line each: a tally::Error gives its exit code,
+// anything else 1; `out_of_memory`, when given, is what a std::bad_alloc says instead of "std::
+// bad_alloc".
+template <class Body>
+int printing_errors(Body&& body, std::string_view out_of_memory = {}) {
   try {
-    const auto results = tally::read_results_json(o.results);
-    const auto baseline = tally::read_results_json(o.baseline);
-    tally::Tolerances tolerances;
-    if (o.rtol) tolerances.defaults.rtol = *o.rtol;
-    if (o.atol) tolerances.defaults.atol = *o.atol;
-    if (o.tolerances) tolerances.add_file(*o.tolerances);
-    tally::ReportTargets paths;
-    paths.junit = chosen(o.reports.junit, "--junit", std::nullopt);
-    paths.markdown = chosen(o.reports.markdown, "--markdown", std::nullopt);
-    paths.html = chosen(o.reports.html, "--html", std::nullopt);
-    paths.check_writable();
-    if (o.json) tally::check_writable(*o.json, "--json");
-    std::vector<NamedFile> outputs, inputs{{"results", o.results}, {"baseline", o.baseline}};
-    for (const auto* t : {&paths.junit, &paths.markdown, &paths.html})
-      if (*t) outputs.push_back({(*t)->what, (*t)->path});
-    if (o.json) outputs.push_back({"--json", *o.json});
-    if (o.tolerances) inputs.push_back({"--tolerances", *o.tolerances});
-    if (o.records) inputs.push_back({"--records", *o.records});
-    if (o.baseline_records) inputs.push_back({"--baseline-records", *o.baseline_records});
-    refuse_outputs_on_inputs(outputs, inputs);
-    const std::string chartjs = paths.html ? tally::load_chartjs(print_warning) : std::string();
-
-    // The results' metric types first; labels only the baseline has take the baseline's.
-    auto types = results.run.types;
-    {
-      std::unordered_set<std::string_view> labels;
-      for (const auto& t : results.run.types) labels.insert(t.first);
-      for (const auto& t : baseline.run.types)
-        if (labels.insert(t.first).second) types.push_back(t);
-    }
-    if (types.empty() && results.metrics.size() > 0)
-      print_warning(fmt::format(
-          "'{}' records no metric types (run.types; written by an older tally?): every key is "
-          "taken as higher-is-better",
-          o.results));
-    if (!(o.paired.alpha > 0 && o.paired.alpha < 1))
-      throw tally::ConfigError(
-          fmt::format("--alpha expects a number in (0, 1) such as 0.05, found {}", o.paired.alpha));
-    if (o.records.has_value() != o.baseline_records.has_value())
-      throw tally::ConfigError(
-          fmt::format("{} needs {} too: a paired test reads both runs' per-sample records",
-                      o.records ? "--records" : "--baseline-records",
-                      o.records ? "--baseline-records" : "--records"));
-    std::optional<tally::Records> records, baseline_records;
-    if (o.records) {
-      records = tally::read_records(*o.records);
-      baseline_records = tally::read_records(*o.baseline_records);
-    }
-    std::vector<fs::path> plugin_paths(o.paths.begin(), o.paths.end());
-    // The paired tests rebuild each records file's metrics from the plugins: loaded once, here,
-    // and a failure to load them is an error rather than a warning.
-    std::optional<tally::Registry> registry;
-    if (records) registry.emplace(tally::Registry::load(plugin_paths));
-    const auto specs = specs_for(plugin_paths, types, registry ? &*registry : nullptr);
-
-    auto comparison = tally::compare(results.metrics, baseline.metrics, specs, tolerances);
-    comparison.baseline_source = o.baseline;
-    if (records) {
-      tally::PairedTestSettings ps = o.paired;
-      ps.mcnemar = o.test == "auto";
-      tally::apply_paired_tests(
-          comparison,
-          tally::paired_tests(*baseline_records, *records, tally::records_factory(*registry), ps,
-                              *o.baseline_records, *o.records),
-          *o.records, *o.baseline_records);
-    }
-    std::optional<tally::Trends> trends;
-    if (o.history) {
-      tally::DriftOptions drift;
-      drift.window = o.drift_window;
-      drift.alpha = o.paired.alpha;
-      drift.current_name = fs::path(o.results).stem().string();
-      const auto history = tally::read_history(*o.history, o.drift_window);
-      std::vector<NamedFile> runs;
-      for (const auto& run : history.runs) runs.push_back({"history run", run.path});
-      refuse_outputs_on_inputs(outputs, runs);
-      trends = tally::trends(history, results, specs, tolerances, drift);
-    }
-    if (!o.quiet) {
-      fmt::print("{}", tally::format_comparison(comparison, use_color(o.color)));
-      if (trends) fmt::print("\n{}", tally::format_trends(*trends, use_color(o.color)));
-    }
-    std::fflush(stdout);
-    const tally::ReportInput input{results,           specs,     &comparison,
-                                   &baseline.metrics, o.results, trends ? &*trends : nullptr};
-    tally::OutputSet out;
-    paths.stage(out, input, chartjs);
-    if (o.json) out.stage(*o.json, tally::comparison_json(comparison), "--json");
-    out.commit();
-    if (comparison.regressed()) print_line("", tally::regression_summary(comparison));
-    if (trends && trends->drifted() > 0)
-      print_line("", fmt::format("history: {} key{} drifted{}", trends->drifted(),
-                                 trends->drifted() == 1 ? "" : "s",
-                                 o.fail_on_drift ? " (--fail-on-drift)" : ""));
-    return comparison.regressed() || (o.fail_on_drift && trends && trends->drifted() > 0)
-               ? tally::kExitRegression
-               : 0;
+    return body();
   } catch (const tally::Error& e) {
     print_error(e.what());
     return e.exit_code();
-  } catch (const std::bad_alloc&) {
-    print_error(
-        "out of memory: the results, baseline, records or history read need more memory than "
-        "this machine gives");
+  } catch (const std::bad_alloc& e) {
+    print_error(out_of_memory.empty() ? std::string(e.what()) : std::string(out_of_memory));
     return 1;
   } catch (const std::exception& e) {
     print_error(e.what());
@@ -312,8 +218,113 @@ int compare(const CompareOptions& o) {
   }
 }
 
+int compare(const CompareOptions& o) {
+  return printing_errors(
+      [&] {
+        const auto results = tally::read_results_json(o.results);
+        const auto baseline = tally::read_results_json(o.baseline);
+        tally::Tolerances tolerances;
+        if (o.rtol) tolerances.defaults.rtol = *o.rtol;
+        if (o.atol) tolerances.defaults.atol = *o.atol;
+        if (o.tolerances) tolerances.add_file(*o.tolerances);
+        tally::ReportTargets paths;
+        paths.junit = chosen(o.reports.junit, "--junit", std::nullopt);
+        paths.markdown = chosen(o.reports.markdown, "--markdown", std::nullopt);
+        paths.html = chosen(o.reports.html, "--html", std::nullopt);
+        paths.check_writable();
+        if (o.json) tally::check_writable(*o.json, "--json");
+        std::vector<NamedFile> outputs, inputs{{"results", o.results}, {"baseline", o.baseline}};
+        for (const auto* t : {&paths.junit, &paths.markdown, &paths.html})
+          if (*t) outputs.push_back({(*t)->what, (*t)->path});
+        if (o.json) outputs.push_back({"--json", *o.json});
+        if (o.tolerances) inputs.push_back({"--tolerances", *o.tolerances});
+        if (o.records) inputs.push_back({"--records", *o.records});
+        if (o.baseline_records) inputs.push_back({"--baseline-records", *o.baseline_records});
+        refuse_outputs_on_inputs(outputs, inputs);
+        const std::string chartjs = paths.html ? tally::load_chartjs(print_warning) : std::string();
+
+        // The results' metric types first; labels only the baseline has take the baseline's.
+        auto types = results.run.types;
+        {
+          std::unordered_set<std::string_view> labels;
+          for (const auto& t : results.run.types) labels.insert(t.first);
+          for (const auto& t : baseline.run.types)
+            if (labels.insert(t.first).second) types.push_back(t);
+        }
+        if (types.empty() && results.metrics.size() > 0)
+          print_warning(fmt::format(
+              "'{}' records no metric types (run.types; written by an older tally?): every key is "
+              "taken as higher-is-better",
+              o.results));
+        if (!(o.paired.alpha > 0 && o.paired.alpha < 1))
+          throw tally::ConfigError(fmt::format(
+              "--alpha expects a number in (0, 1) such as 0.05, found {}", o.paired.alpha));
+        if (o.records.has_value() != o.baseline_records.has_value())
+          throw tally::ConfigError(
+              fmt::format("{} needs {} too: a paired test reads both runs' per-sample records",
+                          o.records ? "--records" : "--baseline-records",
+                          o.records ? "--baseline-records" : "--records"));
+        std::optional<tally::Records> records, baseline_records;
+        if (o.records) {
+          records = tally::read_records(*o.records);
+          baseline_records = tally::read_records(*o.baseline_records);
+        }
+        std::vector<fs::path> plugin_paths(o.paths.begin(), o.paths.end());
+        // The paired tests rebuild each records file's metrics from the plugins: loaded once, here,
+        // and a failure to load them is an error rather than a warning.
+        std::optional<tally::Registry> registry;
+        if (records) registry.emplace(tally::Registry::load(plugin_paths));
+        const auto specs = specs_for(plugin_paths, types, registry ? &*registry : nullptr);
+
+        auto comparison = tally::compare(results.metrics, baseline.metrics, specs, tolerances);
+        comparison.baseline_source = o.baseline;
+        if (records) {
+          tally::PairedTestSettings ps = o.paired;
+          ps.mcnemar = o.test == "auto";
+          tally::apply_paired_tests(
+              comparison,
+              tally::paired_tests(*baseline_records, *records, tally::records_factory(*registry),
+                                  ps, *o.baseline_records, *o.records),
+              *o.records, *o.baseline_records);
+        }
+        std::optional<tally::Trends> trends;
+        if (o.history) {
+          tally::DriftOptions drift;
+          drift.window = o.drift_window;
+          drift.alpha = o.paired.alpha;
+          drift.current_name = fs::path(o.results).stem().string();
+          const auto history = tally::read_history(*o.history, o.drift_window);
+          std::vector<NamedFile> runs;
+          for (const auto& run : history.runs) runs.push_back({"history run", run.path});
+          refuse_outputs_on_inputs(outputs, runs);
+          trends = tally::trends(history, results, specs, tolerances, drift);
+        }
+        if (!o.quiet) {
+          fmt::print("{}", tally::format_comparison(comparison, use_color(o.color)));
+          if (trends) fmt::print("\n{}", tally::format_trends(*trends, use_color(o.color)));
+        }
+        std::fflush(stdout);
+        const tally::ReportInput input{results,           specs,     &comparison,
+                                       &baseline.metrics, o.results, trends ? &*trends : nullptr};
+        tally::OutputSet out;
+        paths.stage(out, input, chartjs);
+        if (o.json) out.stage(*o.json, tally::comparison_json(comparison), "--json");
+        out.commit();
+        if (comparison.regressed()) print_line("", tally::regression_summary(comparison));
+        if (trends && trends->drifted() > 0)
+          print_line("", fmt::format("history: {} key{} drifted{}", trends->drifted(),
+                                     trends->drifted() == 1 ? "" : "s",
+                                     o.fail_on_drift ? " (--fail-on-drift)" : ""));
+        return comparison.regressed() || (o.fail_on_drift && trends && trends->drifted() > 0)
+                   ? tally::kExitRegression
+                   : 0;
+      },
+      "out of memory: the results, baseline, records or history read need more memory than this "
+      "machine gives");
+}
+
 int validate(const std::string& config, const std::vector<std::string>& sets) {
-  try {
+  return printing_errors([&] {
     tally::EvaluatorOptions opts;
     opts.overrides = sets;
     opts.validate_only = true;
@@ -339,17 +350,11 @@ int validate(const std::string& config, const std::vector<std::string>& sets) {
                    "{}: ok ({} samples, reader fields: {}{})", config, reader->total_samples(),
                    fmt::join(reader->fields(), ", "), regression)));
     return 0;
-  } catch (const tally::Error& e) {
-    print_error(e.what());
-    return e.exit_code();
-  } catch (const std::exception& e) {
-    print_error(e.what());
-    return 1;
-  }
+  });
 }
 
 int plugins(bool json, const std::vector<std::string>& paths) {
-  try {
+  return printing_errors([&] {
     std::vector<fs::path> ps(paths.begin(), paths.end());
     const auto reg = tally::Registry::load(ps);
     if (json) {
@@ -392,13 +397,7 @@ int plugins(bool json, const std::vector<std::string>& paths) {
       }
     }
     return 0;
-  } catch (const tally::Error& e) {
-    print_error(e.what());
-    return e.exit_code();
-  } catch (const std::exception& e) {
-    print_error(e.what());
-    return 1;
-  }
+  });
 }
 
 // `tally run`'s options into `c`; `progress_flag` and the option itself for --[no-]progress.
@@ -482,18 +481,12 @@ CLI::App* add_compare_command(CLI::App& app, CompareOptions& co) {
 }
 
 int new_plugin(const std::string& name, const std::string& dir) {
-  try {
+  return printing_errors([&] {
     tally::cli::write_plugin_skeleton(name, dir);
     fmt::print("wrote the plugin {} (metric {}) into {}\n", name,
                tally::cli::plugin_metric_type(name), dir);
     return 0;
-  } catch (const tally::Error& e) {
-    print_error(e.what());
-    return e.exit_code();
-  } catch (const std::exception& e) {
-    print_error(e.what());
-    return 1;
-  }
+  });
 }
 
 }  // namespace
