@@ -36,6 +36,10 @@
 #include <string_view>
 #include <vector>
 
+namespace tally {
+class Params;
+}  // namespace tally
+
 namespace tally_store {
 
 /// The largest world a job over the TCP store may have (gloo's full mesh, NCCL's bootstrap).
@@ -66,6 +70,13 @@ struct StoreAddress {
   std::string secret_file;
   bool write_secret_file = false;
 };
+
+/// backend.store_bind and backend.store_secret_file as a backend's params give them (empty when
+/// not given), for secure_store_address; an empty store_bind is the param's error.
+struct StoreAccessParams {
+  std::string bind, secret_file;
+};
+StoreAccessParams read_store_access(const tally::Params& params);
 
 /// Fills address.secret / secret_file / bind for a job: `bind_param` and `secret_file_param`
 /// are backend.store_bind and backend.store_secret_file (empty when not given); else

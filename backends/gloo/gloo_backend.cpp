@@ -249,7 +249,7 @@ class GlooBackend final : public tally::DistBackend,
     tally_store::StoreAddress address;
     if (set.rendezvous.empty()) {
       address = store_address(env, set.master_addr, set.master_port, launch);
-      tally_store::secure_store_address(address, env, set.store_bind, set.store_secret_file,
+      tally_store::secure_store_address(address, env, set.store.bind, set.store.secret_file,
                                         me_ + ": ");
     }
     // A world this machine cannot serve is a config error before any socket is opened: Gloo's
@@ -433,7 +433,7 @@ class GlooBackend final : public tally::DistBackend,
     double start_timeout_s = 0;
     std::string rendezvous, iface, master_addr;
     std::optional<std::int64_t> master_port;
-    std::string store_bind, store_secret_file;
+    tally_store::StoreAccessParams store;  // store_bind, store_secret_file
   };
 
   Settings read_params(const tally::Params& params) {
@@ -460,11 +460,7 @@ class GlooBackend final : public tally::DistBackend,
     }
     if (params.has("master_addr") && set.master_addr.empty())
       params.fail("master_addr", "is empty: expected the host name or address of rank 0");
-    if (params.has("store_bind")) set.store_bind = params.get_string("store_bind");
-    if (params.has("store_bind") && set.store_bind.empty())
-      params.fail("store_bind", "is empty: expected 'any', 'loopback' or an address of this host");
-    if (params.has("store_secret_file"))
-      set.store_secret_file = params.get_string("store_secret_file");
+    set.store = tally_store::read_store_access(params);
     return set;
   }
 

@@ -468,7 +468,7 @@ class NcclBackend final : public tally::DistBackend,
     std::optional<std::int64_t> requested_device;
     std::optional<std::string> master_addr;
     std::optional<std::int64_t> master_port;
-    std::string store_bind, store_secret_file;
+    tally_store::StoreAccessParams store;  // store_bind, store_secret_file
   };
 
   Settings read_params(const tally::Params& params) {
@@ -483,11 +483,7 @@ class NcclBackend final : public tally::DistBackend,
     if (params.has("rendezvous")) rendezvous_ = params.get_string("rendezvous");
     if (params.has("master_addr")) set.master_addr = params.get_string("master_addr");
     if (params.has("master_port")) set.master_port = params.get_int("master_port");
-    if (params.has("store_bind")) set.store_bind = params.get_string("store_bind");
-    if (params.has("store_bind") && set.store_bind.empty())
-      params.fail("store_bind", "is empty: expected 'any', 'loopback' or an address of this host");
-    if (params.has("store_secret_file"))
-      set.store_secret_file = params.get_string("store_secret_file");
+    set.store = tally_store::read_store_access(params);
     return set;
   }
 
@@ -495,7 +491,7 @@ class NcclBackend final : public tally::DistBackend,
   tally_store::StoreAddress job_store(const Settings& set, const tally_nccl::GetEnv& get_env,
                                       const tally_nccl::LaunchEnv& env) const {
     auto store = tally_nccl::store_address(get_env, rank_, set.master_addr, set.master_port);
-    tally_store::secure_store_address(store, get_env, set.store_bind, set.store_secret_file,
+    tally_store::secure_store_address(store, get_env, set.store.bind, set.store.secret_file,
                                       "nccl backend: rank " + std::to_string(rank_) + ": ");
     // Rank 0 serves the store to every rank: a world it cannot serve is a config error before
     // any socket is opened.
