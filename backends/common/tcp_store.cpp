@@ -37,6 +37,7 @@
 #include <unordered_map>
 
 #include "tally/error.hpp"
+#include "tally/params.hpp"
 
 namespace tally_store {
 
@@ -150,8 +151,12 @@ void recv_all(int fd, std::uint8_t* data, std::size_t n, Clock::time_point deadl
       continue;
     }
     if (got < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
-    io_fail(got == 0 ? "the store closed the connection"
-                     : "the connection failed: " + errno_text(errno));
+    // A reset is the store closing the connection while our requests were still unread in its
+    // buffer (it does when a client breaks a bound): the same event as an orderly close.
+    if (got == 0 || errno == ECONNRESET)
+      io_fail(got == 0 ? std::string("the store closed the connection")
+                       : "the store closed the connection (" + errno_text(errno) + ")");
+    io_fail("the connection failed: " + errno_text(errno));
   }
 }
 
@@ -510,6 +515,15 @@ std::string default_secret_file(const GetEnv& env, std::uint16_t port, std::stri
   if (dir.empty()) dir = "/tmp/tally-" + std::to_string(::geteuid());
   private_folder(dir, who);
   return dir + "/store-" + std::to_string(port) + ".secret";
+}
+
+StoreAccessParams read_store_access(const tally::Params& params) {
+  StoreAccessParams access;
+  if (params.has("store_bind")) access.bind = params.get_string("store_bind");
+  if (params.has("store_bind") && access.bind.empty())
+    params.fail("store_bind", "is empty: expected 'any', 'loopback' or an address of this host");
+  if (params.has("store_secret_file")) access.secret_file = params.get_string("store_secret_file");
+  return access;
 }
 
 void secure_store_address(StoreAddress& a, const GetEnv& env, std::string_view bind_param,
