@@ -1,14 +1,14 @@
 # Precompiled headers for the tally tree (not installed: out-of-tree plugins build without them).
 #
-# msgpack-c and Boost.DLL, which every plugin and test includes through the SDK, take about 4 s of
-# parsing per translation unit at -O2 (measured with g++ 12 on one core); precompiled once per kind
-# and reused by every target of that kind, they cost nothing after the first. Two kinds, because a
+# The standard headers every plugin includes through the SDK (and for the tests gtest, msgpack-c
+# and fmt) are parsed once per kind and reused by every target of that kind. The SDK headers
+# themselves include no msgpack or Boost header (ABI 7). Two kinds, because a
 # PCH is only valid for targets compiled with the same flags:
 #   sdk  - plugins (MODULE libraries with hidden symbols),
 #   test - GoogleTest executables (adds gtest and fmt).
 # -DTALLY_PCH=OFF builds without them (each header is then parsed in every file, as a user's
 # plugin build does).
-option(TALLY_PCH "Precompile msgpack, Boost.DLL, fmt and gtest once for the plugins and tests" ON)
+option(TALLY_PCH "Precompile the standard headers (plugins) and gtest, msgpack and fmt (tests) once" ON)
 
 set(_tally_pch_std <algorithm> <array> <cmath> <cstdint> <cstring> <functional> <limits> <map>
                    <memory> <optional> <span> <string> <string_view> <type_traits> <utility>
@@ -39,11 +39,10 @@ function(tally_use_pch target kind)
     if(kind STREQUAL "sdk")
       set_target_properties(${pch} PROPERTIES CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON)
       target_link_libraries(${pch} PRIVATE tally_sdk tally_warnings)
-      target_precompile_headers(${pch} PRIVATE <msgpack.hpp> <boost/dll/alias.hpp> ${_tally_pch_std})
+      target_precompile_headers(${pch} PRIVATE ${_tally_pch_std})
     elseif(kind STREQUAL "test")
       target_link_libraries(${pch} PRIVATE tally_test_support)
-      target_precompile_headers(${pch} PRIVATE <gtest/gtest.h> <msgpack.hpp> <boost/dll/alias.hpp>
-                                               <fmt/format.h> <filesystem> <fstream> ${_tally_pch_std})
+      target_precompile_headers(${pch} PRIVATE <gtest/gtest.h> <msgpack.hpp> <fmt/format.h> <filesystem> <fstream> ${_tally_pch_std})
     else()
       message(FATAL_ERROR "tally_use_pch(${target} ${kind}): kind must be sdk or test")
     endif()

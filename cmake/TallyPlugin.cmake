@@ -2,7 +2,7 @@
 #                  [NO_UNITY])
 #
 # Builds libtally_<NAME>.so, a plugin the tally registry discovers: a MODULE library with hidden
-# symbols but for its one entry (TALLY_PLUGIN in tally/plugin.hpp). In the tally source tree the
+# symbols but for its one entry (TALLY_PLUGIN in tally/sdk/plugin.hpp). In the tally source tree the
 # plugin lands in the built-in plugin folder and is installed with tally; out of tree (after
 # find_package(tally)) it lands in the build folder or OUTPUT_DIRECTORY. In the tree, with
 # TALLY_UNITY_BUILD on, its C++ sources compile as unity batches unless NO_UNITY is given (files

@@ -39,13 +39,13 @@
 
 #include "config.hpp"
 #include "registry.hpp"
-#include "tally/batch.hpp"
-#include "tally/dist_backend.hpp"
-#include "tally/error.hpp"
 #include "tally/evaluator.hpp"
-#include "tally/params.hpp"
-#include "tally/reader.hpp"
-#include "tally/value.hpp"
+#include "tally/sdk/batch.hpp"
+#include "tally/sdk/dist_backend.hpp"
+#include "tally/sdk/error.hpp"
+#include "tally/sdk/params.hpp"
+#include "tally/sdk/reader.hpp"
+#include "tally/sdk/value.hpp"
 
 #ifndef TALLY_SOURCE_DIR
 #error "TALLY_SOURCE_DIR must name the tally source folder (the example configs live there)"

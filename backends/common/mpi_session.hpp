@@ -11,7 +11,7 @@
 #include <mutex>
 #include <string>
 
-#include "tally/error.hpp"
+#include "tally/sdk/error.hpp"
 
 namespace tally::mpi_session {
 

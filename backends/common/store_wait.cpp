@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "tally/error.hpp"
+#include "tally/sdk/error.hpp"
 
 namespace tally_store {
 

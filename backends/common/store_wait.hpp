@@ -1,4 +1,4 @@
-// tally::WorkAndWait (tally/dist_backend.hpp) over the job's TCP store, for backends whose
+// tally::WorkAndWait (tally/sdk/dist_backend.hpp) over the job's TCP store, for backends whose
 // transport has deadlines but no way to tell a live rank at work from a dead one (gloo): while
 // ranks work between collectives (reading their shards; rank 0 computing the results), a thread
 // of each working rank adds to its heartbeat counter in the store every timeout / 4 (while

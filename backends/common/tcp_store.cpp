@@ -36,8 +36,8 @@
 #include <tuple>
 #include <unordered_map>
 
-#include "tally/error.hpp"
-#include "tally/params.hpp"
+#include "tally/sdk/error.hpp"
+#include "tally/sdk/params.hpp"
 
 namespace tally_store {
 

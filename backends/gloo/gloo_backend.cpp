@@ -1,5 +1,5 @@
 // The `gloo` backend (Gloo, Debian's libgloo-dev): transport primitives only
-// (tally/dist_backend.hpp) over Gloo's TCP transport, for jobs launched by torchrun, srun or by
+// (tally/sdk/dist_backend.hpp) over Gloo's TCP transport, for jobs launched by torchrun, srun or by
 // hand, with no MPI installed.
 //
 //   - Rank and world size come from the launcher's variables (backends/common/launch_env.hpp:
@@ -67,10 +67,10 @@
 #include "../common/launch_env.hpp"
 #include "../common/store_wait.hpp"
 #include "../common/tcp_store.hpp"
-#include "tally/dist_backend.hpp"
-#include "tally/error.hpp"
-#include "tally/params.hpp"
-#include "tally/plugin.hpp"
+#include "tally/sdk/dist_backend.hpp"
+#include "tally/sdk/error.hpp"
+#include "tally/sdk/params.hpp"
+#include "tally/sdk/plugin.hpp"
 
 namespace {
 

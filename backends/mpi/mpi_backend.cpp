@@ -1,10 +1,10 @@
-// The `mpi` backend (Open MPI): transport primitives only (tally/dist_backend.hpp). Sizes travel
-// with MPI_Allgather, object bytes with MPI_Allgatherv (no padding) or, to one rank, MPI_Gatherv;
-// counts with MPI_Reduce; the engine (tally::Collectives) keeps every call under chunk_bytes(),
-// which is at most INT_MAX so every count fits MPI's int. tally's traffic
-// runs on its own duplicate of MPI_COMM_WORLD with MPI_ERRORS_RETURN, so it never mixes with the
-// host program's and every failure becomes a tally::RuntimeError naming the rank and the call.
-// A host program may give its own communicator instead (param `communicator`: its Fortran handle,
+// The `mpi` backend (Open MPI): transport primitives only (tally/sdk/dist_backend.hpp). Sizes
+// travel with MPI_Allgather, object bytes with MPI_Allgatherv (no padding) or, to one rank,
+// MPI_Gatherv; counts with MPI_Reduce; the engine (tally::Collectives) keeps every call under
+// chunk_bytes(), which is at most INT_MAX so every count fits MPI's int. tally's traffic runs on
+// its own duplicate of MPI_COMM_WORLD with MPI_ERRORS_RETURN, so it never mixes with the host
+// program's and every failure becomes a tally::RuntimeError naming the rank and the call. A host
+// program may give its own communicator instead (param `communicator`: its Fortran handle,
 // MPI_Comm_c2f(comm), as tally::mpi_backend(comm) of tally/mpi.hpp passes it): the backend then
 // runs on a duplicate of that one, and never frees the host's. The local rank (LocalRank) comes
 // from the communicator split by shared memory, so it is right on any communicator.
@@ -49,11 +49,11 @@
 
 #include "../common/mpi_session.hpp"
 #include "../common/watchdog.hpp"
-#include "tally/dist_backend.hpp"
-#include "tally/error.hpp"
 #include "tally/launch.hpp"
-#include "tally/params.hpp"
-#include "tally/plugin.hpp"
+#include "tally/sdk/dist_backend.hpp"
+#include "tally/sdk/error.hpp"
+#include "tally/sdk/params.hpp"
+#include "tally/sdk/plugin.hpp"
 
 namespace {
 

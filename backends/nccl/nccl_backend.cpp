@@ -71,10 +71,10 @@
 #include <vector>
 
 #include "nccl_support.hpp"
-#include "tally/dist_backend.hpp"
-#include "tally/error.hpp"
-#include "tally/params.hpp"
-#include "tally/plugin.hpp"
+#include "tally/sdk/dist_backend.hpp"
+#include "tally/sdk/error.hpp"
+#include "tally/sdk/params.hpp"
+#include "tally/sdk/plugin.hpp"
 
 #if NCCL_VERSION_CODE < NCCL_VERSION(2, 14, 0)
 #error "the nccl backend needs NCCL >= 2.14 (non-blocking communicators)"

@@ -14,7 +14,7 @@
 #include <sstream>
 #include <thread>
 
-#include "tally/error.hpp"
+#include "tally/sdk/error.hpp"
 
 namespace tally_nccl {
 

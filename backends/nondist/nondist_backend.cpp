@@ -9,9 +9,9 @@
 #include <string_view>
 #include <vector>
 
-#include "tally/dist_backend.hpp"
-#include "tally/params.hpp"
-#include "tally/plugin.hpp"
+#include "tally/sdk/dist_backend.hpp"
+#include "tally/sdk/params.hpp"
+#include "tally/sdk/plugin.hpp"
 
 namespace {
 

@@ -31,11 +31,11 @@
 
 #include "config.hpp"
 #include "registry.hpp"
-#include "tally/batch.hpp"
-#include "tally/error.hpp"
-#include "tally/metric.hpp"
-#include "tally/reader.hpp"
-#include "tally/value.hpp"
+#include "tally/sdk/batch.hpp"
+#include "tally/sdk/error.hpp"
+#include "tally/sdk/metric.hpp"
+#include "tally/sdk/reader.hpp"
+#include "tally/sdk/value.hpp"
 
 namespace {
 

@@ -32,12 +32,12 @@
 #include "config.hpp"
 #include "kernels.hpp"
 #include "registry.hpp"
-#include "tally/batch.hpp"
 #include "tally/collectives.hpp"
-#include "tally/dist_backend.hpp"
-#include "tally/error.hpp"
-#include "tally/metric.hpp"
-#include "tally/tensor.hpp"
+#include "tally/sdk/batch.hpp"
+#include "tally/sdk/dist_backend.hpp"
+#include "tally/sdk/error.hpp"
+#include "tally/sdk/metric.hpp"
+#include "tally/sdk/tensor.hpp"
 
 namespace {
 

@@ -49,7 +49,7 @@
 #include "config.hpp"
 #include "registry.hpp"
 #include "tally/collectives.hpp"
-#include "tally/dist_backend.hpp"
+#include "tally/sdk/dist_backend.hpp"
 
 namespace {
 

@@ -25,17 +25,17 @@
 // The public API only (libtally and tally_reports), and the command's own pieces.
 #include "new_plugin.hpp"
 #include "progress.hpp"
-#include "tally/compare.hpp"
-#include "tally/error.hpp"
 #include "tally/evaluator.hpp"
 #include "tally/file_io.hpp"
-#include "tally/history.hpp"
 #include "tally/records.hpp"
 #include "tally/registry.hpp"
-#include "tally/reports.hpp"
-#include "tally/run.hpp"
+#include "tally/reports/compare.hpp"
+#include "tally/reports/history.hpp"
+#include "tally/reports/reports.hpp"
+#include "tally/reports/run.hpp"
+#include "tally/sdk/error.hpp"
+#include "tally/sdk/version.hpp"
 #include "tally/text_safety.hpp"
-#include "tally/version.hpp"
 
 namespace fs = std::filesystem;
 
@@ -104,7 +104,7 @@ tally::ResultSpecs specs_for(const std::vector<fs::path>& plugin_paths,
   }
 }
 
-// `tally run`'s command line: the library's request (tally/run.hpp), and how to print.
+// `tally run`'s command line: the library's request (tally/reports/run.hpp), and how to print.
 struct RunCommand {
   tally::RunRequest request;
   std::optional<bool> progress;  // --progress / --no-progress; unset: on a terminal only

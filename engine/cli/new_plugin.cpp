@@ -15,8 +15,8 @@
 
 #include <fmt/format.h>
 
-#include "tally/error.hpp"
 #include "tally/registry.hpp"
+#include "tally/sdk/error.hpp"
 
 namespace fs = std::filesystem;
 
@@ -61,7 +61,8 @@ constexpr std::string_view kSource =
 #include <cstdint>
 #include <vector>
 
-#include <tally/tally.hpp>
+#include <tally/sdk/input.hpp>   // InputChecker, visit_floating / visit_integral
+#include <tally/sdk/plugin.hpp>  // TALLY_PLUGIN, TypedMetric and their types (or tally/sdk.hpp)
 
 namespace {
 

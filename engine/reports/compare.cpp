@@ -1,4 +1,4 @@
-#include "tally/compare.hpp"
+#include "tally/reports/compare.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -9,8 +9,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "tally/error.hpp"
 #include "tally/registry.hpp"
+#include "tally/sdk/error.hpp"
 #include "tally/text_safety.hpp"
 #include "value_json.hpp"
 

@@ -1,7 +1,8 @@
-// History folders, trends and the slow-drift flag (tally/history.hpp). The trend test follows
-// SciPy 1.16.3's scipy.stats.kendalltau (method='auto', variant='b') and theilslopes operation by
-// operation, so that p-values and slopes match it to rounding (tests/reference/history.py).
-#include "tally/history.hpp"
+// History folders, trends and the slow-drift flag (tally/reports/history.hpp). The trend test
+// follows SciPy 1.16.3's scipy.stats.kendalltau (method='auto', variant='b') and theilslopes
+// operation by operation, so that p-values and slopes match it to rounding
+// (tests/reference/history.py).
+#include "tally/reports/history.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -12,9 +13,9 @@
 
 #include <fmt/format.h>
 
-#include "tally/error.hpp"
 #include "tally/records.hpp"
-#include "tally/reports.hpp"
+#include "tally/reports/reports.hpp"
+#include "tally/sdk/error.hpp"
 
 namespace tally {
 

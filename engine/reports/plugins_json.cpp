@@ -2,7 +2,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tally/registry.hpp"
-#include "tally/reports.hpp"
+#include "tally/reports/reports.hpp"
 #include "tally/text_safety.hpp"
 #include "value_json.hpp"
 

@@ -7,9 +7,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tally/compare.hpp"
 #include "tally/records.hpp"
-#include "tally/value.hpp"
+#include "tally/reports/compare.hpp"
+#include "tally/sdk/value.hpp"
 #include "value_json.hpp"
 
 namespace tally::report {

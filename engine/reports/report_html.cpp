@@ -18,10 +18,10 @@
 #include <fmt/format.h>
 
 #include "report_common.hpp"
-#include "tally/error.hpp"
 #include "tally/file_io.hpp"
-#include "tally/reports.hpp"
-#include "tally/version.hpp"
+#include "tally/reports/reports.hpp"
+#include "tally/sdk/error.hpp"
+#include "tally/sdk/version.hpp"
 
 namespace tally {
 

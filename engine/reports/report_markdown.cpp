@@ -4,8 +4,8 @@
 #include <fmt/format.h>
 
 #include "report_common.hpp"
-#include "tally/reports.hpp"
-#include "tally/version.hpp"
+#include "tally/reports/reports.hpp"
+#include "tally/sdk/version.hpp"
 
 namespace tally {
 

@@ -2,7 +2,7 @@
 // tally.run): one set of checks and one staging, so both write alike.
 #include <fmt/format.h>
 
-#include "tally/reports.hpp"
+#include "tally/reports/reports.hpp"
 
 namespace tally {
 

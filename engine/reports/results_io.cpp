@@ -16,8 +16,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "tally/error.hpp"
 #include "tally/file_io.hpp"
+#include "tally/sdk/error.hpp"
 #include "tally/text_safety.hpp"
 
 namespace tally {

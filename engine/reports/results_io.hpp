@@ -1,4 +1,4 @@
-// Reading a results JSON (tally/reports.hpp: read_results_json), and the JSON -> Value
+// Reading a results JSON (tally/reports/reports.hpp: read_results_json), and the JSON -> Value
 // conversion it uses.
 #pragma once
 
@@ -8,8 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tally/reports.hpp"
-#include "tally/value.hpp"
+#include "tally/reports/reports.hpp"
+#include "tally/sdk/value.hpp"
 
 namespace tally {
 

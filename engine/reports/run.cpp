@@ -1,5 +1,6 @@
-// One run of a config (tally/run.hpp): the whole of `tally run`, for the command and for Python.
-#include "tally/run.hpp"
+// One run of a config (tally/reports/run.hpp): the whole of `tally run`, for the command and for
+// Python.
+#include "tally/reports/run.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -15,12 +16,12 @@
 
 #include <fmt/format.h>
 
-#include "tally/error.hpp"
 #include "tally/file_io.hpp"
-#include "tally/history.hpp"
 #include "tally/launch.hpp"
 #include "tally/records.hpp"
-#include "tally/reports.hpp"
+#include "tally/reports/history.hpp"
+#include "tally/reports/reports.hpp"
+#include "tally/sdk/error.hpp"
 #include "tally/text_safety.hpp"
 
 namespace fs = std::filesystem;
@@ -111,8 +112,7 @@ void fail(Printer& p, RunOutcome& o, const std::exception_ptr& error, int rank,
       p.error(e.what());
     } else if (rank < 0) {
       print_before_backend(p, e.what());
-    } else if (ev && std::string_view(e.what()).starts_with(
-                         fmt::format("{} backend: rank {} of ", ev->backend_name(), rank))) {
+    } else if (ev && e.context().backend == ev->backend_name() && e.context().rank == rank) {
       // This rank's own transport failed (a peer gone, a deadline passed): no rank agreed on the
       // error, and rank 0 may have failed differently or not at all: say it here too.
       p.error(fmt::format("rank {}: {}", rank, e.what()));

@@ -6,8 +6,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "tally/error.hpp"
 #include "tally/launch.hpp"
+#include "tally/sdk/error.hpp"
 
 namespace tally {
 

@@ -1,4 +1,4 @@
-#include "tally/batch.hpp"
+#include "tally/sdk/batch.hpp"
 
 #include <algorithm>
 

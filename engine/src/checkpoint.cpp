@@ -14,9 +14,9 @@
 #include <nlohmann/json.hpp>
 
 #include "msgpack_bounds.hpp"
-#include "tally/error.hpp"
 #include "tally/file_io.hpp"
-#include "tally/version.hpp"
+#include "tally/sdk/error.hpp"
+#include "tally/sdk/version.hpp"
 
 namespace tally::checkpoint {
 

@@ -5,6 +5,7 @@
 #include "tally/collectives.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -12,7 +13,7 @@
 
 #include <fmt/format.h>
 
-#include "tally/error.hpp"
+#include "tally/sdk/error.hpp"
 
 namespace tally {
 
@@ -112,6 +113,18 @@ struct Collectives::Impl {
         fmt::format("{} backend: rank {}: {}: {}", b->name(), b->rank(), c.name, what));
   }
 
+  /// Calls the transport: an Error from it is this rank's own transport failure (a peer gone, a
+  /// deadline passed), not one the ranks agreed on; its context says so (backend, rank).
+  template <class F>
+  void transport(F&& call) const {
+    try {
+      call();
+    } catch (const Error& e) {
+      if (!e.context().backend.empty()) throw;
+      rethrow_with(e, {.backend = b->name(), .rank = b->rank()}, e.what());
+    }
+  }
+
   void check_root(const CallOptions& c, int root, const char* role) const {
     if (root < 0 || root >= static_cast<int>(world))
       fail(c, fmt::format("{} rank {} is outside [0, {})", role, root, world));
@@ -193,7 +206,7 @@ void Collectives::Impl::all_gather_fixed(std::span<const std::byte> record,
                         out.size(), n * world));
   if (n == 0) return;
   if (n * world <= chunk) {
-    b->all_gather_equal(record.data(), n, out.data(), c);
+    transport([&] { b->all_gather_equal(record.data(), n, out.data(), c); });
     return;
   }
   // Rounds of `per_rank` bytes of every rank's record, gathered into staging_ and then copied to
@@ -202,7 +215,7 @@ void Collectives::Impl::all_gather_fixed(std::span<const std::byte> record,
   std::byte* stage = grow(staging_, per_rank * world);
   for (std::size_t begin = 0; begin < n; begin += per_rank) {
     const std::size_t len = std::min(per_rank, n - begin);
-    b->all_gather_equal(record.data() + begin, len, stage, c);
+    transport([&] { b->all_gather_equal(record.data() + begin, len, stage, c); });
     for (std::size_t r = 0; r < world; ++r)
       copy_bytes(out.data() + r * n + begin, stage + r * len, len);
   }
@@ -236,7 +249,7 @@ void Collectives::Impl::all_gather_varying(const std::byte* send,
                                            std::span<const std::size_t> counts, std::byte* recv,
                                            const CallOptions& c) {
   if (varying != nullptr) {
-    varying->all_gather_varying(send, counts, recv, c);
+    transport([&] { varying->all_gather_varying(send, counts, recv, c); });
     return;
   }
   const auto me = static_cast<std::size_t>(b->rank());
@@ -257,7 +270,7 @@ void Collectives::Impl::all_gather_varying(const std::byte* send,
     } else if (own != 0) {
       copy_bytes(pad, send + begin, own);  // the rest of the pad is ignored by the receivers
     }
-    b->all_gather_equal(out, width, padded, c);
+    transport([&] { b->all_gather_equal(out, width, padded, c); });
     std::size_t at = 0;
     for (std::size_t r = 0; r < world; ++r) {
       const std::size_t len = counts[r] > begin ? std::min(width, counts[r] - begin) : 0;
@@ -271,7 +284,7 @@ void Collectives::Impl::all_gather_varying(const std::byte* send,
 void Collectives::Impl::gather_varying(const std::byte* send, std::span<const std::size_t> counts,
                                        std::byte* recv, int root, const CallOptions& c) {
   if (rooted != nullptr) {
-    rooted->gather_varying(send, counts, recv, root, c);
+    transport([&] { rooted->gather_varying(send, counts, recv, root, c); });
     return;
   }
   if (b->rank() == root) {
@@ -290,7 +303,7 @@ void Collectives::Impl::reduce_values(std::int64_t* values, std::size_t n, Reduc
   const std::size_t bytes = n * sizeof(std::int64_t);
   // The backend's reduction, unless a chunk smaller than a value a rank (tests) asks for rounds.
   if (reducer != nullptr && bytes * world <= chunk) {
-    reducer->reduce_values(values, n, op, root, c);
+    transport([&] { reducer->reduce_values(values, n, op, root, c); });
     return;
   }
   counts_.assign(world, bytes);
@@ -323,7 +336,7 @@ void Collectives::Impl::reduce_values(std::int64_t* values, std::size_t n, Reduc
 void Collectives::Impl::broadcast_chunked(std::byte* buf, std::size_t n, int src,
                                           const CallOptions& c) {
   for (std::size_t begin = 0; begin < n; begin += chunk)
-    b->broadcast(buf + begin, std::min(chunk, n - begin), src, c);
+    transport([&] { b->broadcast(buf + begin, std::min(chunk, n - begin), src, c); });
 }
 
 // The backend's wait for working ranks, or `work` where it is due: the ranks then wait for each
@@ -332,7 +345,23 @@ void Collectives::Impl::work_and_wait(int root, const std::function<void()>& wor
                                       const std::atomic<std::uint64_t>* progress,
                                       const CallOptions& c) {
   if (waiter != nullptr && world > 1) {
-    waiter->work_and_wait(root, work, progress, c);
+    // What `work` throws is the work's own error; anything else is the wait's (a peer that
+    // showed no sign of life): the transport's.
+    std::atomic<bool> work_failed{false};
+    const std::function<void()> watched = [&] {
+      try {
+        work();
+      } catch (...) {
+        work_failed = true;
+        throw;
+      }
+    };
+    try {
+      waiter->work_and_wait(root, watched, progress, c);
+    } catch (const Error&) {
+      if (work_failed) throw;
+      transport([] { throw; });
+    }
     return;
   }
   if (root < 0 || b->rank() == root) work();
@@ -455,7 +484,7 @@ void Collectives::run_on_every_rank(const std::function<void()>& work,
 
 void Collectives::barrier(const CallOptions& call) {
   Impl& m = *impl_;
-  m.b->barrier(m.named("barrier", call));
+  m.transport([&] { m.b->barrier(m.named("barrier", call)); });
 }
 
 }  // namespace tally

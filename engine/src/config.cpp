@@ -17,8 +17,8 @@
 #include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
-#include "tally/error.hpp"
 #include "tally/file_io.hpp"
+#include "tally/sdk/error.hpp"
 #include "tally/text_safety.hpp"
 
 namespace tally {
@@ -118,8 +118,8 @@ class YamlBounds final : public YAML::EventHandler {
   };
 
   [[noreturn]] void fail(const YAML::Mark& mark, const std::string& what) const {
-    throw ConfigError(
-        fmt::format("{}: {}", fixed_where_.empty() ? where_of(source_, mark) : fixed_where_, what));
+    const std::string where = fixed_where_.empty() ? where_of(source_, mark) : fixed_where_;
+    throw ConfigError(fmt::format("{}: {}", where, what), ErrorContext{.file = where});
   }
   // A node of `nodes` nodes, `height` levels deep and `bytes` of scalars, at the current depth.
   void add(const YAML::Mark& mark, std::size_t nodes, std::size_t height, std::size_t bytes) {
@@ -336,13 +336,14 @@ std::string found(const Located& l) {
 }
 
 [[noreturn]] void fail_at(const Located& l, const std::string& msg) {
-  throw ConfigError(l.where.empty() ? msg : fmt::format("{}: {}", l.where, msg));
+  throw ConfigError(l.where.empty() ? msg : fmt::format("{}: {}", l.where, msg),
+                    ErrorContext{.file = l.where});
 }
 
 // For errors about a key itself (unknown keys): the key's own place.
 [[noreturn]] void fail_at_key(const Located& l, const std::string& msg) {
   const std::string& w = l.key_where.empty() ? l.where : l.key_where;
-  throw ConfigError(w.empty() ? msg : fmt::format("{}: {}", w, msg));
+  throw ConfigError(w.empty() ? msg : fmt::format("{}: {}", w, msg), ErrorContext{.file = w});
 }
 
 // A plain scalar written where a string is expected stays a string ("average: none", "name: 1").

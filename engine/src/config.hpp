@@ -12,11 +12,11 @@
 #include <utility>
 #include <vector>
 
-#include "tally/params.hpp"
-#include "tally/plugin.hpp"
 #include "tally/records.hpp"
+#include "tally/sdk/params.hpp"
+#include "tally/sdk/plugin.hpp"
+#include "tally/sdk/value.hpp"
 #include "tally/settings.hpp"
-#include "tally/value.hpp"
 
 namespace tally {
 

@@ -1,6 +1,6 @@
 // DistBackend holds no data and no algorithms (those are tally::Collectives'): its key function
 // and the default of the one optional hook.
-#include "tally/dist_backend.hpp"
+#include "tally/sdk/dist_backend.hpp"
 
 namespace tally {
 

@@ -1,10 +1,20 @@
-#include "tally/error.hpp"
+#include "tally/sdk/error.hpp"
+
+#include "tally/sdk/bytes.hpp"
 
 namespace tally {
+
+namespace {
+const ErrorContext kNoContext{};
+}  // namespace
 
 // Out-of-line destructors are the key functions: the type_info of each error lives in libtally
 // alone, so an error thrown in a plugin is caught by the engine's handlers.
 Error::Error(const std::string& what) : std::runtime_error(what) {}
+Error::Error(const std::string& what, ErrorContext context)
+    : std::runtime_error(what),
+      context_(std::make_shared<const ErrorContext>(std::move(context))) {}
+const ErrorContext& Error::context() const noexcept { return context_ ? *context_ : kNoContext; }
 Error::~Error() = default;
 int Error::exit_code() const noexcept { return 1; }
 
@@ -16,5 +26,23 @@ int InputError::exit_code() const noexcept { return 2; }
 
 RuntimeError::~RuntimeError() = default;
 int RuntimeError::exit_code() const noexcept { return 1; }
+
+void rethrow_with(const Error& e, const ErrorContext& more, const std::string& what) {
+  ErrorContext c = e.context();
+  const auto fill = [](std::string& mine, const std::string& theirs) {
+    if (mine.empty()) mine = theirs;
+  };
+  fill(c.owner, more.owner);
+  fill(c.metric, more.metric);
+  fill(c.field, more.field);
+  fill(c.file, more.file);
+  fill(c.backend, more.backend);
+  if (c.rank < 0) c.rank = more.rank;
+  if (dynamic_cast<const StateFormatError*>(&e)) throw StateFormatError(what, std::move(c));
+  if (dynamic_cast<const ConfigError*>(&e)) throw ConfigError(what, std::move(c));
+  if (dynamic_cast<const InputError*>(&e)) throw InputError(what, std::move(c));
+  if (dynamic_cast<const RuntimeError*>(&e)) throw RuntimeError(what, std::move(c));
+  throw Error(what, std::move(c));
+}
 
 }  // namespace tally

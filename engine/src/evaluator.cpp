@@ -25,8 +25,8 @@
 #include "msgpack_bounds.hpp"
 #include "registry.hpp"
 #include "sync.hpp"
-#include "tally/error.hpp"
-#include "tally/version.hpp"
+#include "tally/sdk/error.hpp"
+#include "tally/sdk/version.hpp"
 
 namespace tally {
 
@@ -39,15 +39,14 @@ std::string owner_of(const MetricConfig& mc) {
                              : fmt::format("metric '{}' ({})", mc.label, mc.type);
 }
 
-// Prefixes a ConfigError with a location unless it already carries one.
+// Prefixes a ConfigError with a location unless it already carries one (its context's file).
 template <class F>
 decltype(auto) at(const std::string& where, F&& f) {  // decltype(auto): references stay references
   try {
     return f();
   } catch (const ConfigError& e) {
-    const std::string msg = e.what();
-    if (where.empty() || msg.starts_with(where.substr(0, where.find(':')))) throw;
-    throw ConfigError(fmt::format("{}: {}", where, msg));
+    if (where.empty() || !e.context().file.empty()) throw;
+    rethrow_with(e, {.file = where}, fmt::format("{}: {}", where, e.what()));
   }
 }
 
@@ -363,7 +362,7 @@ void Evaluator::Impl::agree_at_start(
     recording("", [&] {
       mine.layout = reader->layout();
       mine.header.total_samples = reader->total_samples();
-      // Shards are contiguous blocks in dataset order (tally/reader.hpp).
+      // Shards are contiguous blocks in dataset order (tally/sdk/reader.hpp).
       shard_begin = ShardRange::of(mine.header.total_samples,
                                    ShardInfo{backend->rank(), backend->world_size()})
                         .begin;

@@ -15,8 +15,9 @@
 #include "evaluator_impl.hpp"
 #include "file_io.hpp"
 #include "msgpack_bounds.hpp"
+#include "msgpack_spans.hpp"
 #include "sync.hpp"
-#include "tally/version.hpp"
+#include "tally/sdk/version.hpp"
 
 namespace tally {
 
@@ -156,16 +157,22 @@ Value Evaluator::Impl::choose_checkpoint(Reader& reader, const ReadOptions& opti
 // Every metric's state from what save_states() packed, [0, [state...]]; InputError prefixed by
 // `where` when it is not that or a metric cannot read its part (the metrics before it are then
 // restored already: the caller resets or fails).
-void Evaluator::Impl::restore_states(const msgpack::object& o, const std::string& where) {
+void Evaluator::Impl::restore_states(const msgpack::object& o, ByteSpan bytes,
+                                     const std::string& where) {
   if (o.type != msgpack::type::ARRAY || o.via.array.size != 2 ||
       o.via.array.ptr[0].type != msgpack::type::POSITIVE_INTEGER ||
       o.via.array.ptr[0].via.u64 != 0 || o.via.array.ptr[1].type != msgpack::type::ARRAY ||
       o.via.array.ptr[1].via.array.size != metrics.size())
     throw InputError(fmt::format("{}: expected the states of {} metrics, found something else",
                                  where, metrics.size()));
+  const std::vector<ByteSpan> parts = msgpack_payload_items(bytes);
   for (std::size_t i = 0; i < metrics.size(); ++i) {
     try {
-      metrics[i].metric->restore(o.via.array.ptr[1].via.array.ptr[i]);
+      metrics[i].metric->restore(parts[i]);
+    } catch (const StateFormatError&) {
+      throw InputError(fmt::format(
+          "{}: metric '{}' cannot read its saved state (expected the state its plugin packs)",
+          where, metrics[i].label));
     } catch (const Error& e) {  // the state reads, but no run of this metric could have saved it
       throw InputError(fmt::format("{}: metric '{}' cannot read its saved state: {}", where,
                                    metrics[i].label, e.what()));
@@ -202,14 +209,14 @@ std::int64_t Evaluator::Impl::restore(Reader& reader, const checkpoint::Metadata
 
   // The metric states, packed as the sync protocol packs them: [0, [state...]].
   msgpack::object_handle h;
+  const auto states = std::as_bytes(std::span(shard.payload.data(), shard.payload.size()));
   try {
-    h = unpack_bounded(std::as_bytes(std::span(shard.payload.data(), shard.payload.size())),
-                       /*reference_bins=*/true);
+    h = unpack_bounded(states, /*reference_bins=*/true);
   } catch (const std::exception& e) {
     throw InputError(fmt::format("checkpoint shard {}: the metric states are not valid msgpack: {}",
                                  file.string(), e.what()));
   }
-  restore_states(h.get(), "checkpoint shard " + file.string());
+  restore_states(h.get(), states, "checkpoint shard " + file.string());
 
   const auto total = reader.total_samples();
   if (total != m.dataset_samples)
@@ -531,7 +538,7 @@ std::string Evaluator::save_state() const {
         "knows whether it is padding; save the state between epochs (after compute() or "
         "reset())");
   msgpack::sbuffer payload;
-  Packer p(payload);
+  msgpack::packer<msgpack::sbuffer> p(payload);
   p.pack_array(3);
   p.pack(s.fingerprint);
   p.pack(s.samples);
@@ -553,9 +560,9 @@ void Evaluator::load_state(std::string_view bytes) {
   };
   const std::string_view payload = checked_payload(bytes);
   msgpack::object_handle h;
+  const auto packed = std::as_bytes(std::span(payload.data(), payload.size()));
   try {
-    h = unpack_bounded(std::as_bytes(std::span(payload.data(), payload.size())),
-                       /*reference_bins=*/true);
+    h = unpack_bounded(packed, /*reference_bins=*/true);
   } catch (const std::exception& e) {
     fail(fmt::format("the state's payload is not valid msgpack: {}", e.what()));
   }
@@ -572,7 +579,7 @@ void Evaluator::load_state(std::string_view bytes) {
   // All or nothing: a state that fails part-way leaves this evaluator reset, not half-loaded.
   reset();
   try {
-    s.restore_states(a[2], "load_state");
+    s.restore_states(a[2], msgpack_array_items(packed, 0)[2], "load_state");
   } catch (const Error&) {
     reset();
     throw;

@@ -18,10 +18,11 @@
 
 #include "checkpoint.hpp"
 #include "config.hpp"
+#include "msgpack_spans.hpp"
 #include "registry.hpp"
 #include "tally/collectives.hpp"
-#include "tally/error.hpp"
 #include "tally/evaluator.hpp"
+#include "tally/sdk/error.hpp"
 #include "unit_records.hpp"
 
 namespace tally {
@@ -72,7 +73,7 @@ inline bool is_stable(const Reader* reader) {
 }
 
 /// `message` with every "sample N" (N: a sample's number within this rank's shard, as the
-/// metrics and tally/input.hpp number them) made "sample N+offset", the sample's index in the
+/// metrics and tally/sdk/input.hpp number them) made "sample N+offset", the sample's index in the
 /// dataset. "sample" must start a word and be followed by one space and the digits; a number that
 /// would overflow is left as it is.
 std::string dataset_samples(std::string_view message, std::int64_t offset);
@@ -148,15 +149,17 @@ struct Evaluator::Impl {
   // Every metric's whole state (Metric::save), for a checkpoint: [0, [state...]] (the held
   // sample is not in it).
   void save_states(msgpack::sbuffer& out) const {
-    Packer packer(out);
+    msgpack::packer<msgpack::sbuffer> packer(out);
     packer.pack_array(2);
     packer.pack(0);
     packer.pack_array(static_cast<std::uint32_t>(metrics.size()));
-    for (const auto& m : metrics) m.metric->save(packer);
+    SbufferSink sink(out);
+    for (const auto& m : metrics) m.metric->save(sink);
   }
 
-  /// Every metric's state from what save_states() packed; InputError prefixed by `where`.
-  void restore_states(const msgpack::object& packed, const std::string& where);
+  /// Every metric's state from what save_states() packed (`packed`, unpacked from `bytes`);
+  /// InputError prefixed by `where`.
+  void restore_states(const msgpack::object& packed, ByteSpan bytes, const std::string& where);
 
   void record(int exit_code, const std::string& message) {
     if (!error) error.emplace(exit_code == 0 ? 1 : exit_code, message);
@@ -211,16 +214,11 @@ struct Evaluator::Impl {
       try {
         m.metric->add(batch.renamed(m.inputs));
       } catch (const Error& e) {
+        // Samples numbered in the dataset; the metric named unless the message names its owner.
         const std::string msg = dataset_samples(e.what(), shard_begin);
-        // Messages from the SDK name the field; say which metric read it.
-        const std::string prefix = fmt::format("metric '{}'", m.label);
-        if (msg.starts_with(prefix)) {
-          if (msg == e.what()) throw;
-          throw_error(e.exit_code(), msg);
-        }
-        if (dynamic_cast<const InputError*>(&e))
-          throw InputError(fmt::format("{}: {}", prefix, msg));
-        throw RuntimeError(fmt::format("{}: {}", prefix, msg));
+        rethrow_with(
+            e, {.metric = m.label},
+            e.context().owner.empty() ? fmt::format("metric '{}': {}", m.label, msg) : msg);
       }
     }
     if (recorder) recorder->record(batch);

@@ -28,7 +28,7 @@
 
 #include <fmt/format.h>
 
-#include "tally/error.hpp"
+#include "tally/sdk/error.hpp"
 
 namespace tally {
 

@@ -10,9 +10,9 @@
 
 #include <fmt/format.h>
 
-#include "tally/error.hpp"
 #include "tally/records.hpp"
 #include "tally/registry.hpp"
+#include "tally/sdk/error.hpp"
 #include "tally/stats/bootstrap.hpp"
 #include "tally/stats/gate.hpp"
 #include "tally/stats/mcnemar.hpp"

@@ -1,5 +1,5 @@
-#include "tally/metric.hpp"
-#include "tally/reader.hpp"
+#include "tally/sdk/metric.hpp"
+#include "tally/sdk/reader.hpp"
 
 namespace tally {
 

@@ -12,6 +12,8 @@
 
 #include <msgpack.hpp>
 
+#include "tally/value_msgpack.hpp"
+
 namespace tally {
 
 /// Deepest nesting accepted in a state payload or a results message.

@@ -1,11 +1,11 @@
-#include "tally/params.hpp"
+#include "tally/sdk/params.hpp"
 
 #include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
 
-#include "tally/error.hpp"
+#include "tally/sdk/error.hpp"
 
 namespace tally {
 
@@ -38,7 +38,8 @@ const char* param_type_name(ParamType t) noexcept {
 }
 
 void Params::fail(std::string_view name, std::string_view message) const {
-  throw ConfigError(fmt::format("{}: parameter '{}' {}", owner_, name, message));
+  throw ConfigError(fmt::format("{}: parameter '{}' {}", owner_, name, message),
+                    ErrorContext{.owner = owner_, .field = std::string(name)});
 }
 
 const Value& Params::get(std::string_view name) const {

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <filesystem>
 
-#include "tally/version.hpp"
+#include "tally/sdk/version.hpp"
 
 namespace tally {
 

@@ -12,8 +12,9 @@
 
 #include "file_io.hpp"
 #include "msgpack_bounds.hpp"
-#include "tally/error.hpp"
+#include "msgpack_spans.hpp"
 #include "tally/file_io.hpp"
+#include "tally/sdk/error.hpp"
 
 namespace tally {
 
@@ -372,16 +373,18 @@ Records read_records(const std::filesystem::path& path) {
 
 // ---- replay -----------------------------------------------------------------------------------
 
-UnitReplay::UnitReplay(const MetricRecords& records)
-    : records_(&records), zone_(std::make_unique<msgpack::zone>()) {
+UnitReplay::UnitReplay(const MetricRecords& records) : records_(&records) {
   if (!records.gathers) return;
   const auto n = records.units();
-  objects_.reserve(n);
+  units_.reserve(n);
+  msgpack::zone zone;  // the check only: the metric reads the bytes
   for (std::size_t u = 0; u < n; ++u) {
     const auto bytes = records.gathered_of(u);
+    const auto span = std::as_bytes(std::span(bytes.data(), bytes.size()));
     try {
-      objects_.push_back(unpack_bounded(
-          *zone_, std::as_bytes(std::span(bytes.data(), bytes.size())), /*reference_bins=*/true));
+      (void)unpack_bounded(zone, span, /*reference_bins=*/true);
+      units_.push_back(span);
+      if (u % 4096 == 4095) zone.clear();
     } catch (const std::exception& e) {
       throw InputError(
           fmt::format("records of metric '{}': unit {}'s gathered state is not "
@@ -419,7 +422,7 @@ Value UnitReplay::compute(const Metric& metric, std::span<const std::uint32_t> w
     throw RuntimeError(
         fmt::format("records of metric '{}': {} weights for {} units", r.label, weights.size(), n));
   std::vector<std::int64_t> sums(r.summed_size, 0);
-  std::vector<msgpack::object> gathered;
+  std::vector<Bytes> gathered;
   for (std::size_t u = 0; u < n; ++u) {
     const std::uint32_t w = weights[u];
     if (w == 0) continue;
@@ -430,7 +433,7 @@ Value UnitReplay::compute(const Metric& metric, std::span<const std::uint32_t> w
         throw RuntimeError(
             fmt::format("records of metric '{}': a weighted count overflows", r.label));
     }
-    if (r.gathers) gathered.insert(gathered.end(), w, objects_[u]);
+    if (r.gathers) gathered.insert(gathered.end(), w, units_[u]);
   }
   return metric.compute_synced(gathered, sums);
 }

@@ -345,7 +345,7 @@ Loaded load_plugin(const fs::path& file) {
   if (!out.lib->has("tally_plugin"))
     throw ConfigError(fmt::format(
         "plugin '{}' is not a tally plugin: it exports no 'tally_plugin' entry", shown(file)));
-  auto& entry = out.lib->get_alias<PluginEntry>("tally_plugin");
+  auto& entry = out.lib->get<const PluginManifest*()>("tally_plugin");
   const PluginManifest* m = entry();
   if (m == nullptr)
     throw ConfigError(fmt::format("plugin '{}' failed while building its manifest", shown(file)));

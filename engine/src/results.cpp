@@ -3,8 +3,8 @@
 #include <nlohmann/json.hpp>
 
 #include "tally/evaluator.hpp"
+#include "tally/sdk/version.hpp"
 #include "tally/text_safety.hpp"
-#include "tally/version.hpp"
 #include "value_json.hpp"
 
 namespace tally {

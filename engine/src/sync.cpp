@@ -9,8 +9,9 @@
 #include <fmt/ranges.h>
 
 #include "msgpack_bounds.hpp"
-#include "tally/error.hpp"
-#include "tally/version.hpp"
+#include "msgpack_spans.hpp"
+#include "tally/sdk/error.hpp"
+#include "tally/sdk/version.hpp"
 
 namespace tally::sync {
 
@@ -338,9 +339,10 @@ std::uint64_t fingerprint(std::string_view canonical) {
 namespace {
 
 // Rethrows a failure reported through the sync protocol as the error type its exit code maps to.
-[[noreturn]] void throw_error(int exit_code, const std::string& message) {
-  if (exit_code == 2) throw InputError(message);
-  throw RuntimeError(message);
+// `rank`: the rank that reported it (-1: this one).
+[[noreturn]] void throw_error(int exit_code, const std::string& message, int rank = -1) {
+  if (exit_code == 2) throw InputError(message, ErrorContext{.rank = rank});
+  throw RuntimeError(message, ErrorContext{.rank = rank});
 }
 
 /// The local counts of every metric into `counts`, checked so that their sum over `world` ranks
@@ -376,15 +378,16 @@ void write_counts(const std::vector<MetricEntry>& metrics, const Plan& plan,
 /// This rank's payload: [0, [gathered part or nil, ...]], one entry a metric.
 void pack_payload(msgpack::sbuffer& payload, const std::vector<MetricEntry>& metrics,
                   const Plan& plan) {
-  Packer packer(payload);
+  msgpack::packer<msgpack::sbuffer> packer(payload);
   packer.pack_array(2);
   packer.pack(0);
   packer.pack_array(static_cast<std::uint32_t>(metrics.size()));
+  SbufferSink sink(payload);
   for (std::size_t i = 0; i < metrics.size(); ++i) {
     if (plan.local || !plan.gathers[i])
       packer.pack_nil();
     else
-      metrics[i].metric->pack_gathered(packer);
+      metrics[i].metric->pack_gathered(sink);
   }
 }
 
@@ -413,15 +416,20 @@ Value compute_results(const std::vector<MetricEntry>& metrics, const Plan& plan,
     if (status != 0) {
       const std::string msg =
           body.type == msgpack::type::STR ? body.as<std::string>() : "(no message)";
-      throw_error(static_cast<int>(status), world > 1 ? fmt::format("rank {}: {}", r, msg) : msg);
+      throw_error(static_cast<int>(status), world > 1 ? fmt::format("rank {}: {}", r, msg) : msg,
+                  static_cast<int>(r));
     }
     if (body.type != msgpack::type::ARRAY || body.via.array.size != metrics.size())
       throw RuntimeError(fmt::format("sync failed: rank {} sent {} metric states, expected {}", r,
                                      body.type == msgpack::type::ARRAY ? body.via.array.size : 0,
                                      metrics.size()));
   }
+  // Each metric's part of each payload, as the bytes it packed (checked whole above).
+  std::vector<std::vector<ByteSpan>> parts(world);
+  if (!plan.local)
+    for (std::size_t r = 0; r < world; ++r) parts[r] = msgpack_payload_items(gathered[r]);
   Value results = Value::map();
-  std::vector<msgpack::object> states;
+  std::vector<Bytes> states;
   for (std::size_t i = 0; i < metrics.size(); ++i) {
     const std::string prefix = fmt::format("metric '{}'", metrics[i].label);
     try {
@@ -432,16 +440,15 @@ Value compute_results(const std::vector<MetricEntry>& metrics, const Plan& plan,
       }
       states.clear();
       if (plan.gathers[i])
-        for (std::size_t r = 0; r < world; ++r)
-          states.push_back(handles[r].get().via.array.ptr[1].via.array.ptr[i]);
+        for (std::size_t r = 0; r < world; ++r) states.push_back(parts[r][i]);
       results.set(metrics[i].label,
                   metric.compute_synced(states, counts.subspan(plan.offsets[i], plan.sizes[i])));
-    } catch (const msgpack::type_error&) {
-      throw RuntimeError(fmt::format("{}: a rank sent a state this metric cannot read", prefix));
+    } catch (const StateFormatError&) {
+      throw RuntimeError(fmt::format("{}: a rank sent a state this metric cannot read", prefix),
+                         ErrorContext{.owner = prefix, .metric = metrics[i].label});
     } catch (const Error& e) {
-      const std::string msg = e.what();
-      if (msg.starts_with(prefix)) throw;
-      throw_error(e.exit_code(), fmt::format("{}: {}", prefix, msg));
+      rethrow_with(e, {.metric = metrics[i].label},
+                   e.context().owner.empty() ? fmt::format("{}: {}", prefix, e.what()) : e.what());
     }
   }
   return results;
@@ -524,7 +531,7 @@ void throw_any_failure(Collectives& backend, const std::vector<Header>& headers,
       text +=
           fmt::format(" (ranks {} failed too)", fmt::join(failed.begin() + 1, failed.end(), ", "));
   }
-  throw_error(headers[first].status, text);
+  throw_error(headers[first].status, text, failed.front());
 }
 
 /// The samples of the dataset, and whether this rank drops its last sample as a sampler's padding.

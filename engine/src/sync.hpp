@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "tally/collectives.hpp"
-#include "tally/metric.hpp"
-#include "tally/value.hpp"
+#include "tally/sdk/metric.hpp"
+#include "tally/sdk/value.hpp"
 
 namespace tally::sync {
 

@@ -1,4 +1,4 @@
-#include "tally/tensor.hpp"
+#include "tally/sdk/tensor.hpp"
 
 #include <cstdlib>
 #include <cstring>

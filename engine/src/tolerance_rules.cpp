@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 
 #include "config.hpp"
-#include "tally/error.hpp"
+#include "tally/sdk/error.hpp"
 #include "tally/settings.hpp"
 
 namespace tally {

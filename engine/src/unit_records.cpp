@@ -6,9 +6,10 @@
 #include <fmt/format.h>
 
 #include "msgpack_bounds.hpp"
+#include "msgpack_spans.hpp"
 #include "sync.hpp"
-#include "tally/error.hpp"
-#include "tally/version.hpp"
+#include "tally/sdk/error.hpp"
+#include "tally/sdk/version.hpp"
 
 namespace tally {
 
@@ -129,7 +130,7 @@ void UnitRecorder::record(const Batch& batch) {
     auto& slot = slots_[m];
     auto& k = kept_[m];
     const Batch renamed = batch.renamed(slot.inputs);
-    Packer packer(k.gathered);
+    SbufferSink sink(k.gathered);
     try {
       for (std::int64_t i = 0; i < n; ++i) {
         Metric& shadow = *slot.shadow;
@@ -148,19 +149,17 @@ void UnitRecorder::record(const Batch& batch) {
         }
         k.offsets.push_back(k.index.size());
         if (k.gathers) {
-          shadow.pack_gathered(packer);
+          shadow.pack_gathered(sink);
           k.gathered_offsets.push_back(k.gathered.size());
         }
         shadow.reset();
       }
     } catch (const Error& e) {
       slot.shadow->reset();
-      const std::string msg = e.what();
-      const std::string prefix = fmt::format("metric '{}'", slot.label);
-      const std::string text =
-          msg.starts_with(prefix) ? msg : fmt::format("{}: per-sample records: {}", prefix, msg);
-      if (dynamic_cast<const InputError*>(&e)) throw InputError(text);
-      throw RuntimeError(text);
+      rethrow_with(e, {.metric = slot.label},
+                   e.context().owner.empty()
+                       ? fmt::format("metric '{}': per-sample records: {}", slot.label, e.what())
+                       : e.what());
     }
   }
   units_ += n;

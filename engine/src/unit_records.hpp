@@ -12,10 +12,10 @@
 
 #include <msgpack.hpp>
 
-#include "tally/batch.hpp"
 #include "tally/collectives.hpp"
-#include "tally/metric.hpp"
 #include "tally/records.hpp"
+#include "tally/sdk/batch.hpp"
+#include "tally/sdk/metric.hpp"
 
 namespace tally {
 

@@ -1,10 +1,10 @@
-#include "tally/value.hpp"
+#include "tally/sdk/value.hpp"
 
 #include <cmath>
 
 #include <fmt/format.h>
 
-#include "tally/error.hpp"
+#include "tally/sdk/error.hpp"
 
 namespace tally {
 

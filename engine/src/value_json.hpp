@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tally/value.hpp"
+#include "tally/sdk/value.hpp"
 
 namespace tally::detail {
 

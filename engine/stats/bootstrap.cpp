@@ -7,7 +7,7 @@
 #include <string>
 #include <thread>
 
-#include "tally/parallel.hpp"
+#include "tally/sdk/parallel.hpp"
 #include "tally/stats/normal.hpp"
 #include "tally/stats/random.hpp"
 

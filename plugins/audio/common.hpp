@@ -15,14 +15,14 @@
 #include <string>
 #include <vector>
 
-#include "tally/batch.hpp"
-#include "tally/exact_sum.hpp"
-#include "tally/input.hpp"
-#include "tally/metric.hpp"
-#include "tally/params.hpp"
-#include "tally/plugin.hpp"
-#include "tally/state.hpp"
-#include "tally/value.hpp"
+#include "tally/sdk/batch.hpp"
+#include "tally/sdk/exact_sum.hpp"
+#include "tally/sdk/input.hpp"
+#include "tally/sdk/metric.hpp"
+#include "tally/sdk/params.hpp"
+#include "tally/sdk/plugin.hpp"
+#include "tally/sdk/state.hpp"
+#include "tally/sdk/value.hpp"
 
 namespace tally::audio {
 
@@ -162,9 +162,9 @@ inline void add_values(MeanState& s, std::span<const double> values, const std::
   if (!s.total.empty()) {
     // A state restored from a checkpoint: as checked as one from another rank.
     if (s.total.size() != ExactSum::kWords || !s.total.normalized())
-      throw RuntimeError(owner +
-                         ": the restored state is corrupt: its sum is not one normalized "
-                         "accumulator");
+      tally::throw_owned<RuntimeError>(
+          owner, std::string("the restored state is corrupt: its sum is not one normalized "
+                             "accumulator"));
     acc.merge(s.total.data());
   }
   for (const double v : values) {
@@ -185,7 +185,7 @@ inline double mean_of(const MeanState& s, const std::string& owner) {
   if (s.total.mismatched() ||
       (!s.total.empty() && (s.total.size() != ExactSum::kWords || !s.total.normalized())) ||
       s.pos_inf + s.neg_inf + s.nans > s.n)
-    throw RuntimeError(owner + ": the state is corrupt");
+    tally::throw_owned<RuntimeError>(owner, std::string("the state is corrupt"));
   if (s.n == 0 || s.nans > 0 || (s.pos_inf > 0 && s.neg_inf > 0))
     return std::numeric_limits<double>::quiet_NaN();
   if (s.pos_inf > 0) return std::numeric_limits<double>::infinity();

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "common.hpp"
-#include "tally/plugin.hpp"
+#include "tally/sdk/plugin.hpp"
 
 namespace {
 

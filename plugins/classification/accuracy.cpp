@@ -38,8 +38,8 @@
 
 #include "common.hpp"
 #include "row_kernels.hpp"
-#include "tally/metric.hpp"
-#include "tally/state.hpp"
+#include "tally/sdk/metric.hpp"
+#include "tally/sdk/state.hpp"
 #ifdef TALLY_CLASSIFICATION_CUDA
 #include "cuda/gpu_metrics.hpp"
 #endif
@@ -98,8 +98,8 @@ class Accuracy final : public TypedMetric<AccuracyState> {
 
   Value compute(const AccuracyState& all) const override {
     if (all.hits.size() != topk_.size() * thrs_.size())  // a state restored from another config
-      throw RuntimeError(check_.owner() + ": the state has " + std::to_string(all.hits.size()) +
-                         " counters, expected " + std::to_string(topk_.size() * thrs_.size()));
+      check_.fail_runtime(std::string("the state has ") + std::to_string(all.hits.size()) +
+                          " counters, expected " + std::to_string(topk_.size() * thrs_.size()));
     if (all.n == 0) check_.fail("no samples");
     Value out = Value::map();
     for (std::size_t i = 0; i < topk_.size(); ++i) {

@@ -30,7 +30,7 @@
 #include <algorithm>
 
 #include "common.hpp"
-#include "tally/exact_sum.hpp"
+#include "tally/sdk/exact_sum.hpp"
 #include "tm_core.hpp"
 
 namespace tally::classification {
@@ -114,7 +114,7 @@ class CalibrationError final : public TypedMetric<CalibrationState> {
       if (kept(tp_, y[i / static_cast<std::size_t>(cols)])) logits |= !(x[i] >= 0.0 && x[i] <= 1.0);
     if (!s.confidence.empty() &&
         (s.confidence.size() != s.count.size() * ExactSum::kWords || !s.confidence.normalized()))
-      throw RuntimeError(check_.owner() + ": the restored state is corrupt");
+      check_.fail_runtime(std::string("the restored state is corrupt"));
     // Each kept sample's bin and confidence first; then only the bins this batch touches have
     // their exact accumulators loaded, added to and normalized (a zero accumulator is the
     // normalized 0 of the others).
@@ -169,7 +169,7 @@ class CalibrationError final : public TypedMetric<CalibrationState> {
     if (s.count.size() != nb || s.accurate.size() != nb || s.confidence.mismatched() ||
         (!s.confidence.empty() &&
          (s.confidence.size() != nb * ExactSum::kWords || !s.confidence.normalized())))
-      throw RuntimeError(check_.owner() + ": the state is corrupt");
+      check_.fail_runtime(std::string("the state is corrupt"));
     if (s.n == 0) check_.fail("no samples");
     double total = 0.0;
     for (const auto c : s.count) total += static_cast<double>(c);

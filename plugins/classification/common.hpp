@@ -15,13 +15,13 @@
 #include <fmt/format.h>
 
 #include "row_kernels.hpp"
-#include "tally/batch.hpp"
-#include "tally/error.hpp"
-#include "tally/input.hpp"
-#include "tally/numpy_math.hpp"
-#include "tally/parallel.hpp"
-#include "tally/params.hpp"
-#include "tally/plugin.hpp"
+#include "tally/sdk/batch.hpp"
+#include "tally/sdk/error.hpp"
+#include "tally/sdk/input.hpp"
+#include "tally/sdk/numpy_math.hpp"
+#include "tally/sdk/parallel.hpp"
+#include "tally/sdk/params.hpp"
+#include "tally/sdk/plugin.hpp"
 
 namespace tally::classification {
 
@@ -76,8 +76,8 @@ inline std::int64_t score_classes(const Tensor& scores, const InputChecker& chec
 [[noreturn]] inline void fail_nan_scores(const InputChecker& check, const Tensor& scores,
                                          std::int64_t first_sample) {
   check.check_no_nan(scores, kScores, first_sample);
-  throw RuntimeError(fmt::format("{}: a kernel found a NaN in '{}' that the check did not find",
-                                 check.owner(), kScores));
+  check.fail_runtime(
+      fmt::format("a kernel found a NaN in '{}' that the check did not find", kScores));
 }
 
 /// f(), but when it throws an InputError, the error of the first NaN in `scores` instead if it

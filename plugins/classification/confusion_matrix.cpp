@@ -23,8 +23,8 @@
 
 #include "common.hpp"
 #include "row_kernels.hpp"
-#include "tally/metric.hpp"
-#include "tally/state.hpp"
+#include "tally/sdk/metric.hpp"
+#include "tally/sdk/state.hpp"
 #ifdef TALLY_CLASSIFICATION_CUDA
 #include "cuda/gpu_metrics.hpp"
 #endif
@@ -103,8 +103,8 @@ class ConfusionMatrix final : public TypedMetric<ConfusionState> {
   Value compute(const ConfusionState& all) const override {
     const auto cells = static_cast<std::size_t>(k_ * k_);
     if (all.counts.size() != cells)  // a state restored from another configuration
-      throw RuntimeError(check_.owner() + ": the state has " + std::to_string(all.counts.size()) +
-                         " cells, expected " + std::to_string(cells));
+      check_.fail_runtime(std::string("the state has ") + std::to_string(all.counts.size()) +
+                          " cells, expected " + std::to_string(cells));
     if (all.n == 0) check_.fail("no samples");
     const auto& total = all.counts;
     Value::Array rows;

@@ -498,7 +498,7 @@ class CurveMetric : public TypedMetric<CurveState> {
   /// corrupt: RuntimeError); no samples at all is an InputError.
   void checked(const CurveState& s) const {
     const auto corrupt = [&](const std::string& what) {
-      throw RuntimeError(check_.owner() + ": the state is corrupt: " + what);
+      check_.fail_runtime(std::string("the state is corrupt: ") + what);
     };
     if (s.n == 0) check_.fail("no samples");
     const auto k = static_cast<std::size_t>(cp_.curves());

@@ -25,8 +25,8 @@
 #include <vector>
 
 #include "common.hpp"
-#include "tally/metric.hpp"
-#include "tally/state.hpp"
+#include "tally/sdk/metric.hpp"
+#include "tally/sdk/state.hpp"
 
 namespace tally::classification {
 namespace {
@@ -117,7 +117,7 @@ class F1Score final : public TypedMetric<F1State> {
   Value compute(const F1State& all) const override {
     const auto c = static_cast<std::size_t>(num_classes_);
     if (all.tp.size() != c || all.fp.size() != c || all.fn.size() != c)
-      throw RuntimeError(check_.owner() + ": the state is inconsistent");  // another config's
+      check_.fail_runtime(std::string("the state is inconsistent"));  // another config's
     if (all.n == 0) check_.fail("no samples");
     const auto &tp = all.tp, &fp = all.fp, &fn = all.fn;
     Value out = Value::map();

@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "tally/batch.hpp"
-#include "tally/input.hpp"
-#include "tally/params.hpp"
+#include "tally/sdk/batch.hpp"
+#include "tally/sdk/input.hpp"
+#include "tally/sdk/params.hpp"
 
 namespace tally::classification {
 

@@ -40,8 +40,8 @@
 
 #include "common.hpp"
 #include "label_rows.hpp"
-#include "tally/metric.hpp"
-#include "tally/state.hpp"
+#include "tally/sdk/metric.hpp"
+#include "tally/sdk/state.hpp"
 
 namespace tally::classification {
 namespace {
@@ -120,9 +120,9 @@ class MultiLabelMetric final : public TypedMetric<MultiLabelState> {
       c = implied;
     }
     if (c <= 0)
-      throw ConfigError(check_.owner() +
-                        ": parameter 'num_classes' is required when neither the predictions nor "
-                        "'gt_labels' is a [N, C] matrix");
+      check_.fail_config(
+          std::string("parameter 'num_classes' is required when neither the predictions nor "
+                      "'gt_labels' is a [N, C] matrix"));
     if (state.num_classes == 0)
       size_state(state, c);
     else if (state.num_classes != c)
@@ -186,10 +186,10 @@ class MultiLabelMetric final : public TypedMetric<MultiLabelState> {
     const auto classes = static_cast<std::size_t>(total.num_classes);
     if (total.num_classes < 0 || total.tp.size() != classes || total.fp.size() != classes ||
         total.fn.size() != classes)
-      throw RuntimeError(check_.owner() + ": the state is inconsistent");
+      check_.fail_runtime(std::string("the state is inconsistent"));
     if (num_classes_ > 0 && total.num_classes != num_classes_)  // another configuration's state
-      throw RuntimeError(check_.owner() + ": the state has " + std::to_string(total.num_classes) +
-                         " classes, num_classes is " + std::to_string(num_classes_));
+      check_.fail_runtime(std::string("the state has ") + std::to_string(total.num_classes) +
+                          " classes, num_classes is " + std::to_string(num_classes_));
     if (total.n == 0) check_.fail("no samples");
 
     const auto c = static_cast<std::size_t>(total.num_classes);

@@ -8,7 +8,7 @@
 
 #include "common.hpp"
 #include "curve_core.hpp"
-#include "tally/plugin.hpp"
+#include "tally/sdk/plugin.hpp"
 
 namespace {
 

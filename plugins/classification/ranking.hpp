@@ -26,8 +26,8 @@
 
 #include "common.hpp"
 #include "label_rows.hpp"
-#include "tally/metric.hpp"
-#include "tally/state.hpp"
+#include "tally/sdk/metric.hpp"
+#include "tally/sdk/state.hpp"
 
 namespace tally::classification {
 
@@ -72,6 +72,15 @@ struct RankScores : PackedVector<T> {
     if (parts.empty()) parts.push_back(this->size());
     parts.push_back(later.size());
     this->insert(this->end(), later.begin(), later.end());
+  }
+
+  // Packed as the PackedVector it is (its `parts` are not state).
+  void tally_pack(StateWriter& out) const {
+    internal::write(out, static_cast<const PackedVector<T>&>(*this));
+  }
+  void tally_unpack(StateReader& in) {
+    parts.clear();
+    internal::read(in, static_cast<PackedVector<T>&>(*this));
   }
 };
 
@@ -253,7 +262,7 @@ struct RankingData {
 /// inconsistent (a corrupt state).
 inline RankingData ranking_data(const RankingState& st, const InputChecker& check) {
   const auto corrupt = [&](const std::string& what) {
-    throw RuntimeError(check.owner() + ": the state is corrupt: " + what);
+    check.fail_runtime(std::string("the state is corrupt: ") + what);
   };
   RankingData d;
   if (st.n == 0) check.fail("no samples");
@@ -418,30 +427,3 @@ inline double mean_of(const std::vector<double>& xs) {
 }
 
 }  // namespace tally::classification
-
-// RankScores packs and unpacks as the PackedVector it is (its `parts` are not state).
-namespace msgpack {
-MSGPACK_API_VERSION_NAMESPACE(MSGPACK_DEFAULT_API_NS) {
-  namespace adaptor {
-
-  template <class T>
-  struct pack<tally::classification::RankScores<T>> {
-    template <class Stream>
-    packer<Stream>& operator()(packer<Stream>& o,
-                               const tally::classification::RankScores<T>& v) const {
-      return pack<tally::PackedVector<T>>()(o, v);
-    }
-  };
-
-  template <class T>
-  struct convert<tally::classification::RankScores<T>> {
-    const msgpack::object& operator()(const msgpack::object& o,
-                                      tally::classification::RankScores<T>& v) const {
-      v.parts.clear();
-      return convert<tally::PackedVector<T>>()(o, v);
-    }
-  };
-
-  }  // namespace adaptor
-}  // MSGPACK_API_VERSION_NAMESPACE
-}  // namespace msgpack

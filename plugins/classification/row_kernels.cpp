@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <limits>
 
-#include "tally/simd.hpp"
+#include "tally/sdk/simd.hpp"
 
 namespace tally::classification {
 

@@ -45,8 +45,8 @@
 
 #include "common.hpp"
 #include "row_kernels.hpp"
-#include "tally/metric.hpp"
-#include "tally/state.hpp"
+#include "tally/sdk/metric.hpp"
+#include "tally/sdk/state.hpp"
 #ifdef TALLY_CLASSIFICATION_CUDA
 #include "cuda/gpu_metrics.hpp"
 #endif
@@ -133,10 +133,10 @@ class SingleLabelMetric final : public TypedMetric<SingleLabelState> {
     if (total.num_classes < 0 || total.support.size() != classes ||
         total.tp.size() != classes * thrs_.size() ||
         total.predicted.size() != classes * thrs_.size())
-      throw RuntimeError(check_.owner() + ": the state is inconsistent");
+      check_.fail_runtime(std::string("the state is inconsistent"));
     if (num_classes_ > 0 && total.num_classes != num_classes_)  // another configuration's state
-      throw RuntimeError(check_.owner() + ": the state has " + std::to_string(total.num_classes) +
-                         " classes, num_classes is " + std::to_string(num_classes_));
+      check_.fail_runtime(std::string("the state has ") + std::to_string(total.num_classes) +
+                          " classes, num_classes is " + std::to_string(num_classes_));
     if (total.n == 0) check_.fail("no samples");
 
     const auto c = static_cast<std::size_t>(total.num_classes);
@@ -249,10 +249,10 @@ class SingleLabelMetric final : public TypedMetric<SingleLabelState> {
 
   void update_labels(SingleLabelState& state, const Batch& batch) const {
     if (num_classes_ <= 0)
-      throw ConfigError(check_.owner() +
-                        ": parameter 'num_classes' is required when the predictions are labels "
-                        "(field '" +
-                        kPredLabels + "')");
+      check_.fail_config(
+          std::string("parameter 'num_classes' is required when the predictions are labels "
+                      "(field '") +
+          kPredLabels + "')");
     for (const auto& t : thrs_)
       if (t)
         check_.fail(kPredLabels, "holds labels, not scores: thresholds (thrs) need '" +

@@ -45,15 +45,15 @@
 
 #include <fmt/format.h>
 
-#include "tally/batch.hpp"
-#include "tally/error.hpp"
-#include "tally/input.hpp"
-#include "tally/metric.hpp"
-#include "tally/numpy_math.hpp"
-#include "tally/params.hpp"
-#include "tally/plugin.hpp"
-#include "tally/state.hpp"
-#include "tally/value.hpp"
+#include "tally/sdk/batch.hpp"
+#include "tally/sdk/error.hpp"
+#include "tally/sdk/input.hpp"
+#include "tally/sdk/metric.hpp"
+#include "tally/sdk/numpy_math.hpp"
+#include "tally/sdk/params.hpp"
+#include "tally/sdk/plugin.hpp"
+#include "tally/sdk/state.hpp"
+#include "tally/sdk/value.hpp"
 
 namespace tally::classification::tm {
 
@@ -501,8 +501,9 @@ class CountMetric : public TypedMetric<CountState> {
   /// InputError.
   const PackedVector<std::int64_t>& checked(const CountState& s) const {
     if (s.counts.size() != static_cast<std::size_t>(tp_.cells()))
-      throw RuntimeError(fmt::format("{}: the state has {} counts, expected {}", check_.owner(),
-                                     s.counts.size(), tp_.cells()));
+      tally::throw_owned<RuntimeError>(
+          check_.owner(),
+          fmt::format("the state has {} counts, expected {}", s.counts.size(), tp_.cells()));
     if (s.n == 0) check_.fail("no samples");
     return s.counts;
   }

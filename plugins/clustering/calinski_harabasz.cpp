@@ -26,7 +26,7 @@
 #include <unordered_map>
 
 #include "common.hpp"
-#include "tally/exact_sum.hpp"
+#include "tally/sdk/exact_sum.hpp"
 
 namespace tally::clustering {
 namespace {
@@ -87,8 +87,7 @@ class ClusterSums {
 
   /// [labels, counts, words]: clusters sorted by label, every accumulator normalized, so one
   /// state packs to one byte string whatever the order its points came in.
-  template <class Packer>
-  void msgpack_pack(Packer& out) const {
+  void tally_pack(StateWriter& out) const {
     std::vector<std::size_t> order(labels_.size());
     for (std::size_t k = 0; k < order.size(); ++k) order[k] = k;
     std::sort(order.begin(), order.end(),
@@ -103,35 +102,35 @@ class ClusterSums {
         words.insert(words.end(), copy.words().begin(), copy.words().end());
       }
     }
-    out.pack_array(3);
-    out.pack(labels);
-    out.pack(counts);
-    out.pack(words);
+    out.array(3);
+    internal::write(out, labels);
+    internal::write(out, counts);
+    internal::write(out, words);
   }
 
-  /// msgpack::type_error for what msgpack_pack cannot have written (a corrupt state).
-  void msgpack_unpack(const msgpack::object& o) {
-    if (o.type != msgpack::type::ARRAY || o.via.array.size != 3) throw msgpack::type_error();
+  /// StateFormatError for what tally_pack cannot have written (a corrupt state).
+  void tally_unpack(StateReader& in) {
+    if (in.array() != 3) StateReader::fail("cluster sums are not [labels, counts, words]");
     PackedVector<std::int64_t> labels, counts, words;
-    o.via.array.ptr[0].convert(labels);
-    o.via.array.ptr[1].convert(counts);
-    o.via.array.ptr[2].convert(words);
+    internal::read(in, labels);
+    internal::read(in, counts);
+    internal::read(in, words);
     const std::size_t k = labels.size();
     if (counts.size() != k || (k == 0 && !words.empty()) ||
         (k > 0 && words.size() % (k * ExactSum::kWords) != 0))
-      throw msgpack::type_error();
+      StateReader::fail("corrupt cluster sums");
     ClusterSums s;
     s.stride_ = k == 0 ? 0 : words.size() / (k * ExactSum::kWords);
-    if (k > 0 && s.stride_ < 2) throw msgpack::type_error();
+    if (k > 0 && s.stride_ < 2) StateReader::fail("corrupt cluster sums");
     for (std::size_t i = 0; i < k; ++i) {
       if ((i > 0 && labels[i - 1] >= labels[i]) || counts[i] <= 0 ||
           counts[i] >= (std::int64_t{1} << 53))
-        throw msgpack::type_error();
+        StateReader::fail("corrupt cluster sums");
       const std::size_t at = s.slot(labels[i], s.stride_);
       s.counts_[at] = counts[i];
       for (std::size_t j = 0; j < s.stride_; ++j) {
         const std::int64_t* w = words.data() + (i * s.stride_ + j) * ExactSum::kWords;
-        if (!ExactSum::normalized(w)) throw msgpack::type_error();
+        if (!ExactSum::normalized(w)) StateReader::fail("corrupt cluster sums");
         s.acc_[at * s.stride_ + j].merge(w);
       }
     }
@@ -188,7 +187,7 @@ class CalinskiHarabaszScore final : public TypedMetric<SumsState> {
     const std::size_t k = s.sums.clusters();
     if (s.sums.mismatched() || (s.dims < 0 && k != 0) ||
         (k != 0 && s.sums.stride() != static_cast<std::size_t>(s.dims) + 1))
-      throw RuntimeError(check_.owner() + ": the state is corrupt");
+      check_.fail_runtime(std::string("the state is corrupt"));
     if (k == 0) check_.fail("no samples");
     const auto d = static_cast<std::size_t>(s.dims);
     // Clusters in ascending label order (scikit-learn's LabelEncoder).

@@ -7,7 +7,7 @@
 //    quantities scikit-learn 1.7.2 derives from it (sklearn/metrics/cluster/_supervised.py):
 //    entropy, mutual_info_score, the pair confusion matrix, _generalized_average and
 //    expected_mutual_information (_expected_mutual_info_fast.pyx), each with scikit-learn's
-//    operations in scikit-learn's order (NumPy's pairwise sums: tally/numpy_math.hpp);
+//    operations in scikit-learn's order (NumPy's pairwise sums: tally/sdk/numpy_math.hpp);
 //  - ContingencyMetric, the base of the extrinsic metrics (update reads preds/target into the
 //    table), and PointsMetric, the base of DaviesBouldinScore and DunnIndex (which need every
 //    point: the distances to a cluster's centroid need the centroid first);
@@ -23,16 +23,14 @@
 #include <utility>
 #include <vector>
 
-#include <msgpack.hpp>
-
-#include "tally/batch.hpp"
-#include "tally/error.hpp"
-#include "tally/input.hpp"
-#include "tally/metric.hpp"
-#include "tally/numpy_math.hpp"
-#include "tally/params.hpp"
-#include "tally/plugin.hpp"
-#include "tally/state.hpp"
+#include "tally/sdk/batch.hpp"
+#include "tally/sdk/error.hpp"
+#include "tally/sdk/input.hpp"
+#include "tally/sdk/metric.hpp"
+#include "tally/sdk/numpy_math.hpp"
+#include "tally/sdk/params.hpp"
+#include "tally/sdk/plugin.hpp"
+#include "tally/sdk/state.hpp"
 
 namespace tally::clustering {
 
@@ -106,26 +104,25 @@ class PairCounts {
     return cells;
   }
 
-  template <class Packer>
-  void msgpack_pack(Packer& out) const {
+  void tally_pack(StateWriter& out) const {
     PackedVector<std::int64_t> flat;
     flat.reserve(3 * used_);
     for (const Cell& c : sorted()) flat.insert(flat.end(), {c.target, c.pred, c.count});
-    out.pack(flat);
+    internal::write(out, flat);
   }
 
-  /// Reads what msgpack_pack wrote; msgpack::type_error for anything else (cells out of order or
+  /// Reads what tally_pack wrote; StateFormatError for anything else (cells out of order or
   /// repeated, a count <= 0: a corrupt state).
-  void msgpack_unpack(const msgpack::object& o) {
+  void tally_unpack(StateReader& in) {
     PackedVector<std::int64_t> flat;
-    o.convert(flat);
-    if (flat.size() % 3 != 0) throw msgpack::type_error();
+    internal::read(in, flat);
+    if (flat.size() % 3 != 0) StateReader::fail("pair counts not in triples");
     PairCounts t;
     for (std::size_t i = 0; i < flat.size(); i += 3) {
-      if (flat[i + 2] <= 0) throw msgpack::type_error();
+      if (flat[i + 2] <= 0) StateReader::fail("a pair count is not positive");
       if (i > 0 &&
           (flat[i - 3] > flat[i] || (flat[i - 3] == flat[i] && flat[i - 2] >= flat[i + 1])))
-        throw msgpack::type_error();
+        StateReader::fail("pair counts out of order or repeated");
       t.add(flat[i], flat[i + 1], flat[i + 2]);
     }
     *this = std::move(t);
@@ -202,7 +199,7 @@ inline Contingency make_contingency(const PairCounts& cells, const InputChecker&
     c.col.push_back(j);
     c.count.push_back(x);
     if (__builtin_add_overflow(c.n, x, &c.n) || c.n >= (std::int64_t{1} << 62))
-      throw RuntimeError(check.owner() + ": the state is corrupt: its counts sum to 2^62 or more");
+      check.fail_runtime(std::string("the state is corrupt: its counts sum to 2^62 or more"));
     c.row_sums.back() += x;
     c.col_sums[static_cast<std::size_t>(j)] += x;
   }
@@ -587,7 +584,7 @@ inline Clusters group_points(const PointsState& s, const InputChecker& check, bo
   if (s.dims == 0 || (s.dims < 0 && (!s.data.empty() || !s.labels.empty())) ||
       (s.dims > 0 && (s.dims > (std::int64_t{1} << 40) ||
                       s.data.size() != s.labels.size() * static_cast<std::size_t>(s.dims))))
-    throw RuntimeError(check.owner() + ": the state is corrupt");
+    check.fail_runtime(std::string("the state is corrupt"));
   if (s.labels.empty()) check.fail("no samples");
   Clusters c;
   c.n = static_cast<std::int64_t>(s.labels.size());

@@ -56,10 +56,10 @@
 
 #include "common.hpp"
 #include "param_files.hpp"
-#include "tally/metric.hpp"
-#include "tally/numpy_math.hpp"
-#include "tally/plugin.hpp"
-#include "tally/state.hpp"
+#include "tally/sdk/metric.hpp"
+#include "tally/sdk/numpy_math.hpp"
+#include "tally/sdk/plugin.hpp"
+#include "tally/sdk/state.hpp"
 
 namespace tally::detection {
 namespace {
@@ -183,17 +183,13 @@ class AvaMeanAp final : public TypedMetric<AvaState> {
   void check_rank(const AvaState& s, std::size_t rank) const override {
     const std::size_t n = s.frame.size();
     if (s.cls.size() != n || s.score.size() != n || s.box.size() != 4 * n)
-      throw RuntimeError(
-          fmt::format("{}: rank {}'s state is corrupt: per-prediction arrays of "
-                      "different lengths",
-                      check_.owner(), rank));
+      check_.fail_runtime(fmt::format(
+          "rank {}'s state is corrupt: per-prediction arrays of different lengths", rank));
     for (std::size_t k = 0; k < n; ++k)
       if (s.frame[k] < -1 || s.frame[k] >= static_cast<std::int64_t>(gt_.size()) || s.cls[k] < 0 ||
           s.cls[k] >= num_class_)
-        throw RuntimeError(
-            fmt::format("{}: rank {}'s state is corrupt: prediction {} is out of "
-                        "range",
-                        check_.owner(), rank, k));
+        check_.fail_runtime(
+            fmt::format("rank {}'s state is corrupt: prediction {} is out of range", rank, k));
   }
 
   Value compute(const AvaState& s) const override {

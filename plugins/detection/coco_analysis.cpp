@@ -8,7 +8,7 @@
 #include <unordered_set>
 
 #include "coco_stages.hpp"
-#include "tally/error.hpp"
+#include "tally/sdk/error.hpp"
 
 namespace tally::detection::coco {
 

@@ -78,10 +78,10 @@
 #include "common.hpp"
 #include "detection.hpp"
 
-#include "tally/metric.hpp"
-#include "tally/numpy_math.hpp"
-#include "tally/plugin.hpp"
-#include "tally/state.hpp"
+#include "tally/sdk/metric.hpp"
+#include "tally/sdk/numpy_math.hpp"
+#include "tally/sdk/plugin.hpp"
+#include "tally/sdk/state.hpp"
 
 namespace tally::detection {
 namespace {
@@ -306,8 +306,8 @@ class COCODetection : public TypedMetric<CocoState> {
     Value out = Value::map();
     if (all.img_ids.empty()) check_.fail("no images");
     if (all.kinds.size() != configs_.size())
-      throw RuntimeError(check_.owner() + ": the state holds " + std::to_string(all.kinds.size()) +
-                         " kinds, expected " + std::to_string(configs_.size()));
+      check_.fail_runtime(std::string("the state holds ") + std::to_string(all.kinds.size()) +
+                          " kinds, expected " + std::to_string(configs_.size()));
     for (std::size_t j = 0; j < configs_.size(); ++j) {
       const coco::EvalConfig& cfg = configs_[j];
       const coco::Summary sum = coco::summarize(cfg, all.img_ids, all.kinds[j], cat_ids_, threads_);

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "tally/error.hpp"
+#include "tally/sdk/error.hpp"
 
 namespace tally::detection::coco {
 

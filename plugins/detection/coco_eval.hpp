@@ -10,9 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include <msgpack.hpp>
-
-#include "tally/state.hpp"
+#include "tally/sdk/state.hpp"
 #include "tally_support/mask.hpp"
 
 namespace tally::detection {
@@ -142,40 +140,39 @@ struct Records {
   // them that holds something (LVIS's group_freq and the confusion matrix's: 9 fields; TIDE's:
   // 14): COCODetection's states and checkpoints keep the layout of the six fields they always
   // had, and those written with 9 still read.
-  template <class Packer>
-  void msgpack_pack(Packer& o) const {
+  void tally_pack(StateWriter& o) const {
     const bool tide = !img_tide.empty();
     const bool extra = tide || !group_freq.empty() || !img_conf.empty();
-    o.pack_array(tide ? 14 : extra ? 9 : 6);
-    o.pack(img_groups);
-    o.pack(group_cat);
-    o.pack(group_ndets);
-    o.pack(group_gts);
-    o.pack(score);
-    o.pack(bits);
+    o.array(tide ? 14 : extra ? 9 : 6);
+    internal::write(o, img_groups);
+    internal::write(o, group_cat);
+    internal::write(o, group_ndets);
+    internal::write(o, group_gts);
+    internal::write(o, score);
+    internal::write(o, bits);
     if (extra) {
-      o.pack(group_freq);
-      o.pack(img_conf);
-      o.pack(conf_pairs);
+      internal::write(o, group_freq);
+      internal::write(o, img_conf);
+      internal::write(o, conf_pairs);
     }
     if (tide) {
-      o.pack(img_tide);
-      o.pack(tide_cls);
-      o.pack(tide_code);
-      o.pack(tide_fix);
-      o.pack(tide_score);
+      internal::write(o, img_tide);
+      internal::write(o, tide_cls);
+      internal::write(o, tide_code);
+      internal::write(o, tide_fix);
+      internal::write(o, tide_score);
     }
   }
-  void msgpack_unpack(const msgpack::object& o) {
-    const std::uint32_t n = o.type == msgpack::type::ARRAY ? o.via.array.size : 0;
-    if (n != 6 && n != 7 && n != 9 && n != 14) throw msgpack::type_error();
-    const msgpack::object* f = o.via.array.ptr;
-    f[0].convert(img_groups);
-    f[1].convert(group_cat);
-    f[2].convert(group_ndets);
-    f[3].convert(group_gts);
-    f[4].convert(score);
-    f[5].convert(bits);
+  void tally_unpack(StateReader& in) {
+    const std::uint32_t n = in.array();
+    if (n != 6 && n != 7 && n != 9 && n != 14)
+      StateReader::fail("detection records of " + std::to_string(n) + " fields");
+    internal::read(in, img_groups);
+    internal::read(in, group_cat);
+    internal::read(in, group_ndets);
+    internal::read(in, group_gts);
+    internal::read(in, score);
+    internal::read(in, bits);
     group_freq.clear();
     img_conf.clear();
     conf_pairs.clear();
@@ -184,17 +181,17 @@ struct Records {
     tide_code.clear();
     tide_fix.clear();
     tide_score.clear();
-    if (n >= 7) f[6].convert(group_freq);
+    if (n >= 7) internal::read(in, group_freq);
     if (n >= 9) {
-      f[7].convert(img_conf);
-      f[8].convert(conf_pairs);
+      internal::read(in, img_conf);
+      internal::read(in, conf_pairs);
     }
     if (n == 14) {
-      f[9].convert(img_tide);
-      f[10].convert(tide_cls);
-      f[11].convert(tide_code);
-      f[12].convert(tide_fix);
-      f[13].convert(tide_score);
+      internal::read(in, img_tide);
+      internal::read(in, tide_cls);
+      internal::read(in, tide_code);
+      internal::read(in, tide_fix);
+      internal::read(in, tide_score);
     }
   }
 
@@ -209,13 +206,6 @@ struct KindRecords : std::vector<Records> {
   /// Appends the records of a later rank, kind by kind; RuntimeError when it holds another
   /// number of kinds.
   void merge(const KindRecords& later);
-  template <class Packer>
-  void msgpack_pack(Packer& o) const {
-    o.pack(static_cast<const std::vector<Records>&>(*this));
-  }
-  void msgpack_unpack(const msgpack::object& o) {
-    o.convert(static_cast<std::vector<Records>&>(*this));
-  }
 };
 
 /// Matches one image and appends its records (evaluateImg for every category and area range).

@@ -8,7 +8,7 @@
 #include <numeric>
 
 #include "coco_stages.hpp"
-#include "tally/numpy_math.hpp"
+#include "tally/sdk/numpy_math.hpp"
 
 namespace tally::detection::coco {
 

@@ -6,7 +6,7 @@
 
 #include "coco_stages.hpp"
 #include "common.hpp"
-#include "tally/numpy_math.hpp"
+#include "tally/sdk/numpy_math.hpp"
 
 namespace tally::detection::coco {
 

@@ -34,9 +34,9 @@
 #include <utility>
 #include <vector>
 
-#include "tally/batch.hpp"
-#include "tally/input.hpp"
-#include "tally/parallel.hpp"
+#include "tally/sdk/batch.hpp"
+#include "tally/sdk/input.hpp"
+#include "tally/sdk/parallel.hpp"
 #include "tally_support/mask.hpp"
 
 namespace tally::detection {

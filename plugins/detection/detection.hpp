@@ -1,7 +1,7 @@
 // The detection plugin's components, one per file.
 #pragma once
 
-#include "tally/plugin.hpp"
+#include "tally/sdk/plugin.hpp"
 
 namespace tally::detection {
 

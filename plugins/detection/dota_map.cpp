@@ -54,10 +54,10 @@
 #include "common.hpp"
 #include "detection.hpp"
 #include "rotated_iou.hpp"
-#include "tally/metric.hpp"
-#include "tally/parallel.hpp"
-#include "tally/plugin.hpp"
-#include "tally/state.hpp"
+#include "tally/sdk/metric.hpp"
+#include "tally/sdk/parallel.hpp"
+#include "tally/sdk/plugin.hpp"
+#include "tally/sdk/state.hpp"
 #include "voc_common.hpp"
 
 namespace tally::detection {

@@ -70,9 +70,9 @@
 #include "common.hpp"
 #include "detection.hpp"
 #include "param_files.hpp"
-#include "tally/metric.hpp"
-#include "tally/plugin.hpp"
-#include "tally/state.hpp"
+#include "tally/sdk/metric.hpp"
+#include "tally/sdk/plugin.hpp"
+#include "tally/sdk/state.hpp"
 #include "voc_common.hpp"
 
 namespace tally::detection {

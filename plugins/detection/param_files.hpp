@@ -12,7 +12,7 @@
 #include <system_error>
 #include <vector>
 
-#include "tally/params.hpp"
+#include "tally/sdk/params.hpp"
 
 namespace tally::detection {
 

@@ -30,10 +30,10 @@
 #include "coco_eval.hpp"
 #include "common.hpp"
 #include "detection.hpp"
-#include "tally/metric.hpp"
-#include "tally/numpy_math.hpp"
-#include "tally/plugin.hpp"
-#include "tally/state.hpp"
+#include "tally/sdk/metric.hpp"
+#include "tally/sdk/numpy_math.hpp"
+#include "tally/sdk/plugin.hpp"
+#include "tally/sdk/state.hpp"
 
 namespace tally::detection {
 namespace {
@@ -144,8 +144,8 @@ class ProposalRecall final : public TypedMetric<RecallState> {
     const auto& hits = all.hits;
     const std::int64_t num_gts = all.num_gts;
     if (hits.size() != nums_.size() * thrs_.size())
-      throw RuntimeError(check_.owner() + ": the state holds " + std::to_string(hits.size()) +
-                         " counters, expected " + std::to_string(nums_.size() * thrs_.size()));
+      check_.fail_runtime(std::string("the state holds ") + std::to_string(hits.size()) +
+                          " counters, expected " + std::to_string(nums_.size() * thrs_.size()));
     Value out = Value::map();
     std::vector<double> recalls(thrs_.size());
     for (std::size_t p = 0; p < nums_.size(); ++p) {

@@ -39,8 +39,8 @@
 #include <vector>
 
 #include "coco_eval.hpp"
-#include "tally/error.hpp"
-#include "tally/parallel.hpp"
+#include "tally/sdk/error.hpp"
+#include "tally/sdk/parallel.hpp"
 
 namespace tally::detection::coco {
 namespace tide {

@@ -22,12 +22,12 @@
 
 #include <fmt/format.h>
 
-#include "tally/error.hpp"
-#include "tally/metric.hpp"
-#include "tally/numpy_math.hpp"
-#include "tally/params.hpp"
-#include "tally/plugin.hpp"
-#include "tally/value.hpp"
+#include "tally/sdk/error.hpp"
+#include "tally/sdk/metric.hpp"
+#include "tally/sdk/numpy_math.hpp"
+#include "tally/sdk/params.hpp"
+#include "tally/sdk/plugin.hpp"
+#include "tally/sdk/value.hpp"
 
 namespace tally::detection::voc {
 
@@ -158,11 +158,12 @@ inline Value compute_map(const ApConfig& cfg, const std::vector<std::int32_t>& c
   const std::size_t I = cfg.thrs.size(), S = cfg.scales.ranges.size(), W = cfg.words();
   const std::size_t C = cfg.num_classes, full = cfg.scales.full;
   if (num_gts.size() != C * S || cls.size() != score.size() || bits.size() != score.size() * W)
-    throw RuntimeError(cfg.owner + ": the state is inconsistent");
+    tally::throw_owned<RuntimeError>(cfg.owner, std::string("the state is inconsistent"));
   for (const auto c : cls)
     if (c < 0 || static_cast<std::size_t>(c) >= C)
-      throw RuntimeError(cfg.owner + ": the state is corrupt: class " + std::to_string(c) +
-                         " outside [0, " + std::to_string(C) + ")");
+      tally::throw_owned<RuntimeError>(cfg.owner, std::string("the state is corrupt: class ") +
+                                                      std::to_string(c) + " outside [0, " +
+                                                      std::to_string(C) + ")");
   struct Det {
     double score;
     const std::uint64_t* bits;

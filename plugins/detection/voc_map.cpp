@@ -46,10 +46,10 @@
 #include "coco_eval.hpp"
 #include "common.hpp"
 #include "detection.hpp"
-#include "tally/metric.hpp"
-#include "tally/numpy_math.hpp"
-#include "tally/plugin.hpp"
-#include "tally/state.hpp"
+#include "tally/sdk/metric.hpp"
+#include "tally/sdk/numpy_math.hpp"
+#include "tally/sdk/plugin.hpp"
+#include "tally/sdk/state.hpp"
 #include "voc_common.hpp"
 
 namespace tally::detection {

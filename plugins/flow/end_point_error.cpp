@@ -36,11 +36,11 @@
 
 #include <fmt/format.h>
 
-#include "tally/input.hpp"
-#include "tally/metric.hpp"
-#include "tally/numpy_math.hpp"
-#include "tally/plugin.hpp"
-#include "tally/state.hpp"
+#include "tally/sdk/input.hpp"
+#include "tally/sdk/metric.hpp"
+#include "tally/sdk/numpy_math.hpp"
+#include "tally/sdk/plugin.hpp"
+#include "tally/sdk/state.hpp"
 
 namespace tally::flow {
 namespace {
@@ -133,7 +133,7 @@ class EndPointError final : public TypedMetric<FlowState> {
 
   Value compute(const FlowState& all) const override {
     if (all.epe.size() != static_cast<std::size_t>(all.n) || all.pixels.size() != all.epe.size())
-      throw RuntimeError(fmt::format("{}: the state is inconsistent", check_.owner()));
+      tally::throw_owned<RuntimeError>(check_.owner(), "the state is inconsistent");
     if (all.n == 0) check_.fail("no samples");
     const double epe = all.dtype_bytes == 4 ? reduce<float>(all) : reduce<double>(all);
     Value out = Value::map();

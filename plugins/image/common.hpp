@@ -17,14 +17,14 @@
 #include <string>
 #include <vector>
 
-#include "tally/batch.hpp"
-#include "tally/exact_sum.hpp"
-#include "tally/input.hpp"
-#include "tally/metric.hpp"
-#include "tally/params.hpp"
-#include "tally/plugin.hpp"
-#include "tally/simd.hpp"
-#include "tally/state.hpp"
+#include "tally/sdk/batch.hpp"
+#include "tally/sdk/exact_sum.hpp"
+#include "tally/sdk/input.hpp"
+#include "tally/sdk/metric.hpp"
+#include "tally/sdk/params.hpp"
+#include "tally/sdk/plugin.hpp"
+#include "tally/sdk/simd.hpp"
+#include "tally/sdk/state.hpp"
 
 namespace tally::image {
 
@@ -76,8 +76,9 @@ class ExactAccumulators {
   ExactAccumulators(const ExactSums& words, std::size_t k, const std::string& owner) : acc_(k) {
     if (words.empty()) return;
     if (words.size() != k * ExactSum::kWords || !words.normalized())
-      throw RuntimeError(owner + ": the state is corrupt: its sums are not " + std::to_string(k) +
-                         " normalized exact accumulators");
+      tally::throw_owned<RuntimeError>(
+          owner, std::string("the state is corrupt: its sums are not ") + std::to_string(k) +
+                     " normalized exact accumulators");
     for (std::size_t i = 0; i < k; ++i) acc_[i].merge(words.data() + i * ExactSum::kWords);
   }
   void add(std::size_t i, double x) { acc_[i].add(x); }
@@ -518,7 +519,7 @@ struct SumState {
 inline void check_sums(const ExactSums& total, std::size_t k, const std::string& owner) {
   if (total.mismatched() ||
       (!total.empty() && (total.size() != k * ExactSum::kWords || !total.normalized())))
-    throw RuntimeError(owner + ": the state is corrupt");
+    tally::throw_owned<RuntimeError>(owner, std::string("the state is corrupt"));
 }
 
 /// Base of the metrics whose result reduces one value per image (torchmetrics: a per-image score,
@@ -565,12 +566,12 @@ class PerImageMetric : public TypedMetric<PerImageState> {
   Value compute(const PerImageState& s) const override {
     if (s.total.mismatched() ||
         (!s.total.empty() && (s.total.size() != ExactSum::kWords || !s.total.normalized())))
-      throw RuntimeError(check_.owner() + ": the state is corrupt");
+      check_.fail_runtime(std::string("the state is corrupt"));
     if (s.n == 0) check_.fail("no samples");
     Value out = Value::map();
     if (reduce_ == Reduce::None) {
       if (static_cast<std::int64_t>(s.values.size()) != s.n)
-        throw RuntimeError(check_.owner() + ": the state is corrupt");
+        check_.fail_runtime(std::string("the state is corrupt"));
       out.set(key_, Value(std::vector<double>(s.values.begin(), s.values.end())));
       return out;
     }

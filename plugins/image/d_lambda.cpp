@@ -87,7 +87,7 @@ class DLambda final : public TypedMetric<DLambdaState> {
   Value compute(const DLambdaState& s) const override {
     if (s.images == 0) check_.fail("no samples");
     if (s.c < 1 || s.c > 256 || s.h < kWin || s.w < kWin)
-      throw RuntimeError(check_.owner() + ": the state is corrupt");
+      check_.fail_runtime(std::string("the state is corrupt"));
     const std::int64_t l = s.c, pairs = l * (l - 1) / 2;
     check_sums(s.total, static_cast<std::size_t>(2 * pairs), check_.owner());
     Value out = Value::map();

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "common.hpp"
-#include "tally/plugin.hpp"
+#include "tally/sdk/plugin.hpp"
 
 namespace {
 

@@ -95,7 +95,7 @@ class Rase final : public TypedMetric<RaseState> {
     if (s.c < 1 || s.h < 1 || s.w < 1 || s.h > (1 << 30) / s.w ||
         s.rmse.size() != static_cast<std::size_t>(s.images * chw) ||
         s.tmean.size() != s.rmse.size())
-      throw RuntimeError(check_.owner() + ": the state is corrupt");
+      check_.fail_runtime(std::string("the state is corrupt"));
     const auto n = static_cast<double>(s.images);
     const std::int64_t hw = s.h * s.w;
     std::vector<double> rmse(static_cast<std::size_t>(chw), 0.0), tm(rmse);

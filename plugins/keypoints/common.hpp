@@ -28,12 +28,12 @@
 #include <fmt/format.h>
 
 #include "numpy_reduce.hpp"
-#include "tally/batch.hpp"
-#include "tally/input.hpp"
-#include "tally/metric.hpp"
-#include "tally/params.hpp"
-#include "tally/plugin.hpp"
-#include "tally/state.hpp"
+#include "tally/sdk/batch.hpp"
+#include "tally/sdk/input.hpp"
+#include "tally/sdk/metric.hpp"
+#include "tally/sdk/params.hpp"
+#include "tally/sdk/plugin.hpp"
+#include "tally/sdk/state.hpp"
 
 namespace tally::keypoints {
 
@@ -386,7 +386,7 @@ class CountMetric : public TypedMetric<CountState> {
   Value compute(const CountState& all) const override {
     const auto cells = state_size(groups_, all.k);
     if (!cells || all.counts.size() != *cells)
-      throw RuntimeError(fmt::format("{}: the state is inconsistent", check_.owner()));
+      tally::throw_owned<RuntimeError>(check_.owner(), "the state is inconsistent");
     if (all.n == 0) check_.fail("no samples");
     return results(all.counts, all.k, all.n);
   }
@@ -443,7 +443,7 @@ class DistanceMetric : public TypedMetric<DistanceState> {
     const std::int64_t k = all.k, n = all.n;
     const auto cells = state_size(n, k);
     if (!cells || all.dist.size() != *cells)
-      throw RuntimeError(fmt::format("{}: the state is inconsistent", check_.owner()));
+      tally::throw_owned<RuntimeError>(check_.owner(), "the state is inconsistent");
     if (n == 0) check_.fail("no samples");
     std::vector<float> valid;
     valid.reserve(*cells);

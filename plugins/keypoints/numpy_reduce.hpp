@@ -1,6 +1,6 @@
 // Python's repr() of a float, for mmeval's result keys that print one (f"PCK@{thr}"). NumPy's
 // sums and means (numpy.sum of the float32 distances and of the per-keypoint accuracies) are the
-// SDK's tally/numpy_math.hpp, included here for the plugins and tests that use both.
+// SDK's tally/sdk/numpy_math.hpp, included here for the plugins and tests that use both.
 #pragma once
 
 #include <charconv>
@@ -9,7 +9,7 @@
 #include <string>
 #include <system_error>
 
-#include "tally/numpy_math.hpp"
+#include "tally/sdk/numpy_math.hpp"
 
 namespace tally::numpy {
 

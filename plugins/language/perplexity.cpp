@@ -37,11 +37,11 @@
 
 #include <fmt/format.h>
 
-#include "tally/input.hpp"
-#include "tally/metric.hpp"
-#include "tally/numpy_math.hpp"
-#include "tally/plugin.hpp"
-#include "tally/state.hpp"
+#include "tally/sdk/input.hpp"
+#include "tally/sdk/metric.hpp"
+#include "tally/sdk/numpy_math.hpp"
+#include "tally/sdk/plugin.hpp"
+#include "tally/sdk/state.hpp"
 
 namespace tally::language {
 namespace {
@@ -104,15 +104,14 @@ class Perplexity final : public TypedMetric<PerplexityState> {
 
   Value compute(const PerplexityState& all) const override {
     if (all.nll.size() != static_cast<std::size_t>(all.n) || all.tokens.size() != all.nll.size())
-      throw RuntimeError(fmt::format("{}: the state is inconsistent", check_.owner()));
+      tally::throw_owned<RuntimeError>(check_.owner(), "the state is inconsistent");
     if (all.n == 0) check_.fail("no samples");
     double total = 0.0;
     std::int64_t count = 0;
     for (std::size_t i = 0; i < all.nll.size(); ++i) {
       total += all.nll[i];
       if (__builtin_add_overflow(count, all.tokens[i], &count))
-        throw RuntimeError(
-            fmt::format("{}: the state is corrupt: a count overflows", check_.owner()));
+        tally::throw_owned<RuntimeError>(check_.owner(), "the state is corrupt: a count overflows");
     }
     Value out = Value::map();
     out.set("perplexity", count != 0 ? std::exp(total / static_cast<double>(count)) : 0.0);

@@ -11,12 +11,12 @@
 #include <string>
 #include <vector>
 
-#include "tally/batch.hpp"
-#include "tally/input.hpp"
-#include "tally/metric.hpp"
-#include "tally/params.hpp"
-#include "tally/plugin.hpp"
-#include "tally/state.hpp"
+#include "tally/sdk/batch.hpp"
+#include "tally/sdk/input.hpp"
+#include "tally/sdk/metric.hpp"
+#include "tally/sdk/params.hpp"
+#include "tally/sdk/plugin.hpp"
+#include "tally/sdk/state.hpp"
 
 namespace tally::nominal {
 
@@ -180,9 +180,9 @@ class TableMetric : public TypedMetric<TableState> {
     read_categories(check_, p, kPreds, k_, drop_, nan_value_, seen_, preds_);
     read_categories(check_, t, kTarget, k_, drop_, nan_value_, seen_, target_);
     if (s.counts.size() != static_cast<std::size_t>(k_ * k_))
-      throw RuntimeError(check_.owner() +
-                         ": the restored state is corrupt: " + std::to_string(s.counts.size()) +
-                         " counts, expected " + std::to_string(k_ * k_));
+      check_.fail_runtime(std::string("the restored state is corrupt: ") +
+                          std::to_string(s.counts.size()) + " counts, expected " +
+                          std::to_string(k_ * k_));
     for (std::size_t i = 0; i < preds_.size(); ++i)
       if (preds_[i] >= 0 && target_[i] >= 0)
         ++s.counts[static_cast<std::size_t>(target_[i] * k_ + preds_[i])];
@@ -191,7 +191,7 @@ class TableMetric : public TypedMetric<TableState> {
 
   Value compute(const TableState& s) const override {
     if (s.counts.size() != static_cast<std::size_t>(k_ * k_))
-      throw RuntimeError(check_.owner() + ": the state is corrupt");
+      check_.fail_runtime(std::string("the state is corrupt"));
     Value out = Value::map();
     out.set(key_, value(s.counts));
     return out;

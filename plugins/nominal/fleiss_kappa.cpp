@@ -70,7 +70,7 @@ class FleissKappa final : public TypedMetric<FleissState> {
                                 std::to_string(s.categories));
     if (s.totals.size() != static_cast<std::size_t>(s.categories < 0 ? 0 : s.categories) ||
         s.squares < 0 || s.samples < 0 || s.raters < 0)
-      throw RuntimeError(check_.owner() + ": the restored state is corrupt");
+      check_.fail_runtime(std::string("the restored state is corrupt"));
     s.categories = c;
     s.totals.resize(static_cast<std::size_t>(c), 0);
     row_.assign(static_cast<std::size_t>(c), 0);
@@ -131,13 +131,13 @@ class FleissKappa final : public TypedMetric<FleissState> {
   Value compute(const FleissState& s) const override {
     if (s.categories < 0 ? !(s.totals.empty() && s.samples == 0)
                          : s.totals.size() != static_cast<std::size_t>(s.categories))
-      throw RuntimeError(check_.owner() + ": the state is corrupt");
+      check_.fail_runtime(std::string("the state is corrupt"));
     if (s.samples == 0) check_.fail(kRatings, "has no samples: Fleiss' kappa is undefined");
     const auto n = static_cast<double>(s.samples), r = static_cast<double>(s.raters);
     // torchmetrics: counts.sum(0) / (total * num_raters), an int64 product.
     std::int64_t nr = 0;
     if (__builtin_mul_overflow(s.samples, s.raters, &nr))
-      throw RuntimeError(check_.owner() + ": N x R overflows int64");
+      check_.fail_runtime(std::string("N x R overflows int64"));
     double pe = 0.0;
     for (const std::int64_t t : s.totals) {
       const double p = static_cast<double>(t) / static_cast<double>(nr);

@@ -473,8 +473,8 @@ std::pair<Categories, Qualities> PanopticBase::qualities(const PanopticState& al
   const auto c = static_cast<std::size_t>(cats.size());
   if (all.tp.size() != c || all.fp.size() != c || all.fn.size() != c ||
       all.iou.size() != c * kLimbs)
-    throw RuntimeError(check_.owner() + ": the state's counts are not those of " +
-                       std::to_string(c) + " categories");
+    check_.fail_runtime(std::string("the state's counts are not those of ") + std::to_string(c) +
+                        " categories");
   Qualities q;
   q.pq.resize(c);
   q.sq.resize(c);

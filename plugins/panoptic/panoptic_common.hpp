@@ -10,13 +10,13 @@
 #include <string>
 #include <vector>
 
-#include "tally/batch.hpp"
-#include "tally/input.hpp"
-#include "tally/metric.hpp"
-#include "tally/params.hpp"
-#include "tally/plugin.hpp"
-#include "tally/state.hpp"
-#include "tally/value.hpp"
+#include "tally/sdk/batch.hpp"
+#include "tally/sdk/input.hpp"
+#include "tally/sdk/metric.hpp"
+#include "tally/sdk/params.hpp"
+#include "tally/sdk/plugin.hpp"
+#include "tally/sdk/state.hpp"
+#include "tally/sdk/value.hpp"
 
 namespace tally::panoptic {
 

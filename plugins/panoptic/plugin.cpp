@@ -3,7 +3,7 @@
 // share is panoptic_common.cpp.
 #include <vector>
 
-#include "tally/plugin.hpp"
+#include "tally/sdk/plugin.hpp"
 
 namespace tally::panoptic {
 ComponentInfo panoptic_quality_info();

@@ -1,6 +1,6 @@
 // Pieces the regression metrics share: reading pred / target / sample_weight into float64
 // rows, the exactly-accumulated state of RegressionMAE, RegressionMSE and RMSE (numpy's mean of the
-// per-output values: tally/numpy_math.hpp), and the component infos plugin.cpp registers.
+// per-output values: tally/sdk/numpy_math.hpp), and the component infos plugin.cpp registers.
 #pragma once
 
 #include <algorithm>
@@ -12,14 +12,14 @@
 #include <utility>
 #include <vector>
 
-#include "tally/batch.hpp"
-#include "tally/exact_sum.hpp"
-#include "tally/input.hpp"
-#include "tally/metric.hpp"
-#include "tally/numpy_math.hpp"
-#include "tally/params.hpp"
-#include "tally/plugin.hpp"
-#include "tally/state.hpp"
+#include "tally/sdk/batch.hpp"
+#include "tally/sdk/exact_sum.hpp"
+#include "tally/sdk/input.hpp"
+#include "tally/sdk/metric.hpp"
+#include "tally/sdk/numpy_math.hpp"
+#include "tally/sdk/params.hpp"
+#include "tally/sdk/plugin.hpp"
+#include "tally/sdk/state.hpp"
 
 #include "ranks.hpp"
 
@@ -183,8 +183,8 @@ class ErrorMetric : public TypedMetric<ErrorSumState> {
     if (!s.words.empty()) {
       // A state restored from a checkpoint: as checked as one from another rank.
       if (s.words.size() != (d + 1) * ExactSum::kWords || !s.words.normalized())
-        throw RuntimeError(check_.owner() + ": the restored state is corrupt: its sums are not " +
-                           std::to_string(d + 1) + " normalized accumulators");
+        check_.fail_runtime(std::string("the restored state is corrupt: its sums are not ") +
+                            std::to_string(d + 1) + " normalized accumulators");
       for (std::size_t k = 0; k <= d; ++k) acc[k].merge(s.words.data() + k * ExactSum::kWords);
     }
     for (std::int64_t i = 0; i < rows_.n; ++i) {
@@ -220,7 +220,7 @@ class ErrorMetric : public TypedMetric<ErrorSumState> {
         (!unset && (s.outputs >= (std::int64_t{1} << 40) ||
                     s.words.size() != static_cast<std::size_t>(s.outputs + 1) * ExactSum::kWords ||
                     !s.words.normalized())))
-      throw RuntimeError(check_.owner() + ": the state is corrupt");
+      check_.fail_runtime(std::string("the state is corrupt"));
     if (s.n == 0) check_.fail("no samples");
     const auto d = static_cast<std::size_t>(s.outputs);
     std::vector<ExactSum> acc(d + 1);
@@ -370,8 +370,9 @@ class SumBank {
   SumBank(const ExactSums& words, std::size_t count, const std::string& owner) : acc_(count) {
     if (words.empty()) return;
     if (words.mismatched() || words.size() != count * ExactSum::kWords || !words.normalized())
-      throw RuntimeError(owner + ": the state is corrupt: its sums are not " +
-                         std::to_string(count) + " normalized accumulators");
+      tally::throw_owned<RuntimeError>(
+          owner, std::string("the state is corrupt: its sums are not ") + std::to_string(count) +
+                     " normalized accumulators");
     for (std::size_t k = 0; k < count; ++k) acc_[k].merge(words.data() + k * ExactSum::kWords);
   }
   ExactSum& operator[](std::size_t k) { return acc_[k]; }
@@ -476,7 +477,7 @@ class MomentsMetric : public TypedMetric<MomentsState> {
       s.hi_x.assign(d, -HUGE_VAL), s.hi_y.assign(d, -HUGE_VAL);
     }
     if (s.lo_x.size() != d || s.hi_x.size() != d || s.lo_y.size() != d || s.hi_y.size() != d)
-      throw RuntimeError(check_.owner() + ": the restored state is corrupt");
+      check_.fail_runtime(std::string("the restored state is corrupt"));
     for (std::int64_t i = 0; i < rows_.n; ++i) {
       for (std::size_t k = 0; k < d; ++k) {
         const auto at = static_cast<std::size_t>(i) * d + k;
@@ -506,7 +507,7 @@ class MomentsMetric : public TypedMetric<MomentsState> {
     if (s.n == 0 && s.words.empty()) check_.fail("no samples");
     if (s.words.mismatched() || s.words.size() != 5 * d * ExactSum::kWords || s.lo_x.size() != d ||
         s.hi_x.size() != d || s.lo_y.size() != d || s.hi_y.size() != d || s.n <= 0)
-      throw RuntimeError(check_.owner() + ": the state is corrupt");
+      check_.fail_runtime(std::string("the state is corrupt"));
     const SumBank acc(s.words, 5 * d, check_.owner());
     std::vector<Moments> out(d);
     const auto dn = static_cast<double>(s.n);
@@ -583,7 +584,7 @@ class RankedMetric : public TypedMetric<RankedState> {
   std::size_t samples(const RankedState& s) const {
     const auto d = static_cast<std::size_t>(outputs_);
     if (s.preds.size() != s.target.size() || s.preds.size() % d != 0)
-      throw RuntimeError(check_.owner() + ": the state is corrupt");
+      check_.fail_runtime(std::string("the state is corrupt"));
     const std::size_t n = s.preds.size() / d;
     if (n == 0) check_.fail("no samples");
     if (n > static_cast<std::size_t>(kMaxRanked))
@@ -650,7 +651,7 @@ class SumsMetric : public TypedMetric<OutputSumsState> {
     if (s.n == 0 && s.words.empty() && s.outputs < 0) check_.fail("no samples");
     if (s.outputs < 1 || s.outputs >= (std::int64_t{1} << 40) || s.words.mismatched() ||
         s.words.size() != spec_.terms * static_cast<std::size_t>(s.outputs) * ExactSum::kWords)
-      throw RuntimeError(check_.owner() + ": the state is corrupt");
+      check_.fail_runtime(std::string("the state is corrupt"));
     return SumBank(s.words, spec_.terms * static_cast<std::size_t>(s.outputs), check_.owner());
   }
 
@@ -747,11 +748,11 @@ class RowValuesMetric : public TypedMetric<RowValuesState> {
     if (s.n == 0 && s.values.empty() && s.words.empty()) check_.fail("no samples");
     if (reduction_ == "none") {
       if (static_cast<std::int64_t>(s.values.size()) != s.n)
-        throw RuntimeError(check_.owner() + ": the state is corrupt");
+        check_.fail_runtime(std::string("the state is corrupt"));
       return Value(std::vector<double>(s.values.begin(), s.values.end()));
     }
     if (s.words.mismatched() || s.words.size() != ExactSum::kWords || s.n <= 0)
-      throw RuntimeError(check_.owner() + ": the state is corrupt");
+      check_.fail_runtime(std::string("the state is corrupt"));
     const SumBank acc(s.words, 1, check_.owner());
     const SpecialCounts special{s.nan, s.pos_inf, s.neg_inf};
     const double sum = special.total(acc[0].value());

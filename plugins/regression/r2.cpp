@@ -58,7 +58,7 @@ class R2 final : public TypedMetric<R2State> {
         (s.outputs > 0 && (s.target.size() != s.pred.size() ||
                            s.target.size() % static_cast<std::size_t>(s.outputs) != 0 ||
                            (s.weighted != 0 && s.weight.size() != rows))))
-      throw RuntimeError(check_.owner() + ": the state is corrupt");
+      check_.fail_runtime(std::string("the state is corrupt"));
     const auto n = static_cast<std::int64_t>(rows);
     if (n == 0) check_.fail("no samples");
     if (n < 2) {

@@ -2,7 +2,7 @@
 // ragged), mmeval's image transforms (reorder to HWC, the float32 cast, BasicSR's Y channel, the
 // border crop) as row loaders that copy nothing else, and the state and base class of PSNR, SNR and
 // SSIM (one value per sample, averaged in dataset order at compute with numpy's mean:
-// tally/numpy_math.hpp).
+// tally/sdk/numpy_math.hpp).
 #pragma once
 
 #include <array>
@@ -12,13 +12,13 @@
 #include <type_traits>
 #include <vector>
 
-#include "tally/batch.hpp"
-#include "tally/input.hpp"
-#include "tally/metric.hpp"
-#include "tally/numpy_math.hpp"
-#include "tally/params.hpp"
-#include "tally/plugin.hpp"
-#include "tally/state.hpp"
+#include "tally/sdk/batch.hpp"
+#include "tally/sdk/input.hpp"
+#include "tally/sdk/metric.hpp"
+#include "tally/sdk/numpy_math.hpp"
+#include "tally/sdk/params.hpp"
+#include "tally/sdk/plugin.hpp"
+#include "tally/sdk/state.hpp"
 
 namespace tally::restoration {
 

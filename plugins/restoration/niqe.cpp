@@ -59,7 +59,7 @@
 
 #include "common.hpp"
 #include "niqe_pris_params.inc"
-#include "tally/exact_sum.hpp"
+#include "tally/sdk/exact_sum.hpp"
 
 namespace tally::restoration {
 namespace niqe {
@@ -453,7 +453,7 @@ class Niqe final : public TypedMetric<NiqeState> {
     ExactSum acc;
     if (!state.total.empty()) {
       if (state.total.size() != ExactSum::kWords || !state.total.normalized())
-        throw RuntimeError(check_.owner() + ": the state is corrupt");
+        check_.fail_runtime(std::string("the state is corrupt"));
       acc.merge(state.total.data());
     }
     const FieldReader pred(batch, kPred, check_, state.samples, 2, 4);
@@ -471,7 +471,7 @@ class Niqe final : public TypedMetric<NiqeState> {
   Value compute(const NiqeState& s) const override {
     if (s.samples == 0) check_.fail("no samples");
     if (s.total.mismatched() || s.total.size() != ExactSum::kWords || !s.total.normalized())
-      throw RuntimeError(check_.owner() + ": the state is corrupt");
+      check_.fail_runtime(std::string("the state is corrupt"));
     ExactSum acc;
     acc.merge(s.total.data());
     Value out = Value::map();

@@ -8,7 +8,7 @@
 
 #include "common.hpp"
 #include "matting.hpp"
-#include "tally/plugin.hpp"
+#include "tally/sdk/plugin.hpp"
 
 namespace {
 

@@ -30,7 +30,7 @@
 #include <vector>
 
 #include "common.hpp"
-#include "tally/simd.hpp"
+#include "tally/sdk/simd.hpp"
 
 namespace tally::restoration {
 namespace {

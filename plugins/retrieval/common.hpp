@@ -32,12 +32,12 @@
 #include <utility>
 #include <vector>
 
-#include "tally/batch.hpp"
-#include "tally/input.hpp"
-#include "tally/metric.hpp"
-#include "tally/params.hpp"
-#include "tally/plugin.hpp"
-#include "tally/state.hpp"
+#include "tally/sdk/batch.hpp"
+#include "tally/sdk/input.hpp"
+#include "tally/sdk/metric.hpp"
+#include "tally/sdk/params.hpp"
+#include "tally/sdk/plugin.hpp"
+#include "tally/sdk/state.hpp"
 
 namespace tally::retrieval {
 
@@ -349,14 +349,13 @@ class RetrievalMetric : public TypedMetric<State<T>> {
   Value compute(const State<T>& s) const override {
     const std::size_t n = s.indexes.size();
     if (s.preds.size() != n || s.target.size() != n)
-      throw RuntimeError(check_.owner() + ": the state is corrupt (fields of different lengths)");
+      check_.fail_runtime(std::string("the state is corrupt (fields of different lengths)"));
     // Checked again here: a state restored or gathered carries what update() would refuse, and
     // a NaN would break the sorts' ordering.
     for (std::size_t i = 0; i < n; ++i) {
       const double r = static_cast<double>(s.target[i]);
       if (std::isnan(s.preds[i]) || !std::isfinite(r) || r < 0 || (!graded_ && r > 1))
-        throw RuntimeError(check_.owner() + ": the state is corrupt (sample " + std::to_string(i) +
-                           ")");
+        check_.fail_runtime(std::string("the state is corrupt (sample ") + std::to_string(i) + ")");
     }
     if (n == 0)
       check_.fail(opt_.ignore_index ? "no samples (after dropping target == ignore_index)"

@@ -74,7 +74,7 @@ class DiceScore final : public TypedMetric<DiceState> {
     if (o_.images == 0) return;
     const auto c = static_cast<std::size_t>(classes_);
     if (global_) {
-      if (s.totals.size() != 3 * c) throw RuntimeError(check_.owner() + ": the state is corrupt");
+      if (s.totals.size() != 3 * c) check_.fail_runtime(std::string("the state is corrupt"));
       for (std::size_t i = 0; i < static_cast<std::size_t>(o_.images); ++i)
         for (std::size_t j = 0; j < c; ++j) {
           s.totals[j] += 2 * o_.inter[i * c + j];
@@ -83,7 +83,7 @@ class DiceScore final : public TypedMetric<DiceState> {
         }
     } else {
       if (s.counts.size() != static_cast<std::size_t>(slots_))
-        throw RuntimeError(check_.owner() + ": the state is corrupt");
+        check_.fail_runtime(std::string("the state is corrupt"));
       std::vector<double> values;
       for (std::size_t i = 0; i < static_cast<std::size_t>(o_.images); ++i) {
         const auto d = image_scores(o_.inter.data() + i * c, o_.pred.data() + i * c,
@@ -104,12 +104,12 @@ class DiceScore final : public TypedMetric<DiceState> {
     std::vector<double> out;
     if (global_) {
       const auto c = static_cast<std::size_t>(classes_);
-      if (s.totals.size() != 3 * c) throw RuntimeError(check_.owner() + ": the state is corrupt");
+      if (s.totals.size() != 3 * c) check_.fail_runtime(std::string("the state is corrupt"));
       // The sums are counts (num = 2 |P & T| <= 2 pixels), under 2^62 by the engine's check.
       out = image_scores(s.totals.data(), s.totals.data() + c, s.totals.data() + 2 * c, false);
     } else {
       if (s.counts.size() != static_cast<std::size_t>(slots_))
-        throw RuntimeError(check_.owner() + ": the state is corrupt");
+        check_.fail_runtime(std::string("the state is corrupt"));
       const auto sums = exact_values(s.sums, static_cast<std::size_t>(slots_), check_.owner());
       for (std::size_t j = 0; j < sums.size(); ++j)
         out.push_back(s.counts[j] == 0 ? kNaN : sums[j] / static_cast<double>(s.counts[j]));

@@ -44,13 +44,13 @@
 #include <type_traits>
 #include <vector>
 
-#include "tally/input.hpp"
-#include "tally/metric.hpp"
-#include "tally/numpy_math.hpp"
-#include "tally/parallel.hpp"
-#include "tally/plugin.hpp"
-#include "tally/simd.hpp"
-#include "tally/state.hpp"
+#include "tally/sdk/input.hpp"
+#include "tally/sdk/metric.hpp"
+#include "tally/sdk/numpy_math.hpp"
+#include "tally/sdk/parallel.hpp"
+#include "tally/sdk/plugin.hpp"
+#include "tally/sdk/simd.hpp"
+#include "tally/sdk/state.hpp"
 
 namespace tally::segmentation {
 namespace {
@@ -240,8 +240,8 @@ class MeanIoU final : public TypedMetric<MeanIoUState> {
     const auto k = static_cast<std::size_t>(k_);
     const auto& m = all.counts;
     if (m.size() != k * k)
-      throw RuntimeError(check_.owner() + ": the state holds " + std::to_string(m.size()) +
-                         " cells, expected " + std::to_string(k * k));
+      check_.fail_runtime(std::string("the state holds ") + std::to_string(m.size()) +
+                          " cells, expected " + std::to_string(k * k));
     if (all.n == 0) check_.fail("no samples");
 
     std::vector<std::int64_t> tp(k), gts(k, 0), preds(k, 0);

@@ -11,13 +11,13 @@
 #include <utility>
 #include <vector>
 
-#include "tally/batch.hpp"
-#include "tally/exact_sum.hpp"
-#include "tally/input.hpp"
-#include "tally/metric.hpp"
-#include "tally/params.hpp"
-#include "tally/plugin.hpp"
-#include "tally/state.hpp"
+#include "tally/sdk/batch.hpp"
+#include "tally/sdk/exact_sum.hpp"
+#include "tally/sdk/input.hpp"
+#include "tally/sdk/metric.hpp"
+#include "tally/sdk/params.hpp"
+#include "tally/sdk/plugin.hpp"
+#include "tally/sdk/state.hpp"
 
 namespace tally::segmentation {
 
@@ -284,8 +284,9 @@ inline void add_exact(ExactSums& words, const std::vector<double>& values, std::
   std::vector<ExactSum> acc(slots);
   if (!words.empty()) {
     if (words.size() != slots * ExactSum::kWords || !words.normalized())
-      throw RuntimeError(owner + ": the restored state is corrupt: its sums are not " +
-                         std::to_string(slots) + " normalized accumulators");
+      tally::throw_owned<RuntimeError>(
+          owner, std::string("the restored state is corrupt: its sums are not ") +
+                     std::to_string(slots) + " normalized accumulators");
     for (std::size_t s = 0; s < slots; ++s) acc[s].merge(words.data() + s * ExactSum::kWords);
   }
   for (std::size_t v = 0; v < values.size(); ++v) acc[v % slots].add(values[v]);
@@ -304,7 +305,7 @@ inline std::vector<double> exact_values(const ExactSums& words, std::size_t slot
   std::vector<double> out(slots, 0.0);
   if (words.empty()) return out;
   if (words.mismatched() || words.size() != slots * ExactSum::kWords || !words.normalized())
-    throw RuntimeError(owner + ": the state is corrupt");
+    tally::throw_owned<RuntimeError>(owner, std::string("the state is corrupt"));
   for (std::size_t s = 0; s < slots; ++s) {
     ExactSum a;
     a.merge(words.data() + s * ExactSum::kWords);

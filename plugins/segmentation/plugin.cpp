@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "overlap_common.hpp"
-#include "tally/plugin.hpp"
+#include "tally/sdk/plugin.hpp"
 
 namespace tally::segmentation {
 ComponentInfo mean_iou_info();

@@ -37,9 +37,9 @@
 #include <fmt/format.h>
 
 #include "common.hpp"
-#include "tally/metric.hpp"
-#include "tally/numpy_math.hpp"
-#include "tally/state.hpp"
+#include "tally/sdk/metric.hpp"
+#include "tally/sdk/numpy_math.hpp"
+#include "tally/sdk/state.hpp"
 
 namespace tally::text {
 namespace {
@@ -140,8 +140,8 @@ class Bleu final : public TypedMetric<BleuState> {
 
   Value compute(const BleuState& all) const override {
     if (all.counts.size() != sets_ * width_)
-      throw RuntimeError(check_.owner() + ": the state holds " + std::to_string(all.counts.size()) +
-                         " counters, expected " + std::to_string(sets_ * width_));
+      check_.fail_runtime(std::string("the state holds ") + std::to_string(all.counts.size()) +
+                          " counters, expected " + std::to_string(sets_ * width_));
     if (all.n == 0) check_.fail("no samples");
     const std::int64_t* s =
         all.counts.data() + (tok_ == Tok::Auto && all.first_lang == 1 ? width_ : 0);

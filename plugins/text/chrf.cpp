@@ -35,8 +35,8 @@
 #include <vector>
 
 #include "edit_ops.hpp"
-#include "tally/metric.hpp"
-#include "tally/state.hpp"
+#include "tally/sdk/metric.hpp"
+#include "tally/sdk/state.hpp"
 
 namespace tally::text {
 namespace {
@@ -105,8 +105,8 @@ class ChrfScore final : public TypedMetric<ChrfState> {
 
   Value compute(const ChrfState& all) const override {
     if (all.stats.size() != 3 * order_)
-      throw RuntimeError(check_.owner() + ": the state holds " + std::to_string(all.stats.size()) +
-                         " statistics, expected " + std::to_string(3 * order_));
+      check_.fail_runtime(std::string("the state holds ") + std::to_string(all.stats.size()) +
+                          " statistics, expected " + std::to_string(3 * order_));
     if (all.n == 0) check_.fail("no samples");
     Value out = Value::map();
     out.set("chrf_score", f_score(all.stats.data()) / 100.0);

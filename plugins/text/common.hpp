@@ -10,11 +10,11 @@
 #include <unordered_map>
 #include <vector>
 
-#include "tally/batch.hpp"
-#include "tally/error.hpp"
-#include "tally/input.hpp"
-#include "tally/params.hpp"
-#include "tally/plugin.hpp"
+#include "tally/sdk/batch.hpp"
+#include "tally/sdk/error.hpp"
+#include "tally/sdk/input.hpp"
+#include "tally/sdk/params.hpp"
+#include "tally/sdk/plugin.hpp"
 
 namespace tally::text {
 

@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "edit_ops.hpp"
-#include "tally/metric.hpp"
-#include "tally/state.hpp"
+#include "tally/sdk/metric.hpp"
+#include "tally/sdk/state.hpp"
 
 namespace tally::text {
 namespace {
@@ -70,9 +70,8 @@ class EditDistance final : public TypedMetric<EditDistanceState> {
       out.set("edit_distance", Value(static_cast<long long>(s.total)));
     } else {
       if (static_cast<std::int64_t>(s.per_sample.size()) != s.n)
-        throw RuntimeError(check_.owner() + ": the state holds " +
-                           std::to_string(s.per_sample.size()) + " distances for " +
-                           std::to_string(s.n) + " samples");
+        check_.fail_runtime(std::string("the state holds ") + std::to_string(s.per_sample.size()) +
+                            " distances for " + std::to_string(s.n) + " samples");
       Value::Array a;
       for (const auto d : s.per_sample) a.push_back(Value(static_cast<long long>(d)));
       out.set("edit_distance", Value(std::move(a)));

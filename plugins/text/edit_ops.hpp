@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "common.hpp"
-#include "tally/exact_sum.hpp"
+#include "tally/sdk/exact_sum.hpp"
 
 namespace tally::text {
 

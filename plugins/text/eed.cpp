@@ -35,8 +35,8 @@
 #include <fmt/format.h>
 
 #include "edit_ops.hpp"
-#include "tally/metric.hpp"
-#include "tally/state.hpp"
+#include "tally/sdk/metric.hpp"
+#include "tally/sdk/state.hpp"
 
 namespace tally::text {
 namespace {
@@ -201,7 +201,7 @@ class Eed final : public TypedMetric<EedState> {
   Value compute(const EedState& s) const override {
     if (s.n == 0) check_.fail("no samples");
     if (s.scores.size() != ExactSum::kWords || s.scores.mismatched())
-      throw RuntimeError(check_.owner() + ": the state's sum is corrupt");
+      check_.fail_runtime(std::string("the state's sum is corrupt"));
     ExactSum total;
     total.merge(s.scores.data());
     Value out = Value::map();

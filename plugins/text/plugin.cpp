@@ -6,7 +6,7 @@
 
 #include "common.hpp"
 #include "edit_ops.hpp"
-#include "tally/plugin.hpp"
+#include "tally/sdk/plugin.hpp"
 
 namespace {
 

@@ -38,8 +38,8 @@
 #include <fmt/format.h>
 
 #include "common.hpp"
-#include "tally/metric.hpp"
-#include "tally/state.hpp"
+#include "tally/sdk/metric.hpp"
+#include "tally/sdk/state.hpp"
 
 namespace tally::text {
 namespace {
@@ -121,8 +121,8 @@ class Rouge final : public TypedMetric<RougeState> {
   Value compute(const RougeState& all) const override {
     const std::size_t per_set = keys_.size() * 3;
     if (all.scores.size() != static_cast<std::size_t>(all.n) * sets_ * per_set)
-      throw RuntimeError(check_.owner() + ": the state holds " + std::to_string(all.scores.size()) +
-                         " scores for " + std::to_string(all.n) + " samples");
+      check_.fail_runtime(std::string("the state holds ") + std::to_string(all.scores.size()) +
+                          " scores for " + std::to_string(all.n) + " samples");
     if (all.n == 0) check_.fail("no samples");
     const std::size_t offset = lang_ == Lang::Auto && all.first_lang == 1 ? per_set : 0;
     std::vector<double> sums(per_set, 0.0);

@@ -32,8 +32,8 @@
 #include <vector>
 
 #include "edit_ops.hpp"
-#include "tally/metric.hpp"
-#include "tally/state.hpp"
+#include "tally/sdk/metric.hpp"
+#include "tally/sdk/state.hpp"
 
 namespace tally::text {
 namespace {
@@ -125,7 +125,7 @@ class Squad final : public TypedMetric<SquadState> {
   Value compute(const SquadState& s) const override {
     if (s.n == 0) check_.fail("no samples");
     if (s.f1.size() != ExactSum::kWords || s.f1.mismatched())
-      throw RuntimeError(check_.owner() + ": the state's F1 sum is corrupt");
+      check_.fail_runtime(std::string("the state's F1 sum is corrupt"));
     ExactSum f1_sum;
     f1_sum.merge(s.f1.data());
     Value out = Value::map();

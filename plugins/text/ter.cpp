@@ -32,8 +32,8 @@
 #include <vector>
 
 #include "edit_ops.hpp"
-#include "tally/metric.hpp"
-#include "tally/state.hpp"
+#include "tally/sdk/metric.hpp"
+#include "tally/sdk/state.hpp"
 
 namespace tally::text {
 namespace {
@@ -234,7 +234,7 @@ class TranslationEditRate final : public TypedMetric<TerState> {
   Value compute(const TerState& s) const override {
     if (s.n == 0) check_.fail("no samples");
     if (s.ref_len.size() != ExactSum::kWords || s.ref_len.mismatched())
-      throw RuntimeError(check_.owner() + ": the state's reference lengths are corrupt");
+      check_.fail_runtime(std::string("the state's reference lengths are corrupt"));
     ExactSum total;
     total.merge(s.ref_len.data());
     const double ref_len = total.value();

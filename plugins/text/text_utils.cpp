@@ -14,7 +14,7 @@
 #include <fmt/format.h>
 
 #include "common.hpp"
-#include "tally/error.hpp"
+#include "tally/sdk/error.hpp"
 
 namespace tally::text {
 

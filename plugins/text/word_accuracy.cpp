@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "common.hpp"
-#include "tally/metric.hpp"
-#include "tally/state.hpp"
+#include "tally/sdk/metric.hpp"
+#include "tally/sdk/state.hpp"
 
 namespace tally::text {
 namespace {

@@ -25,8 +25,8 @@
 #include <vector>
 
 #include "edit_ops.hpp"
-#include "tally/metric.hpp"
-#include "tally/state.hpp"
+#include "tally/sdk/metric.hpp"
+#include "tally/sdk/state.hpp"
 
 namespace tally::text {
 

@@ -51,12 +51,12 @@
 #include <string>
 #include <vector>
 
-#include "tally/batch.hpp"
-#include "tally/input.hpp"
-#include "tally/metric.hpp"
-#include "tally/params.hpp"
-#include "tally/plugin.hpp"
-#include "tally/state.hpp"
+#include "tally/sdk/batch.hpp"
+#include "tally/sdk/input.hpp"
+#include "tally/sdk/metric.hpp"
+#include "tally/sdk/params.hpp"
+#include "tally/sdk/plugin.hpp"
+#include "tally/sdk/state.hpp"
 
 namespace tally::text_detection {
 namespace {
@@ -493,8 +493,8 @@ class HmeanIoU final : public TypedMetric<HmeanState> {
   }
 
   [[noreturn]] void fail_geos(const std::string& what) const {
-    throw RuntimeError(check_.owner() + ": GEOS failed at " + what +
-                       (geos_.last_error().empty() ? "" : ": " + geos_.last_error()));
+    check_.fail_runtime(std::string("GEOS failed at ") + what +
+                        (geos_.last_error().empty() ? "" : ": " + geos_.last_error()));
   }
 
   InputChecker check_;

@@ -2,7 +2,7 @@
 // polygon IoU through GEOS.
 #include <vector>
 
-#include "tally/plugin.hpp"
+#include "tally/sdk/plugin.hpp"
 
 namespace tally::text_detection {
 ComponentInfo hmean_iou_info();

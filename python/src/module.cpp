@@ -25,16 +25,16 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
-#include "tally/compare.hpp"
-#include "tally/error.hpp"
 #include "tally/evaluator.hpp"
 #include "tally/file_io.hpp"
 #include "tally/launch.hpp"
 #include "tally/records.hpp"
 #include "tally/registry.hpp"
-#include "tally/reports.hpp"
-#include "tally/run.hpp"
-#include "tally/version.hpp"
+#include "tally/reports/compare.hpp"
+#include "tally/reports/reports.hpp"
+#include "tally/reports/run.hpp"
+#include "tally/sdk/error.hpp"
+#include "tally/sdk/version.hpp"
 
 namespace nb = nanobind;
 namespace fs = std::filesystem;
@@ -409,7 +409,7 @@ nb::dict run_info(const tally::RunInfo& r) {
   return d;
 }
 
-// ---- tally run (tally/run.hpp)
+// ---- tally run (tally/reports/run.hpp)
 // -------------------------------------------------------------------------------------------
 // The library runs it, with the GIL released; its sinks take the GIL to write to sys.stdout and
 // sys.stderr (so that pytest's capture, Jupyter and redirections see them). The error that ends
@@ -697,6 +697,31 @@ nb::dict launch_env() {
 
 }  // namespace
 
+namespace {
+
+// Raises `cls(e.what())` with the error's context as attributes (tally/_errors.py: metric, field,
+// file, rank, backend, owner; None where the engine did not know).
+void raise_tally_error(const nb::object& cls, const tally::Error& e) {
+  try {
+    nb::object exc = cls(e.what());
+    const tally::ErrorContext& c = e.context();
+    const auto set = [&](const char* name, const std::string& v) {
+      if (!v.empty()) nb::setattr(exc, name, nb::str(v.c_str(), v.size()));
+    };
+    set("metric", c.metric);
+    set("field", c.field);
+    set("file", c.file);
+    set("backend", c.backend);
+    set("owner", c.owner);
+    if (c.rank >= 0) nb::setattr(exc, "rank", nb::int_(c.rank));
+    PyErr_SetObject(cls.ptr(), exc.ptr());
+  } catch (nb::python_error& pe) {
+    pe.restore();
+  }
+}
+
+}  // namespace
+
 NB_MODULE(_tally, m) {
   m.doc() = "tally's engine and plugins (the package tally wraps this module)";
   m.attr("__version__") = tally::kVersion;
@@ -714,13 +739,13 @@ NB_MODULE(_tally, m) {
             try {
               std::rethrow_exception(p);
             } catch (const tally::ConfigError& e) {
-              PyErr_SetString(cfg.ptr(), e.what());
+              raise_tally_error(cfg, e);
             } catch (const tally::InputError& e) {
-              PyErr_SetString(inp.ptr(), e.what());
+              raise_tally_error(inp, e);
             } catch (const tally::RuntimeError& e) {
-              PyErr_SetString(run.ptr(), e.what());
+              raise_tally_error(run, e);
             } catch (const tally::Error& e) {
-              PyErr_SetString(err.ptr(), e.what());
+              raise_tally_error(err, e);
             }
           });
         });

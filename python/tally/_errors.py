@@ -5,9 +5,19 @@ import builtins
 
 
 class TallyError(Exception):
-    """Any error tally reports."""
+    """Any error tally reports. Where it happened, as far as the engine knew (None where it did
+    not): ``metric`` (the metric's label), ``field`` (a batch field, a parameter or a config
+    key), ``file`` (a file, or a place in the config such as ``eval.yaml:7:5``), ``rank`` (the
+    rank it is about), ``backend`` (set when this rank's own transport failed) and ``owner``
+    (the component the message starts with, ``"metric 'top5' (Accuracy)"``)."""
 
     exit_code = 1
+    metric = None
+    field = None
+    file = None
+    rank = None
+    backend = None
+    owner = None
 
 
 class ConfigError(TallyError, ValueError):

@@ -157,6 +157,22 @@ def test_unsupported_values_name_the_field(value, message):
     assert "field 'pred_scores'" in str(e.value)
 
 
+def test_errors_carry_where_they_happened(tmp_path):
+    # The engine's ErrorContext as attributes: the metric's label and the field a metric read.
+    ev = tally.Evaluator({"metrics": [{"type": "ConfusionMatrix", "name": "cm", "num_classes": 3}]})
+    with pytest.raises(tally.InputError) as e:
+        ev.add(pred_scores=np.zeros((2, 4), dtype=np.float32), gt_labels=np.zeros(2, np.int64))
+    assert e.value.metric == "cm", str(e.value)
+    assert e.value.field == "pred_scores", str(e.value)
+    assert e.value.rank is None and e.value.backend is None
+    # A config error: the place in the file.
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text("metrics:\n  - type: NoSuchMetric\n")
+    with pytest.raises(tally.ConfigError) as c:
+        tally.Evaluator(str(cfg))
+    assert c.value.file is not None and c.value.file.endswith("bad.yaml:2:5"), str(c.value)
+
+
 def test_config_errors_are_the_cli_errors(tmp_path):
     cfg = tmp_path / "bad.yaml"
     cfg.write_text("metrics:\n  - type: Accuracy\n    topk: [1, x]\n")

@@ -1,4 +1,4 @@
-"""`tally run` and tally.run() are one engine function (tally/run.hpp, engine/reports/run.cpp): a
+"""`tally run` and tally.run() are one engine function (tally/reports/run.hpp, engine/reports/run.cpp): a
 matrix of options through the command and through Python must write the same files byte for byte,
 end with the same exit code (Python: the exception that code means) and print the same messages.
 

@@ -29,8 +29,8 @@
 #include "registry.hpp"
 #include "support/reduce_check.hpp"
 #include "tally/collectives.hpp"
-#include "tally/dist_backend.hpp"
-#include "tally/error.hpp"
+#include "tally/sdk/dist_backend.hpp"
+#include "tally/sdk/error.hpp"
 
 using tally::Collectives;
 using tally::DistBackend;

@@ -26,10 +26,10 @@
 
 #include "config.hpp"
 #include "registry.hpp"
-#include "tally/batch.hpp"
-#include "tally/error.hpp"
-#include "tally/metric.hpp"
-#include "tally/tensor.hpp"
+#include "tally/sdk/batch.hpp"
+#include "tally/sdk/error.hpp"
+#include "tally/sdk/metric.hpp"
+#include "tally/sdk/tensor.hpp"
 
 using tally::Batch;
 using tally::DType;
@@ -115,10 +115,9 @@ std::shared_ptr<tally::Metric> make_metric(const std::string& type, const Value:
 
 // The whole state of `m`, as a checkpoint saves it.
 std::string packed(const tally::Metric& m) {
-  msgpack::sbuffer buf;
-  tally::Packer p(buf);
-  m.save(p);
-  return std::string(buf.data(), buf.size());
+  tally::internal::StringSink sink;
+  m.save(sink);
+  return std::move(sink.bytes);
 }
 
 // The results from the states of `ranks` (rank order), synced as the engine syncs them: the
@@ -126,18 +125,15 @@ std::string packed(const tally::Metric& m) {
 Value compute_synced(const tally::Metric& into,
                      const std::vector<std::shared_ptr<tally::Metric>>& ranks) {
   std::vector<std::int64_t> sums(into.summed_size(), 0);
-  std::vector<msgpack::sbuffer> bufs(ranks.size());
-  std::vector<msgpack::object_handle> handles;
-  std::vector<msgpack::object> objs;
+  std::vector<tally::internal::StringSink> bufs(ranks.size());
+  std::vector<tally::Bytes> objs;
   for (std::size_t r = 0; r < ranks.size(); ++r) {
     std::vector<std::int64_t> mine(sums.size());
     ranks[r]->write_sums(mine);
     for (std::size_t i = 0; i < sums.size(); ++i) sums[i] += mine[i];
     if (!into.gathers()) continue;
-    tally::Packer p(bufs[r]);
-    ranks[r]->pack_gathered(p);
-    handles.push_back(msgpack::unpack(bufs[r].data(), bufs[r].size()));
-    objs.push_back(handles.back().get());
+    ranks[r]->pack_gathered(bufs[r]);
+    objs.push_back(std::as_bytes(std::span(bufs[r].bytes)));
   }
   return into.compute_synced(objs, sums);
 }

@@ -25,8 +25,8 @@
 #include "registry.hpp"
 #include "support/expect_error.hpp"
 #include "support/with_collectives.hpp"
-#include "tally/dist_backend.hpp"
-#include "tally/error.hpp"
+#include "tally/sdk/dist_backend.hpp"
+#include "tally/sdk/error.hpp"
 
 namespace fs = std::filesystem;
 using tally::DistBackend;

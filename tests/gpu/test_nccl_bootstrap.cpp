@@ -22,7 +22,7 @@
 #include "nccl_support.hpp"
 #include "support/expect_error.hpp"
 #include "support/process.hpp"
-#include "tally/error.hpp"
+#include "tally/sdk/error.hpp"
 
 namespace fs = std::filesystem;
 using namespace tally_nccl;

@@ -48,15 +48,13 @@
 #include "support/process.hpp"
 #include "support/reduce_check.hpp"
 #include "support/with_collectives.hpp"
-#include "tally/dist_backend.hpp"
-#include "tally/error.hpp"
 #include "tally/evaluator.hpp"
-#include "tally/plugin.hpp"
+#include "tally/sdk/dist_backend.hpp"
+#include "tally/sdk/error.hpp"
+#include "tally/sdk/plugin.hpp"
 
-// The plugin entry of nccl_backend.cpp, compiled into this executable (BOOST_DLL_ALIAS).
-namespace _autoaliases {
-extern "C" const void* tally_plugin;
-}
+// The plugin entry of nccl_backend.cpp, compiled into this executable (TALLY_PLUGIN).
+extern "C" const tally::PluginManifest* tally_plugin() noexcept;
 
 using tally::DistBackend;
 using tally::Value;
@@ -66,8 +64,7 @@ namespace {
 using Bytes = std::vector<std::byte>;
 
 const tally::ComponentInfo& nccl_info() {
-  using Entry = const tally::PluginManifest* (*)() noexcept;
-  static const tally::PluginManifest* m = reinterpret_cast<Entry>(_autoaliases::tally_plugin)();
+  static const tally::PluginManifest* m = tally_plugin();
   return m->components.at(0);
 }
 

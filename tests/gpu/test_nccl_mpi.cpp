@@ -21,8 +21,8 @@
 #include "registry.hpp"
 #include "support/reduce_check.hpp"
 #include "support/with_collectives.hpp"
-#include "tally/dist_backend.hpp"
-#include "tally/error.hpp"
+#include "tally/sdk/dist_backend.hpp"
+#include "tally/sdk/error.hpp"
 
 using tally::DistBackend;
 using tally::Value;

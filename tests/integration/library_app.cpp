@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "tally/error.hpp"
 #include "tally/evaluator.hpp"
+#include "tally/sdk/error.hpp"
 
 int main(int argc, char** argv) {
   if (argc < 5) {

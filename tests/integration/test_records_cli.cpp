@@ -14,11 +14,11 @@
 #include <msgpack.hpp>
 
 #include "integration/cli_fixture.hpp"
-#include "tally/error.hpp"
-#include "tally/params.hpp"
 #include "tally/records.hpp"
 #include "tally/registry.hpp"
-#include "tally/reports.hpp"
+#include "tally/reports/reports.hpp"
+#include "tally/sdk/error.hpp"
+#include "tally/sdk/params.hpp"
 #include "tally/stats/random.hpp"
 
 namespace fs = std::filesystem;

@@ -12,10 +12,10 @@
 #include "integration/cli_fixture.hpp"
 #include "report_common.hpp"
 #include "results_io.hpp"
-#include "tally/compare.hpp"
 #include "tally/file_io.hpp"
-#include "tally/history.hpp"
-#include "tally/reports.hpp"
+#include "tally/reports/compare.hpp"
+#include "tally/reports/history.hpp"
+#include "tally/reports/reports.hpp"
 
 namespace fs = std::filesystem;
 using namespace tally::test;

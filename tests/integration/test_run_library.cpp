@@ -1,14 +1,14 @@
-// tally::run (tally/run.hpp), the one run path of `tally run` and Python's run(): what its sinks
-// are given and what its outcome says. The command's behaviour is the CLI tests'; that Python's
-// equals it is python/tests/test_run_parity.py's.
+// tally::run (tally/reports/run.hpp), the one run path of `tally run` and Python's run(): what its
+// sinks are given and what its outcome says. The command's behaviour is the CLI tests'; that
+// Python's equals it is python/tests/test_run_parity.py's.
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
 #include "cli_fixture.hpp"
-#include "tally/error.hpp"
-#include "tally/run.hpp"
+#include "tally/reports/run.hpp"
+#include "tally/sdk/error.hpp"
 
 namespace tally::test {
 namespace {

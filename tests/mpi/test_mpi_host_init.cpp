@@ -14,7 +14,7 @@
 #include "config.hpp"
 #include "registry.hpp"
 #include "tally/collectives.hpp"
-#include "tally/dist_backend.hpp"
+#include "tally/sdk/dist_backend.hpp"
 
 using tally::DistBackend;
 using tally::Value;

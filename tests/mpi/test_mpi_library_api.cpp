@@ -13,9 +13,9 @@
 #include <utility>
 #include <vector>
 
-#include "tally/error.hpp"
 #include "tally/evaluator.hpp"
 #include "tally/mpi.hpp"
+#include "tally/sdk/error.hpp"
 
 namespace {
 

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "tally/plugin.hpp"
+#include "tally/sdk/plugin.hpp"
 
 namespace {
 struct LoadMarker {

@@ -1,6 +1,6 @@
 // A second plugin that defines the metric 'Accuracy': with the built-in classification plugin on
 // the search path too, the registry must name both files.
-#include "tally/tally.hpp"
+#include "tally/sdk.hpp"
 
 namespace {
 struct Empty {

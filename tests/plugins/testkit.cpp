@@ -30,7 +30,7 @@
 
 #include <unistd.h>
 
-#include "tally/tally.hpp"
+#include "tally/sdk.hpp"
 
 namespace {
 
@@ -59,7 +59,7 @@ struct Fold {
     count += s.count;
     sum += s.sum;
   }
-  MSGPACK_DEFINE(count, sum, hash, first, last)
+  TALLY_FIELDS(count, sum, hash, first, last)
 };
 
 struct ProbeState {
@@ -153,32 +153,35 @@ class HostileState : public tally::Metric {
   std::size_t summed_size() const override { return 0; }
   void write_sums(std::span<std::int64_t>) const override {}
   bool gathers() const override { return true; }
-  void pack_gathered(tally::Packer& out) const override {
+  void pack_gathered(tally::ByteSink& out) const override {
     if (lie_ == "count") {
-      out.pack_array(0xFFFFFFFFu);
+      out.write("\xdd\xff\xff\xff\xff", 5);  // an array header of 2^32 - 1 entries
     } else if (lie_ == "length") {
-      out.pack_bin(1u << 30);
-      out.pack_bin_body("abc", 3);
+      out.write(
+          "\xc6\x40\x00\x00\x00"
+          "abc",
+          8);  // a bin header of 1 GiB, 3 bytes
     } else {
-      out.pack_nil();
+      out.write("\xc0", 1);  // nil
     }
   }
-  tally::Value compute_synced(std::span<const msgpack::object>,
+  tally::Value compute_synced(std::span<const tally::Bytes>,
                               std::span<const std::int64_t>) const override {
     return tally::Value::map();
   }
   tally::Value compute_local() override { return tally::Value::map(); }
-  void save(tally::Packer& out) const override {
+  void save(tally::ByteSink& out) const override {
     if (lie_ == "restore")
-      out.pack(7);
+      out.write("\x07", 1);  // the integer 7
     else
       pack_gathered(out);
   }
   /// `lie: restore`: a state that saves but cannot be read back (a plugin whose restore() does
   /// not match its save()).
-  void restore(const msgpack::object&) override {
-    if (lie_ == "restore") throw msgpack::type_error();
+  void restore(tally::Bytes) override {
+    if (lie_ == "restore") tally::StateReader::fail("not the state save() wrote");
   }
+  void merge_saved(tally::Bytes saved) override { restore(saved); }
 
  private:
   std::string lie_;

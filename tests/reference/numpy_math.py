@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reference values for tally/numpy_math.hpp (tests/unit/test_numpy_math.cpp): NumPy's sum, mean
+"""Reference values for tally/sdk/numpy_math.hpp (tests/unit/test_numpy_math.cpp): NumPy's sum, mean
 and nanmean of float64 and float32 arrays whose pairwise summation differs from a plain loop.
 
     .venv-ref/bin/python tests/reference/numpy_math.py   # writes expected_numpy_math.json

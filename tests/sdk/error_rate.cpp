@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include <tally/tally.hpp>
+#include <tally/sdk/plugin.hpp>  // TALLY_PLUGIN, TypedMetric and their types (or tally/sdk.hpp)
 
 namespace {
 

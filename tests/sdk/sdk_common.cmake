@@ -16,7 +16,7 @@ macro(install_tally)
   file(REMOVE_RECURSE "${WORK_DIR}")
   set(prefix "${WORK_DIR}/prefix")
   step(${CMAKE_COMMAND} --install "${BINARY_DIR}" --prefix "${prefix}")
-  foreach(f bin/tally include/tally/tally.hpp lib/cmake/tally/tallyConfig.cmake
+  foreach(f bin/tally include/tally/sdk.hpp lib/cmake/tally/tallyConfig.cmake
             lib/tally/plugins/libtally_npy.so)
     if(NOT EXISTS "${prefix}/${f}")
       message(FATAL_ERROR "the install lacks ${f}")

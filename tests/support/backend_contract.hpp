@@ -25,8 +25,8 @@
 #include "registry.hpp"
 #include "support/reduce_check.hpp"
 #include "tally/collectives.hpp"
-#include "tally/dist_backend.hpp"
-#include "tally/value.hpp"
+#include "tally/sdk/dist_backend.hpp"
+#include "tally/sdk/value.hpp"
 
 namespace {
 

@@ -9,7 +9,7 @@
 
 #include <gtest/gtest.h>
 
-#include "tally/error.hpp"
+#include "tally/sdk/error.hpp"
 
 namespace tally::test {
 

@@ -1,6 +1,6 @@
 // An in-process world of W ranks, one thread each, for tests of the engine's collectives and of
 // the sync protocol: ThreadBackend implements the transport primitives of DistBackend over shared
-// memory and checks every call against the contracts in tally/dist_backend.hpp.
+// memory and checks every call against the contracts in tally/sdk/dist_backend.hpp.
 #pragma once
 
 #include <algorithm>
@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "tally/collectives.hpp"
-#include "tally/dist_backend.hpp"
+#include "tally/sdk/dist_backend.hpp"
 
 namespace tally::testing {
 

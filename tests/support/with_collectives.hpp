@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "tally/collectives.hpp"
-#include "tally/dist_backend.hpp"
+#include "tally/sdk/dist_backend.hpp"
 
 namespace tally::test {
 

@@ -28,14 +28,16 @@
 #include <nlohmann/json.hpp>
 
 #include "config.hpp"
+#include "msgpack_spans.hpp"
 #include "registry.hpp"
+#include "support/abi6_msgpack.hpp"
 #include "support/expect_error.hpp"
-#include "tally/batch.hpp"
-#include "tally/error.hpp"
-#include "tally/metric.hpp"
-#include "tally/reader.hpp"
-#include "tally/tensor.hpp"
-#include "tally/value.hpp"
+#include "tally/sdk/batch.hpp"
+#include "tally/sdk/error.hpp"
+#include "tally/sdk/metric.hpp"
+#include "tally/sdk/reader.hpp"
+#include "tally/sdk/tensor.hpp"
+#include "tally/sdk/value.hpp"
 
 namespace tally::test {
 
@@ -402,9 +404,14 @@ struct RunOptions {
 /// The whole local state of `m`, as a checkpoint saves it (Metric::save).
 inline msgpack::sbuffer pack_state(const Metric& m) {
   msgpack::sbuffer buf;
-  Packer packer(buf);
-  m.save(packer);
+  tally::SbufferSink sink(buf);
+  m.save(sink);
   return buf;
+}
+
+/// The bytes of `b` as the engine hands them to a metric.
+inline tally::Bytes bytes_of(const msgpack::sbuffer& b) {
+  return std::as_bytes(std::span(b.data(), b.size()));
 }
 
 /// What one rank sends at a sync: its counts, which the engine sums to rank 0
@@ -419,8 +426,8 @@ inline RankPayload sync_payload(const Metric& m) {
   p.sums.assign(m.summed_size(), 0);
   m.write_sums(p.sums);
   if (m.gathers()) {
-    Packer packer(p.gathered);
-    m.pack_gathered(packer);
+    tally::SbufferSink sink(p.gathered);
+    m.pack_gathered(sink);
   }
   return p;
 }
@@ -429,8 +436,7 @@ inline RankPayload sync_payload(const Metric& m) {
 /// failing the test on overflow), unpacks the gathered parts and calls compute_synced().
 inline Value compute_payloads(const Metric& into, const std::vector<RankPayload>& ranks) {
   std::vector<std::int64_t> sums(into.summed_size(), 0);
-  std::vector<msgpack::object_handle> handles;
-  std::vector<msgpack::object> objects;
+  std::vector<tally::Bytes> objects;
   for (const auto& r : ranks) {
     if (r.sums.size() != sums.size())
       throw std::logic_error("a rank's payload has " + std::to_string(r.sums.size()) +
@@ -450,10 +456,7 @@ inline Value compute_payloads(const Metric& into, const std::vector<RankPayload>
     for (std::size_t i = 0; i < sums.size(); ++i)
       if (__builtin_add_overflow(sums[i], r.sums[i], &sums[i]))
         throw std::logic_error("the summed counts overflow");
-    if (into.gathers()) {
-      handles.push_back(msgpack::unpack(r.gathered.data(), r.gathered.size()));
-      objects.push_back(handles.back().get());
-    }
+    if (into.gathers()) objects.push_back(bytes_of(r.gathered));
   }
   return into.compute_synced(objects, sums);
 }
@@ -471,9 +474,8 @@ inline Value compute_states(const Metric& into, const std::vector<std::shared_pt
 inline std::shared_ptr<Metric> restored(const std::function<std::shared_ptr<Metric>()>& make,
                                         const Metric& from) {
   const msgpack::sbuffer saved = pack_state(from);
-  const auto handle = msgpack::unpack(saved.data(), saved.size());
   auto m = make();
-  m->restore(handle.get());
+  m->restore(bytes_of(saved));
   return m;
 }
 

@@ -11,8 +11,8 @@
 #include "backend_auto.hpp"
 #include "config.hpp"
 #include "support/expect_error.hpp"
-#include "tally/error.hpp"
 #include "tally/registry.hpp"
+#include "tally/sdk/error.hpp"
 
 namespace {
 

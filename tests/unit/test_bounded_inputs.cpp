@@ -19,8 +19,8 @@
 #include "support/expect_error.hpp"
 #include "support/npy.hpp"
 #include "support/process.hpp"
-#include "tally/compare.hpp"
-#include "tally/error.hpp"
+#include "tally/reports/compare.hpp"
+#include "tally/sdk/error.hpp"
 
 namespace fs = std::filesystem;
 using tally::Config;

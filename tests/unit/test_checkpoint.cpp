@@ -16,9 +16,9 @@
 #include "file_io.hpp"
 #include "support/npy.hpp"
 #include "support/process.hpp"
-#include "tally/error.hpp"
 #include "tally/evaluator.hpp"
-#include "tally/version.hpp"
+#include "tally/sdk/error.hpp"
+#include "tally/sdk/version.hpp"
 
 namespace fs = std::filesystem;
 namespace ck = tally::checkpoint;

@@ -15,9 +15,9 @@
 #include <gtest/gtest.h>
 
 #include "metric_harness.hpp"
-#include "tally/error.hpp"
-#include "tally/plugin.hpp"
-#include "tally/reader.hpp"
+#include "tally/sdk/error.hpp"
+#include "tally/sdk/plugin.hpp"
+#include "tally/sdk/reader.hpp"
 
 namespace tally::test {
 namespace {

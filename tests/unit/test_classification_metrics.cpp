@@ -18,9 +18,9 @@
 #include <gtest/gtest.h>
 
 #include "metric_harness.hpp"
-#include "tally/error.hpp"
-#include "tally/input.hpp"
-#include "tally/state.hpp"
+#include "tally/sdk/error.hpp"
+#include "tally/sdk/input.hpp"
+#include "tally/sdk/state.hpp"
 
 namespace tally::test {
 namespace {

@@ -19,8 +19,8 @@
 #include <gtest/gtest.h>
 
 #include "metric_harness.hpp"
-#include "tally/error.hpp"
-#include "tally/state.hpp"
+#include "tally/sdk/error.hpp"
+#include "tally/sdk/state.hpp"
 
 namespace tally::test {
 namespace {
@@ -235,9 +235,8 @@ void expect_old_layout(const std::string& type, const Value::Map& params, const 
   old(p);
   const msgpack::sbuffer got = pack_state(*m);
   EXPECT_EQ(std::string(got.data(), got.size()), std::string(want.data(), want.size()));
-  const auto handle = msgpack::unpack(want.data(), want.size());
   const auto back = make_metric(type, params);
-  back->restore(handle.get());
+  back->restore(bytes_of(want));
   EXPECT_TRUE(same_bits(back->compute_local(), m->compute_local()))
       << back->compute_local().to_json() << " vs " << m->compute_local().to_json();
 }

@@ -16,7 +16,7 @@
 
 #include "../../plugins/clustering/common.hpp"
 #include "metric_harness.hpp"
-#include "tally/error.hpp"
+#include "tally/sdk/error.hpp"
 
 namespace tally::test {
 namespace {
@@ -405,8 +405,7 @@ TEST(ClusteringErrors, CorruptState) {
     Packer packer(buf);
     packer.pack_array(1);
     packer.pack(PackedVector<std::int64_t>(flat));
-    const auto h = msgpack::unpack(buf.data(), buf.size());
-    EXPECT_THROW(m->restore(h.get()), msgpack::type_error);
+    EXPECT_THROW(m->restore(bytes_of(buf)), tally::StateFormatError);
   }
 }
 

@@ -14,8 +14,8 @@
 #include "registry.hpp"
 #include "results_io.hpp"
 #include "support/process.hpp"
-#include "tally/compare.hpp"
-#include "tally/error.hpp"
+#include "tally/reports/compare.hpp"
+#include "tally/sdk/error.hpp"
 
 namespace fs = std::filesystem;
 using namespace tally;

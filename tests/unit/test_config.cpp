@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "config.hpp"
-#include "tally/error.hpp"
+#include "tally/sdk/error.hpp"
 
 namespace fs = std::filesystem;
 using tally::Config;

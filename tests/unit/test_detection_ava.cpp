@@ -15,7 +15,7 @@
 #include "metric_harness.hpp"
 #include "support/expect_error.hpp"
 #include "support/process.hpp"
-#include "tally/error.hpp"
+#include "tally/sdk/error.hpp"
 
 namespace tally::test {
 namespace {

@@ -21,7 +21,7 @@
 #include <gtest/gtest.h>
 
 #include "metric_harness.hpp"
-#include "tally/error.hpp"
+#include "tally/sdk/error.hpp"
 #include "tally_support/mask.hpp"
 
 namespace tally::test {

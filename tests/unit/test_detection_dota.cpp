@@ -20,7 +20,7 @@
 
 #include "../../plugins/detection/rotated_iou.hpp"
 #include "metric_harness.hpp"
-#include "tally/error.hpp"
+#include "tally/sdk/error.hpp"
 
 namespace tally::test {
 namespace {

@@ -34,8 +34,8 @@
 #include <unistd.h>
 
 #include "metric_harness.hpp"
-#include "tally/error.hpp"
-#include "tally/input.hpp"
+#include "tally/sdk/error.hpp"
+#include "tally/sdk/input.hpp"
 #include "tally_support/mask.hpp"
 
 namespace tally::test {

@@ -30,8 +30,8 @@
 #include "support/thread_backend.hpp"
 #include "sync.hpp"
 #include "tally/collectives.hpp"
-#include "tally/dist_backend.hpp"
-#include "tally/error.hpp"
+#include "tally/sdk/dist_backend.hpp"
+#include "tally/sdk/error.hpp"
 
 #include <fmt/format.h>
 

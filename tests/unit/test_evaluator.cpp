@@ -7,9 +7,12 @@
 
 #include <gtest/gtest.h>
 
-#include "tally/error.hpp"
 #include "tally/evaluator.hpp"
-#include "tally/reader.hpp"
+#include "tally/sdk/bytes.hpp"
+#include "tally/sdk/error.hpp"
+#include "tally/sdk/input.hpp"
+#include "tally/sdk/params.hpp"
+#include "tally/sdk/reader.hpp"
 
 using tally::Batch;
 using tally::Evaluator;
@@ -251,4 +254,71 @@ TEST(Evaluator, ResultsJsonFollowsTheContract) {
   EXPECT_NE(json.find("\"tally_version\": \"0.1.0\""), std::string::npos) << json;
   EXPECT_NE(json.find("\"backend\": \"nondist\""), std::string::npos) << json;
   EXPECT_NE(json.find("\"samples\": 2"), std::string::npos) << json;
+}
+
+// Where an error happened travels in its context, not only in its text (tally::ErrorContext): the
+// metric's label, the component whose words start the message, the field or parameter, the place
+// in the config.
+TEST(Evaluator, ErrorsCarryTheirContext) {
+  auto ev =
+      Evaluator::from_yaml(kHeader + "metrics: [{type: SequenceProbe, name: probe, fail_on: 3}]\n");
+  try {
+    ev.add(batch_of({3}));
+    FAIL() << "add() must fail";
+  } catch (const tally::InputError& e) {
+    EXPECT_EQ(e.context().metric, "probe");
+    EXPECT_EQ(e.context().rank, -1);
+    EXPECT_TRUE(e.context().backend.empty());
+    // The testkit words its message without its owner: the engine names the metric, once.
+    EXPECT_STREQ(e.what(), "metric 'probe': field 'x' holds the value 3 that fail_on rejects");
+  }
+  try {
+    Evaluator::from_yaml(kHeader + "metrics:\n  - type: SequenceProbes\n", {}, "eval.yaml");
+    FAIL() << "an unknown metric must fail";
+  } catch (const tally::ConfigError& e) {
+    EXPECT_EQ(e.context().file, "eval.yaml:3:5");
+    EXPECT_EQ(std::string(e.what()).find("eval.yaml:3:5: "), 0u) << e.what();
+  }
+}
+
+TEST(ErrorContext, RethrowWithKeepsTheClassAndFillsWhatIsMissing) {
+  const tally::InputError first("bad", tally::ErrorContext{.owner = "metric 'a'", .field = "x"});
+  try {
+    tally::rethrow_with(first, {.owner = "other", .metric = "a", .rank = 2}, "metric 'a': bad");
+  } catch (const tally::InputError& e) {
+    EXPECT_EQ(e.context().owner, "metric 'a'");  // kept: it was set
+    EXPECT_EQ(e.context().metric, "a");
+    EXPECT_EQ(e.context().field, "x");
+    EXPECT_EQ(e.context().rank, 2);
+    EXPECT_STREQ(e.what(), "metric 'a': bad");
+    EXPECT_EQ(e.exit_code(), 2);
+  }
+  const tally::Error plain("no context");
+  EXPECT_TRUE(plain.context().metric.empty());
+  EXPECT_EQ(plain.context().rank, -1);
+  const tally::Error copy = first;  // a copy shares the context
+  EXPECT_EQ(copy.context().field, "x");
+  EXPECT_THROW(tally::rethrow_with(tally::ConfigError("c"), {}, "c"), tally::ConfigError);
+  EXPECT_THROW(tally::rethrow_with(tally::RuntimeError("r"), {}, "r"), tally::RuntimeError);
+  EXPECT_THROW(tally::rethrow_with(tally::StateFormatError("s"), {}, "s"), tally::StateFormatError);
+}
+
+TEST(ErrorContext, CheckersAndParamsNameTheirOwnerAndField) {
+  const tally::InputChecker check("metric 'top5' (Accuracy)");
+  try {
+    check.fail("pred_scores", "must be 2-D");
+  } catch (const tally::InputError& e) {
+    EXPECT_EQ(e.context().owner, "metric 'top5' (Accuracy)");
+    EXPECT_EQ(e.context().field, "pred_scores");
+    EXPECT_STREQ(e.what(), "metric 'top5' (Accuracy): field 'pred_scores' must be 2-D");
+  }
+  EXPECT_THROW(check.fail_runtime("the state is corrupt"), tally::RuntimeError);
+  EXPECT_THROW(check.fail_config("k and average do not go together"), tally::ConfigError);
+  const tally::Params params("metric 'top5' (Accuracy)", {});
+  try {
+    params.fail("top_k", "must be >= 1");
+  } catch (const tally::ConfigError& e) {
+    EXPECT_EQ(e.context().owner, "metric 'top5' (Accuracy)");
+    EXPECT_EQ(e.context().field, "top_k");
+  }
 }

@@ -28,7 +28,7 @@
 #include "support/expect_error.hpp"
 #include "support/file_checks.hpp"
 #include "support/process.hpp"
-#include "tally/error.hpp"
+#include "tally/sdk/error.hpp"
 
 namespace fs = std::filesystem;
 using tally::test::error_of;

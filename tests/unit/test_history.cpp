@@ -1,6 +1,7 @@
-// History folders, trends and the slow-drift flag (tally/history.hpp, engine/reports/history.cpp).
-// Expected values: tests/reference/expected_history.json, written by tests/reference/history.py
-// with SciPy 1.16.3 (the file records the versions and the call per case):
+// History folders, trends and the slow-drift flag (tally/reports/history.hpp,
+// engine/reports/history.cpp). Expected values: tests/reference/expected_history.json, written by
+// tests/reference/history.py with SciPy 1.16.3 (the file records the versions and the call per
+// case):
 //   "kendall"   scipy.stats.kendalltau(x, y) (tau, two-sided p, method 'auto') and
 //               scipy.stats.theilslopes(y, x) (slope, intercept), matched to 1e-12 relative;
 //   "scenarios" series over history runs and the current run, with the window's kendalltau,
@@ -17,9 +18,9 @@
 #include <nlohmann/json.hpp>
 
 #include "support/process.hpp"
-#include "tally/error.hpp"
-#include "tally/history.hpp"
-#include "tally/reports.hpp"
+#include "tally/reports/history.hpp"
+#include "tally/reports/reports.hpp"
+#include "tally/sdk/error.hpp"
 
 namespace fs = std::filesystem;
 using Json = nlohmann::json;

@@ -14,9 +14,9 @@
 #include "metric_harness.hpp"
 #include "registry.hpp"
 #include "support/process.hpp"
-#include "tally/batch.hpp"
-#include "tally/error.hpp"
-#include "tally/reader.hpp"
+#include "tally/sdk/batch.hpp"
+#include "tally/sdk/error.hpp"
+#include "tally/sdk/reader.hpp"
 
 namespace fs = std::filesystem;
 using tally::DType;

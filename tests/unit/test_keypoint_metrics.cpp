@@ -15,7 +15,7 @@
 
 #include "../../plugins/keypoints/numpy_reduce.hpp"
 #include "metric_harness.hpp"
-#include "tally/error.hpp"
+#include "tally/sdk/error.hpp"
 
 namespace tally::test {
 namespace {

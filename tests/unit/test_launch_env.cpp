@@ -12,8 +12,8 @@
 #include <string>
 
 #include "support/expect_error.hpp"
-#include "tally/error.hpp"
 #include "tally/launch.hpp"
+#include "tally/sdk/error.hpp"
 
 namespace {
 

@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "support/thread_backend.hpp"
-#include "tally/error.hpp"
 #include "tally/evaluator.hpp"
+#include "tally/sdk/error.hpp"
 
 namespace {
 

@@ -13,11 +13,11 @@
 #include <gtest/gtest.h>
 
 #include "support/process.hpp"
-#include "tally/compare.hpp"
-#include "tally/error.hpp"
 #include "tally/evaluator.hpp"
 #include "tally/registry.hpp"
-#include "tally/reports.hpp"
+#include "tally/reports/compare.hpp"
+#include "tally/reports/reports.hpp"
+#include "tally/sdk/error.hpp"
 
 namespace fs = std::filesystem;
 using tally::Batch;

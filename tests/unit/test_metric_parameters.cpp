@@ -1,8 +1,8 @@
 // One validation for every threshold, range and fraction parameter of every metric
 // (Params::get_number, get_fraction, get_number_list, check_number, check_range in
-// tally/params.hpp): a table over each metric that takes one, each (metric, parameter, bad value)
-// giving the ConfigError "<owner>: parameter '<name>' ... must be a number in <bounds>, got <v>"
-// word for word, and the same metric built with a good value (the row is not vacuous). The
+// tally/sdk/params.hpp): a table over each metric that takes one, each (metric, parameter, bad
+// value) giving the ConfigError "<owner>: parameter '<name>' ... must be a number in <bounds>, got
+// <v>" word for word, and the same metric built with a good value (the row is not vacuous). The
 // helpers themselves are tested on a Params built here.
 #include <cmath>
 #include <functional>
@@ -14,8 +14,8 @@
 #include <gtest/gtest.h>
 
 #include "metric_harness.hpp"
-#include "tally/error.hpp"
-#include "tally/params.hpp"
+#include "tally/sdk/error.hpp"
+#include "tally/sdk/params.hpp"
 
 namespace tally::test {
 namespace {

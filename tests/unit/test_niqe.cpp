@@ -17,7 +17,7 @@
 
 #include "metric_harness.hpp"
 #include "support/expect_error.hpp"
-#include "tally/error.hpp"
+#include "tally/sdk/error.hpp"
 
 namespace tally::test {
 namespace {

@@ -21,9 +21,9 @@
 
 #include "config.hpp"
 #include "registry.hpp"
-#include "tally/batch.hpp"
-#include "tally/error.hpp"
-#include "tally/reader.hpp"
+#include "tally/sdk/batch.hpp"
+#include "tally/sdk/error.hpp"
+#include "tally/sdk/reader.hpp"
 
 namespace fs = std::filesystem;
 using tally::DType;

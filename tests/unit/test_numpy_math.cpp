@@ -1,6 +1,6 @@
-// tally/numpy_math.hpp against NumPy: sums, means and nanmeans of float64 and float32 arrays equal
-// NumPy's bit for bit (its pairwise summation, not a plain loop, which differs from 16 values on).
-// Expected values: tests/reference/expected_numpy_math.json, written by
+// tally/sdk/numpy_math.hpp against NumPy: sums, means and nanmeans of float64 and float32 arrays
+// equal NumPy's bit for bit (its pairwise summation, not a plain loop, which differs from 16 values
+// on). Expected values: tests/reference/expected_numpy_math.json, written by
 // tests/reference/numpy_math.py with NumPy 2.3.5 (np.sum, np.mean, np.nanmean).
 #include <cmath>
 #include <limits>
@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "metric_harness.hpp"
-#include "tally/numpy_math.hpp"
+#include "tally/sdk/numpy_math.hpp"
 
 namespace {
 

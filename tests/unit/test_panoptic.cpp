@@ -25,8 +25,8 @@
 #include "metric_harness.hpp"
 #include "support/png_bytes.hpp"
 #include "support/process.hpp"
-#include "tally/error.hpp"
-#include "tally/reader.hpp"
+#include "tally/sdk/error.hpp"
+#include "tally/sdk/reader.hpp"
 
 namespace fs = std::filesystem;
 

@@ -14,8 +14,8 @@
 #include "plugin_abi.hpp"
 #include "registry.hpp"
 #include "support/process.hpp"
-#include "tally/error.hpp"
-#include "tally/version.hpp"
+#include "tally/sdk/error.hpp"
+#include "tally/sdk/version.hpp"
 
 namespace fs = std::filesystem;
 using tally::AbiLevel;

@@ -18,10 +18,10 @@
 #include <gtest/gtest.h>
 
 #include "metric_harness.hpp"
-#include "tally/batch.hpp"
-#include "tally/error.hpp"
-#include "tally/params.hpp"
-#include "tally/reader.hpp"
+#include "tally/sdk/batch.hpp"
+#include "tally/sdk/error.hpp"
+#include "tally/sdk/params.hpp"
+#include "tally/sdk/reader.hpp"
 #include "tally_support/sharded_reader.hpp"
 
 namespace {

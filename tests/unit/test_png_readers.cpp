@@ -22,9 +22,9 @@
 #include "support/png_bytes.hpp"
 #include "support/process.hpp"
 #include "support/special_files.hpp"
-#include "tally/batch.hpp"
-#include "tally/error.hpp"
-#include "tally/reader.hpp"
+#include "tally/sdk/batch.hpp"
+#include "tally/sdk/error.hpp"
+#include "tally/sdk/reader.hpp"
 
 namespace fs = std::filesystem;
 using tally::DType;

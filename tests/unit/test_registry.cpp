@@ -18,7 +18,7 @@
 #include "registry.hpp"
 #include "support/npy.hpp"
 #include "support/process.hpp"
-#include "tally/error.hpp"
+#include "tally/sdk/error.hpp"
 
 namespace fs = std::filesystem;
 using tally::ComponentKind;
@@ -297,11 +297,9 @@ TEST(Registry, ObjectsKeepTheirLibraryLoaded) {
   tally::Batch b;
   b.set("x", tally::Tensor::from_vector(std::vector<std::int64_t>{1, 2, 3}));
   metric->add(b);
-  msgpack::sbuffer buf;
-  tally::Packer pk(buf);
-  metric->pack_gathered(pk);
-  auto h = msgpack::unpack(buf.data(), buf.size());
-  std::vector<msgpack::object> states{h.get()};
+  tally::internal::StringSink sink;
+  metric->pack_gathered(sink);
+  const std::vector<tally::Bytes> states{std::as_bytes(std::span(sink.bytes))};
   const auto v = metric->compute_synced(states, {});
   EXPECT_EQ(v.at("count").as_int(), 3);
   EXPECT_EQ(v.at("sum").as_int(), 6);

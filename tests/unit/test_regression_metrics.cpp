@@ -17,8 +17,8 @@
 #include <gtest/gtest.h>
 
 #include "metric_harness.hpp"
-#include "tally/error.hpp"
-#include "tally/exact_sum.hpp"
+#include "tally/sdk/error.hpp"
+#include "tally/sdk/exact_sum.hpp"
 
 namespace tally::test {
 namespace {

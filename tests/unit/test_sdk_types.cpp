@@ -1,13 +1,15 @@
-// The SDK's value types: Tensor, Batch, Value (and its msgpack form), PackedVector.
+// The SDK's value types: Tensor, Batch, Value (and its msgpack form, tally/value_msgpack.hpp).
+// PackedVector's bytes: test_state_bytes.cpp.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "tally/batch.hpp"
-#include "tally/error.hpp"
-#include "tally/state.hpp"
-#include "tally/tensor.hpp"
-#include "tally/value.hpp"
+#include "tally/sdk/batch.hpp"
+#include "tally/sdk/error.hpp"
+#include "tally/sdk/state.hpp"
+#include "tally/sdk/tensor.hpp"
+#include "tally/sdk/value.hpp"
+#include "tally/value_msgpack.hpp"
 
 using tally::Batch;
 using tally::DType;
@@ -165,23 +167,4 @@ TEST(Value, MsgpackRoundTripIsExact) {
   Value one_back;
   msgpack::unpack(one.data(), one.size()).get().convert(one_back);
   EXPECT_TRUE(one_back.is_float());
-}
-
-TEST(PackedVector, TravelsAsOneBinAndRejectsRaggedLengths) {
-  tally::PackedVector<std::int64_t> counts{1, 2, 3, -4};
-  msgpack::sbuffer buf;
-  msgpack::pack(buf, counts);
-  EXPECT_EQ(buf.size(), 2 + 32u);  // bin8 header + raw little-endian bytes
-  auto h = msgpack::unpack(buf.data(), buf.size());
-  EXPECT_EQ(h.get().type, msgpack::type::BIN);
-  tally::PackedVector<std::int64_t> back;
-  h.get().convert(back);
-  EXPECT_EQ(back, counts);
-  // A bin whose length is not a whole number of elements is a corrupt payload.
-  msgpack::sbuffer bad;
-  msgpack::packer<msgpack::sbuffer> pk(bad);
-  pk.pack_bin(7);
-  pk.pack_bin_body("1234567", 7);
-  auto hb = msgpack::unpack(bad.data(), bad.size());
-  EXPECT_THROW(hb.get().convert(back), msgpack::type_error);
 }

@@ -21,8 +21,8 @@
 #include <gtest/gtest.h>
 
 #include "metric_harness.hpp"
-#include "tally/error.hpp"
-#include "tally/reader.hpp"
+#include "tally/sdk/error.hpp"
+#include "tally/sdk/reader.hpp"
 
 namespace tally::test {
 namespace {

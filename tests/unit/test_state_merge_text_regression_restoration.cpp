@@ -16,9 +16,9 @@
 #include <msgpack.hpp>
 
 #include "metric_harness.hpp"
-#include "tally/error.hpp"
-#include "tally/exact_sum.hpp"
-#include "tally/state.hpp"
+#include "tally/sdk/error.hpp"
+#include "tally/sdk/exact_sum.hpp"
+#include "tally/sdk/state.hpp"
 
 namespace tally::test {
 namespace {
@@ -74,9 +74,8 @@ msgpack::sbuffer packed(const Old& old) {
 /// A metric of `type` restored from `bytes` (a checkpoint's state of it).
 std::shared_ptr<Metric> restore_bytes(const std::string& type, const Value::Map& params,
                                       const msgpack::sbuffer& bytes) {
-  const auto h = msgpack::unpack(bytes.data(), bytes.size());
   auto m = make_metric(type, params);
-  m->restore(h.get());
+  m->restore(bytes_of(bytes));
   return m;
 }
 

@@ -19,8 +19,8 @@
 
 #include "metric_harness.hpp"
 #include "support/expect_error.hpp"
-#include "tally/error.hpp"
-#include "tally/state.hpp"
+#include "tally/sdk/error.hpp"
+#include "tally/sdk/state.hpp"
 
 namespace tally::test {
 namespace {
@@ -88,9 +88,8 @@ std::string bytes(const msgpack::sbuffer& b) { return std::string(b.data(), b.si
 /// A fresh metric restored from the msgpack bytes `saved`.
 std::shared_ptr<Metric> restore_from(const std::function<std::shared_ptr<Metric>()>& make,
                                      const msgpack::sbuffer& saved) {
-  const auto h = msgpack::unpack(saved.data(), saved.size());
   auto m = make();
-  m->restore(h.get());
+  m->restore(bytes_of(saved));
   return m;
 }
 

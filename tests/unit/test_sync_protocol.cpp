@@ -15,8 +15,8 @@
 
 #include "support/thread_backend.hpp"
 #include "sync.hpp"
-#include "tally/error.hpp"
-#include "tally/metric.hpp"
+#include "tally/sdk/error.hpp"
+#include "tally/sdk/metric.hpp"
 
 namespace {
 
@@ -38,7 +38,7 @@ struct Fold {
     hash = hash * later.power + later.hash;
     power *= later.power;
   }
-  MSGPACK_DEFINE(hash, power)
+  TALLY_FIELDS(hash, power)
 };
 
 struct AllState {

@@ -32,7 +32,7 @@
 #include <vector>
 
 #include "support/expect_error.hpp"
-#include "tally/error.hpp"
+#include "tally/sdk/error.hpp"
 
 using namespace std::chrono_literals;
 using tally_store::JobStore;

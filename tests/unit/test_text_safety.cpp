@@ -5,7 +5,7 @@
 #include <string>
 
 #include "config.hpp"
-#include "tally/error.hpp"
+#include "tally/sdk/error.hpp"
 #include "tally/text_safety.hpp"
 
 using tally::escape_for_terminal;

@@ -21,9 +21,9 @@
 #include "metric_harness.hpp"
 #include "support/process.hpp"
 #include "support/special_files.hpp"
-#include "tally/batch.hpp"
-#include "tally/error.hpp"
-#include "tally/reader.hpp"
+#include "tally/sdk/batch.hpp"
+#include "tally/sdk/error.hpp"
+#include "tally/sdk/reader.hpp"
 
 namespace tally::test {
 namespace {

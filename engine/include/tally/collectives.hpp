@@ -4,7 +4,7 @@
 // 0 included. The algorithms -- size exchange, padding to the largest where the transport needs
 // equal sizes, unpadding, rounds of at most chunk_bytes(), receive buffers reused across calls,
 // fallbacks for the primitives a backend does not offer -- are written once here, in libtally,
-// so a backend plugin implements only transport (tally/dist_backend.hpp).
+// so a backend plugin implements only transport (tally/sdk/dist_backend.hpp).
 //
 // Part of libtally's public API (host programs, tests, benchmarks), not of the plugin ABI: a
 // plugin never includes it, so its layout and algorithms can change in any release.
@@ -18,8 +18,8 @@
 #include <span>
 #include <vector>
 
-#include "tally/dist_backend.hpp"
-#include "tally/export.hpp"
+#include "tally/sdk/dist_backend.hpp"
+#include "tally/sdk/export.hpp"
 
 namespace tally {
 

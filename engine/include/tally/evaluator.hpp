@@ -31,18 +31,18 @@
 #include <utility>
 #include <vector>
 
-#include <msgpack.hpp>
+#include "tally/value_msgpack.hpp"
 
-#include "tally/batch.hpp"
 #include "tally/collectives.hpp"
-#include "tally/dist_backend.hpp"
-#include "tally/error.hpp"
-#include "tally/export.hpp"
-#include "tally/plugin.hpp"
-#include "tally/reader.hpp"
 #include "tally/records.hpp"
+#include "tally/sdk/batch.hpp"
+#include "tally/sdk/dist_backend.hpp"
+#include "tally/sdk/error.hpp"
+#include "tally/sdk/export.hpp"
+#include "tally/sdk/plugin.hpp"
+#include "tally/sdk/reader.hpp"
+#include "tally/sdk/value.hpp"
 #include "tally/settings.hpp"
-#include "tally/value.hpp"
 
 namespace tally {
 

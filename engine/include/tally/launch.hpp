@@ -41,7 +41,7 @@
 #include <string_view>
 #include <vector>
 
-#include "tally/export.hpp"
+#include "tally/sdk/export.hpp"
 
 namespace tally::launch {
 

@@ -17,9 +17,9 @@
 #include <utility>
 #include <vector>
 
-#include "tally/dist_backend.hpp"
 #include "tally/evaluator.hpp"
-#include "tally/value.hpp"
+#include "tally/sdk/dist_backend.hpp"
+#include "tally/sdk/value.hpp"
 
 namespace tally {
 

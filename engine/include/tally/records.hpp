@@ -33,12 +33,12 @@
 #include <utility>
 #include <vector>
 
-#include <msgpack.hpp>
+#include "tally/value_msgpack.hpp"
 
-#include "tally/export.hpp"
-#include "tally/metric.hpp"
+#include "tally/sdk/export.hpp"
+#include "tally/sdk/metric.hpp"
+#include "tally/sdk/value.hpp"
 #include "tally/settings.hpp"
-#include "tally/value.hpp"
 
 namespace tally {
 
@@ -95,7 +95,7 @@ TALLY_API Records unpack_records(std::string_view bytes, const std::string& sour
 TALLY_API Records read_records(const std::filesystem::path& path);
 
 /// One metric's records ready to be re-evaluated with multiplicities per unit: the units'
-/// gathered objects are unpacked once. Holds a reference to `records`, which must outlive it.
+/// gathered states are checked once. Holds a reference to `records`, which must outlive it.
 /// compute() is const and may be called from several threads at once with distinct metrics.
 class TALLY_API UnitReplay {
  public:
@@ -105,8 +105,8 @@ class TALLY_API UnitReplay {
 
   std::size_t units() const noexcept { return records_->units(); }
   const MetricRecords& records() const noexcept { return *records_; }
-  /// Unit u's gathered object (records().gathers only).
-  const msgpack::object& gathered(std::size_t u) const { return objects_[u]; }
+  /// Unit u's gathered state, the bytes its metric packed (records().gathers only).
+  Bytes gathered(std::size_t u) const { return units_[u]; }
 
   /// The metric (of the records' type and parameters) on the units weighted by `weights` (one
   /// per unit): sums = sum_u w_u * counts_u, gathered = each unit's object repeated w_u times in
@@ -118,8 +118,7 @@ class TALLY_API UnitReplay {
 
  private:
   const MetricRecords* records_;
-  std::unique_ptr<msgpack::zone> zone_;  // every unit's gathered object, in one arena
-  std::vector<msgpack::object> objects_;
+  std::vector<Bytes> units_;  // every unit's gathered state, checked to be one msgpack value
 };
 
 /// InputError naming `source` when `records` cannot be replayed through `metric` (a metric of

@@ -11,8 +11,9 @@
 #include <string_view>
 #include <vector>
 
-#include "tally/export.hpp"
-#include "tally/plugin.hpp"
+#include "tally/sdk/dist_backend.hpp"
+#include "tally/sdk/export.hpp"
+#include "tally/sdk/plugin.hpp"
 
 namespace tally {
 

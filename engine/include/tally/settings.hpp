@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "tally/export.hpp"
-#include "tally/plugin.hpp"  // Better
+#include "tally/sdk/export.hpp"
+#include "tally/sdk/plugin.hpp"  // Better
 
 namespace tally {
 
@@ -24,7 +24,8 @@ struct OutputPaths {
 };
 
 /// One entry of a tolerances map, `PATTERN: {rtol: X, atol: Y, better: higher|lower|neither}`
-/// (any subset); the fields it leaves out come from the defaults (tally/compare.hpp, Tolerances).
+/// (any subset); the fields it leaves out come from the defaults (tally/reports/compare.hpp,
+/// Tolerances).
 struct ToleranceRule {
   std::string pattern;
   std::optional<double> rtol, atol;

@@ -34,7 +34,7 @@
 
 #include "../common.hpp"
 #include "kernels.hpp"
-#include "tally/error.hpp"
+#include "tally/sdk/error.hpp"
 
 namespace tally::classification::gpu {
 namespace {
@@ -253,8 +253,8 @@ class Session {
   void ok(cudaError_t e, const std::string& what) const {
     if (e == cudaSuccess) return;
     cudaGetLastError();
-    throw RuntimeError(check_.owner() + ": CUDA error on cuda:" + std::to_string(device_) + " in " +
-                       what + ": " + cuda_text(e));
+    check_.fail_runtime(std::string("CUDA error on cuda:") + std::to_string(device_) + " in " +
+                        what + ": " + cuda_text(e));
   }
 
   // Lays out the workspace for `cells` counters and thresholds in type T (none when `thrs` is
@@ -560,9 +560,9 @@ void single_label_update(const InputChecker& check, const std::vector<std::optio
   }
 
   if (num_classes <= 0)
-    throw ConfigError(
-        check.owner() +
-        ": parameter 'num_classes' is required when the predictions are labels (field '" +
+    check.fail_config(
+        std::string(
+            "parameter 'num_classes' is required when the predictions are labels (field '") +
         kPredLabels + "')");
   for (const auto& t : thrs)
     if (t)

@@ -13,8 +13,8 @@
 #include <optional>
 #include <vector>
 
-#include "tally/batch.hpp"
-#include "tally/input.hpp"
+#include "tally/sdk/batch.hpp"
+#include "tally/sdk/input.hpp"
 
 namespace tally::classification::gpu {
 

@@ -52,11 +52,11 @@
 #include <string>
 #include <vector>
 
-#include "tally/batch.hpp"
-#include "tally/error.hpp"
-#include "tally/params.hpp"
-#include "tally/plugin.hpp"
-#include "tally/reader.hpp"
+#include "tally/sdk/batch.hpp"
+#include "tally/sdk/error.hpp"
+#include "tally/sdk/params.hpp"
+#include "tally/sdk/plugin.hpp"
+#include "tally/sdk/reader.hpp"
 #include "tally_support/sharded_reader.hpp"
 
 namespace tally_coco_json {

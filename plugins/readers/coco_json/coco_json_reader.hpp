@@ -24,9 +24,9 @@
 
 #include "instances.hpp"
 #include "segmentation.hpp"
-#include "tally/batch.hpp"
-#include "tally/params.hpp"
-#include "tally/reader.hpp"
+#include "tally/sdk/batch.hpp"
+#include "tally/sdk/params.hpp"
+#include "tally/sdk/reader.hpp"
 #include "tally_support/sharded_reader.hpp"
 
 namespace tally_coco_json {

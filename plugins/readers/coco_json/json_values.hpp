@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "tally/error.hpp"
+#include "tally/sdk/error.hpp"
 #include "tally_support/json_text.hpp"
 #include "tally_support/mask.hpp"
 

@@ -54,11 +54,11 @@
 #include <fmt/format.h>
 
 #include "png_decode.hpp"
-#include "tally/batch.hpp"
-#include "tally/error.hpp"
-#include "tally/params.hpp"
-#include "tally/plugin.hpp"
-#include "tally/reader.hpp"
+#include "tally/sdk/batch.hpp"
+#include "tally/sdk/error.hpp"
+#include "tally/sdk/params.hpp"
+#include "tally/sdk/plugin.hpp"
+#include "tally/sdk/reader.hpp"
 #include "tally_support/json_text.hpp"
 #include "tally_support/sharded_reader.hpp"
 

@@ -18,7 +18,7 @@
 #include <tuple>
 #include <utility>
 
-#include "tally/error.hpp"
+#include "tally/sdk/error.hpp"
 #include "tally_support/folder_fields.hpp"
 
 namespace tally_npy {

@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "tally/tensor.hpp"
+#include "tally/sdk/tensor.hpp"
 
 namespace tally_npy {
 

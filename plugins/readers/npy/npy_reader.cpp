@@ -13,11 +13,11 @@
 
 #include "npy_file.hpp"
 #include "npz_member.hpp"
-#include "tally/batch.hpp"
-#include "tally/error.hpp"
-#include "tally/params.hpp"
-#include "tally/plugin.hpp"
-#include "tally/reader.hpp"
+#include "tally/sdk/batch.hpp"
+#include "tally/sdk/error.hpp"
+#include "tally/sdk/params.hpp"
+#include "tally/sdk/plugin.hpp"
+#include "tally/sdk/reader.hpp"
 #include "tally_support/sharded_reader.hpp"
 
 namespace {

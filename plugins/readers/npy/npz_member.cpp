@@ -7,7 +7,7 @@
 #include <cstring>
 #include <vector>
 
-#include "tally/error.hpp"
+#include "tally/sdk/error.hpp"
 #include "tally_support/folder_fields.hpp"
 
 namespace tally_npy {

@@ -10,7 +10,7 @@
 #include <string_view>
 
 #include "npy_file.hpp"
-#include "tally/tensor.hpp"
+#include "tally/sdk/tensor.hpp"
 
 namespace tally_npy {
 

@@ -20,7 +20,7 @@
 
 #include <fmt/format.h>
 
-#include "tally/error.hpp"
+#include "tally/sdk/error.hpp"
 #include "tally_support/folder_fields.hpp"
 
 namespace tally_png {

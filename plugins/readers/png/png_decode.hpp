@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <string>
 
-#include "tally/tensor.hpp"
+#include "tally/sdk/tensor.hpp"
 
 namespace tally_png {
 

@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "tally/error.hpp"
+#include "tally/sdk/error.hpp"
 
 namespace tally_wav {
 

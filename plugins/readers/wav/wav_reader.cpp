@@ -44,12 +44,12 @@
 
 #include "sound_container.hpp"
 
-#include "tally/batch.hpp"
-#include "tally/error.hpp"
-#include "tally/params.hpp"
-#include "tally/plugin.hpp"
-#include "tally/reader.hpp"
-#include "tally/tensor.hpp"
+#include "tally/sdk/batch.hpp"
+#include "tally/sdk/error.hpp"
+#include "tally/sdk/params.hpp"
+#include "tally/sdk/plugin.hpp"
+#include "tally/sdk/reader.hpp"
+#include "tally/sdk/tensor.hpp"
 #include "tally_support/folder_fields.hpp"
 #include "tally_support/sharded_reader.hpp"
 

@@ -4,7 +4,7 @@
 #include <string>
 #include <utility>
 
-#include "tally/error.hpp"
+#include "tally/sdk/error.hpp"
 
 namespace tally::support {
 

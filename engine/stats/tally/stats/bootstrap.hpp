@@ -4,8 +4,8 @@
 // Resampling. Resample b (b = 0 .. B-1) draws n units with replacement (random.hpp: the draws
 // depend on (seed, b, n) only) and hands the statistic the multiplicity of each unit, w[i] = how
 // many times unit i was drawn (sum n). The point estimate is the statistic at w = 1 for every unit.
-// The B resamples run on `threads` threads (tally/parallel.hpp's parallel_for, contiguous blocks
-// of resamples); every result is the same, bit for bit, for any number of threads.
+// The B resamples run on `threads` threads (tally/sdk/parallel.hpp's parallel_for, contiguous
+// blocks of resamples); every result is the same, bit for bit, for any number of threads.
 //
 // Two forms of statistic:
 //  - Statistic: any callable from the multiplicities (span<const uint32_t>, size n) to K values.

@@ -13,7 +13,7 @@
 
 #include <fmt/format.h>
 
-#include "tally/error.hpp"
+#include "tally/sdk/error.hpp"
 
 namespace tally::support {
 

@@ -28,9 +28,9 @@
 #include <string_view>
 #include <vector>
 
-#include "tally/batch.hpp"
-#include "tally/params.hpp"
-#include "tally/reader.hpp"
+#include "tally/sdk/batch.hpp"
+#include "tally/sdk/params.hpp"
+#include "tally/sdk/reader.hpp"
 
 namespace tally::support {
 

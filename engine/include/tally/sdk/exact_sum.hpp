@@ -23,10 +23,8 @@
 #include <cstdint>
 #include <string>
 
-#include <msgpack.hpp>
-
-#include "tally/error.hpp"
-#include "tally/state.hpp"
+#include "tally/sdk/error.hpp"
+#include "tally/sdk/state.hpp"
 
 namespace tally {
 
@@ -163,14 +161,6 @@ struct ExactSums : PackedVector<std::int64_t> {
     for (std::size_t at = 0; at < size(); at += ExactSum::kWords)
       if (!ExactSum::normalized(data() + at)) return false;
     return true;
-  }
-
-  template <class Packer>
-  void msgpack_pack(Packer& out) const {
-    out.pack(static_cast<const PackedVector<std::int64_t>&>(*this));
-  }
-  void msgpack_unpack(const msgpack::object& o) {
-    o.convert(static_cast<PackedVector<std::int64_t>&>(*this));
   }
 
  private:

@@ -20,7 +20,7 @@
 #include <string>
 #include <string_view>
 
-#include "tally/export.hpp"
+#include "tally/sdk/export.hpp"
 
 namespace tally {
 

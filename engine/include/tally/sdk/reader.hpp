@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "tally/batch.hpp"
-#include "tally/export.hpp"
+#include "tally/sdk/batch.hpp"
+#include "tally/sdk/export.hpp"
 
 namespace tally {
 

@@ -36,8 +36,8 @@
 #include <string_view>
 #include <vector>
 
-#include "tally/compare.hpp"
 #include "tally/evaluator.hpp"
+#include "tally/reports/compare.hpp"
 
 namespace tally {
 

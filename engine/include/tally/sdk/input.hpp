@@ -32,9 +32,9 @@
 #include <utility>
 #include <vector>
 
-#include "tally/batch.hpp"
-#include "tally/error.hpp"
-#include "tally/tensor.hpp"
+#include "tally/sdk/batch.hpp"
+#include "tally/sdk/error.hpp"
+#include "tally/sdk/tensor.hpp"
 
 namespace tally {
 
@@ -104,6 +104,13 @@ decltype(auto) visit_floating(const Tensor& t, F&& f) {
   throw InputError(std::string("expected a float32 or float64 tensor, got ") + t.describe());
 }
 
+/// Throws E ("<owner>: <message>") with `owner` in its context: the message names its component,
+/// so the engine does not name it again.
+template <class E>
+[[noreturn]] void throw_owned(const std::string& owner, std::string_view message) {
+  throw E(owner + ": " + std::string(message), ErrorContext{.owner = owner});
+}
+
 /// Checks the inputs of one component and words its errors. `owner` is Params::owner(), e.g.
 /// "metric 'prf' (SingleLabelMetric)"; messages are "<owner>: field '<name>' ...".
 class InputChecker {
@@ -115,11 +122,20 @@ class InputChecker {
 
   /// InputError "<owner>: <message>".
   [[noreturn]] void fail(std::string_view message) const {
-    throw InputError(owner_ + ": " + std::string(message));
+    throw InputError(owner_ + ": " + std::string(message), ErrorContext{.owner = owner_});
   }
   /// InputError "<owner>: field '<field>' <message>".
   [[noreturn]] void fail(std::string_view field, std::string_view message) const {
-    throw InputError(owner_ + ": field '" + std::string(field) + "' " + std::string(message));
+    throw InputError(owner_ + ": field '" + std::string(field) + "' " + std::string(message),
+                     ErrorContext{.owner = owner_, .field = std::string(field)});
+  }
+  /// RuntimeError "<owner>: <message>" (a state no run can have made, a library that failed).
+  [[noreturn]] void fail_runtime(std::string_view message) const {
+    throw_owned<RuntimeError>(owner_, message);
+  }
+  /// ConfigError "<owner>: <message>" (parameters that do not go together).
+  [[noreturn]] void fail_config(std::string_view message) const {
+    throw_owned<ConfigError>(owner_, message);
   }
 
   /// The dense field `field` of `batch`. InputError when it is missing (listing the fields the

@@ -9,11 +9,11 @@
 #include <optional>
 #include <string>
 
-#include "tally/compare.hpp"
 #include "tally/evaluator.hpp"
 #include "tally/file_io.hpp"
-#include "tally/history.hpp"
 #include "tally/registry.hpp"
+#include "tally/reports/compare.hpp"
+#include "tally/reports/history.hpp"
 
 namespace tally {
 
@@ -41,9 +41,9 @@ struct ReportInput {
   const Value* baseline = nullptr;
   /// What was evaluated, for titles: the config file (or the results file for tally compare).
   std::string title;
-  /// The trends over a history folder of earlier runs (tally/history.hpp), or nullptr: the HTML
-  /// report draws a "Trends" section (one line chart per key, drifted keys first), the Markdown a
-  /// "Drift" list.
+  /// The trends over a history folder of earlier runs (tally/reports/history.hpp), or nullptr: the
+  /// HTML report draws a "Trends" section (one line chart per key, drifted keys first), the
+  /// Markdown a "Drift" list.
   const Trends* trends = nullptr;
 };
 

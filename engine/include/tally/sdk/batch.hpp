@@ -12,8 +12,8 @@
 #include <variant>
 #include <vector>
 
-#include "tally/export.hpp"
-#include "tally/tensor.hpp"
+#include "tally/sdk/export.hpp"
+#include "tally/sdk/tensor.hpp"
 
 namespace tally {
 

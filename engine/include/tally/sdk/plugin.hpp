@@ -1,11 +1,10 @@
 // Plugin manifest and export macro. A plugin is a shared library (libtally_<name>.so) exporting
-// one entry, `tally_plugin` (TALLY_PLUGIN_EXPORT_ENTRY: the symbol layout of Boost.DLL's
-// BOOST_DLL_ALIAS, which the registry loads with Boost.DLL, without Boost in this header), and two
-// ABI markers: symbols whose names carry the ABI's major and minor versions (tally_abi_v6,
-// tally_abi_minor_1), which the registry reads from the file before it loads the library
-// (docs/abi.md). The entry returns the manifest: the ABI version again (the first member), the
-// plugin's version, and its components with their parameter schemas and factories. Nothing
-// registers itself at load time.
+// one entry, the extern "C" function `tally_plugin` (TALLY_PLUGIN_EXPORT_ENTRY), which the registry
+// finds with Boost.DLL (shared_library::get), and two ABI markers: symbols whose names carry the
+// ABI's major and minor versions (tally_abi_v7, tally_abi_minor_0), which the registry reads from
+// the file before it loads the library (docs/abi.md). The entry returns the manifest: the ABI
+// version again (the first member), the plugin's version, and its components with their parameter
+// schemas and factories. Nothing registers itself at load time.
 //
 //   TALLY_PLUGIN("classification", "0.1.0", [] {
 //     return std::vector<tally::ComponentInfo>{
@@ -20,13 +19,16 @@
 #include <string>
 #include <vector>
 
-#include "tally/dist_backend.hpp"
-#include "tally/metric.hpp"
-#include "tally/params.hpp"
-#include "tally/reader.hpp"
-#include "tally/version.hpp"
+#include "tally/sdk/metric.hpp"
+#include "tally/sdk/params.hpp"
+#include "tally/sdk/reader.hpp"
+#include "tally/sdk/version.hpp"
 
 namespace tally {
+
+// A backend plugin includes tally/sdk/dist_backend.hpp (it derives from DistBackend); a metric or
+// reader plugin needs none of it.
+class DistBackend;
 
 enum class ComponentKind { Metric, Reader, Backend };
 
@@ -141,7 +143,7 @@ using PluginEntry = const PluginManifest*() noexcept;
 
 }  // namespace tally
 
-// TALLY_PLUGIN_ABI_VERSION (tally/version.hpp) is kAbiVersion as a preprocessor number, so that
+// TALLY_PLUGIN_ABI_VERSION (tally/sdk/version.hpp) is kAbiVersion as a preprocessor number, so that
 // it can be part of a symbol's name.
 static_assert(TALLY_PLUGIN_ABI_VERSION == ::tally::kAbiVersion,
               "TALLY_PLUGIN_ABI_VERSION must equal tally::kAbiVersion");
@@ -152,18 +154,16 @@ static_assert(TALLY_PLUGIN_ABI_VERSION == ::tally::kAbiVersion,
 /// plugin built for another ABI is refused before any of its code (static constructors
 /// included) runs.
 #define TALLY_PLUGIN_ABI_MARKER TALLY_PLUGIN_CAT(tally_abi_v, TALLY_PLUGIN_ABI_VERSION)
-/// The minor marker: the ABI additions this plugin was built with (tally_abi_minor_1). A tally of
+/// The minor marker: the ABI additions this plugin was built with (tally_abi_minor_0). A tally of
 /// the same major loads the plugin when its own minor is at least this one (docs/abi.md).
 #define TALLY_PLUGIN_ABI_MINOR_MARKER TALLY_PLUGIN_CAT(tally_abi_minor_, TALLY_PLUGIN_ABI_MINOR)
 
-/// Exports `FN` (a `const tally::PluginManifest* FN() noexcept`) as the entry `tally_plugin`: an
-/// exported pointer variable holding the function's address, as Boost.DLL's BOOST_DLL_ALIAS lays
-/// it out (the registry reads it with boost::dll::shared_library::get_alias).
-#define TALLY_PLUGIN_EXPORT_ENTRY(FN)                                         \
-  namespace _autoaliases {                                                    \
-  extern "C" __attribute__((visibility("default"))) const void* tally_plugin; \
-  __attribute__((section("boostdll"), weak)) const void* tally_plugin =       \
-      reinterpret_cast<const void*>(reinterpret_cast<::std::intptr_t>(&FN));  \
+/// Exports `FN` (a `const tally::PluginManifest* FN() noexcept`) as the entry: the extern "C"
+/// function `tally_plugin` (one plain exported symbol; the registry calls it once).
+#define TALLY_PLUGIN_EXPORT_ENTRY(FN)                                                    \
+  extern "C" __attribute__((visibility("default"), used)) const ::tally::PluginManifest* \
+  tally_plugin() noexcept {                                                              \
+    return FN();                                                                         \
   }
 
 /// Defines and exports the plugin entry and the ABI marker. The third argument is a callable

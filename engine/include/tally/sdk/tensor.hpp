@@ -12,8 +12,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "tally/error.hpp"
-#include "tally/export.hpp"
+#include "tally/sdk/error.hpp"
+#include "tally/sdk/export.hpp"
 
 namespace tally {
 

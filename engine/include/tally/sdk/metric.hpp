@@ -13,7 +13,7 @@
 //   };
 //
 // Each rank calls update() on its own shard. At a sync, each field travels by its reduction
-// (TALLY_STATE, tally/state.hpp): the int64 counts of `sum` fields are summed to rank 0 with
+// (TALLY_STATE, tally/sdk/state.hpp): the int64 counts of `sum` fields are summed to rank 0 with
 // DistBackend::reduce (MPI_Reduce, ncclReduce) when their sizes are fixed by the parameters, and
 // every other field is gathered to rank 0 and merged there in rank order (= dataset order), with
 // checked arithmetic. compute() then runs once, on rank 0, on the merged state; in a world of one
@@ -33,17 +33,16 @@
 #include <utility>
 #include <vector>
 
-#include <msgpack.hpp>
-
-#include "tally/batch.hpp"
-#include "tally/error.hpp"
-#include "tally/export.hpp"
-#include "tally/state.hpp"
-#include "tally/value.hpp"
+#include "tally/sdk/batch.hpp"
+#include "tally/sdk/bytes.hpp"
+#include "tally/sdk/error.hpp"
+#include "tally/sdk/export.hpp"
+#include "tally/sdk/internal/merge.hpp"
+#include "tally/sdk/internal/state_codec.hpp"
+#include "tally/sdk/state.hpp"
+#include "tally/sdk/value.hpp"
 
 namespace tally {
-
-using Packer = msgpack::packer<msgpack::sbuffer>;
 
 /// A named input of a metric (the batch field it reads). The config's `inputs:` maps it to a
 /// data field of another name.
@@ -73,157 +72,28 @@ class TALLY_API Metric {
   virtual void write_sums(std::span<std::int64_t> out) const = 0;
   /// Whether any of the state is gathered to rank 0 (what is not summed).
   virtual bool gathers() const = 0;
-  /// Writes the gathered part of the local state as one msgpack object.
-  virtual void pack_gathered(Packer& out) const = 0;
+  /// Writes the gathered part of the local state: the bytes of one msgpack value.
+  virtual void pack_gathered(ByteSink& out) const = 0;
   /// Rank 0: the results from every rank's gathered part (rank order; empty when gathers() is
   /// false) and the summed counts. Returns a map of result keys to numbers, arrays or maps.
-  virtual Value compute_synced(std::span<const msgpack::object> gathered,
+  virtual Value compute_synced(std::span<const Bytes> gathered,
                                std::span<const std::int64_t> sums) const = 0;
   /// A world of one: the results from the local state, which it leaves as it was.
   virtual Value compute_local() = 0;
 
-  /// Checkpoints: the whole local state as one msgpack object ...
-  virtual void save(Packer& out) const = 0;
+  /// Checkpoints: the whole local state, the bytes of one msgpack value ...
+  virtual void save(ByteSink& out) const = 0;
   /// ... and back: replaces the local state with what save() wrote (on this rank, in an earlier
-  /// process). Throws msgpack::type_error or RuntimeError when it cannot read it.
-  virtual void restore(const msgpack::object& saved) = 0;
+  /// process). Throws StateFormatError when the bytes are not such a state, RuntimeError when
+  /// they read but no run of this metric could have saved them.
+  virtual void restore(Bytes saved) = 0;
+  /// Merges a state save() wrote into the local one, as if its samples came after the local
+  /// ones (each field by its reduction): how a checkpoint of N ranks resumes on M. Throws as
+  /// restore() does, and InputError where the two disagree on a value every rank must share.
+  virtual void merge_saved(Bytes saved) = 0;
 };
 
-namespace detail {
-
-template <class F>
-using field_value_t = typename std::remove_cvref_t<F>::value_type;
-
-template <class T>
-struct scalar_of {
-  using type = T;
-};
-template <class T>
-requires requires { typename T::value_type; }
-struct scalar_of<T> {
-  using type = typename T::value_type;
-};
-/// T itself, or the element type of a vector T.
-template <class T>
-using scalar_of_t = typename scalar_of<T>::type;
-
-template <class T>
-concept Int64Vector = requires(T& v) {
-  { v.data() } -> std::convertible_to<const std::int64_t*>;
-  { v.size() } -> std::convertible_to<std::size_t>;
-}
-&&std::is_same_v<typename T::value_type, std::int64_t>;
-
-/// A `sum` field the engine can reduce: int64 counts.
-template <class F>
-constexpr bool is_count_field() {
-  using T = field_value_t<F>;
-  return std::remove_cvref_t<F>::reduction == Reduction::sum &&
-         (std::is_same_v<T, std::int64_t> || Int64Vector<T>);
-}
-
-template <class T>
-std::span<const std::int64_t> counts_of(const T& v) {
-  if constexpr (std::is_same_v<T, std::int64_t>)
-    return std::span<const std::int64_t>(&v, 1);
-  else
-    return std::span<const std::int64_t>(v.data(), v.size());
-}
-
-/// Calls fn(field, index) for every field of `fields` (a tuple of tally::fields::Field).
-template <class Tuple, class Fn>
-void for_each_field(Tuple&& fields, Fn&& fn) {
-  [&]<std::size_t... I>(std::index_sequence<I...>) { (fn(std::get<I>(fields), I), ...); }
-  (std::make_index_sequence<std::tuple_size_v<std::remove_cvref_t<Tuple>>>{});
-}
-
-/// Calls fn(into_field, from_field, index) for every field of two states.
-template <class S, class Fn>
-void zip_fields(S& into, const S& from, Fn&& fn) {
-  auto a = into.tally_fields();
-  auto b = from.tally_fields();
-  [&]<std::size_t... I>(std::index_sequence<I...>) { (fn(std::get<I>(a), std::get<I>(b), I), ...); }
-  (std::make_index_sequence<std::tuple_size_v<decltype(a)>>{});
-}
-
-[[noreturn]] inline void corrupt(std::size_t rank, std::size_t field, const std::string& what) {
-  throw RuntimeError("the state of rank " + std::to_string(rank) + " is corrupt (state field " +
-                     std::to_string(field) + "): " + what);
-}
-
-template <class T>
-void check_counts_of(const T& v, std::size_t rank, std::size_t field) {
-  for (const std::int64_t c : counts_of(v))
-    if (c < 0) corrupt(rank, field, "a count is negative (" + std::to_string(c) + ")");
-}
-
-/// into op= from, element-wise, for scalars or vectors; an empty vector takes the other's
-/// elements (a rank that saw no data), otherwise the sizes must agree.
-template <class T, class Op>
-void elementwise(T& into, const T& from, std::size_t rank, std::size_t field, Op&& op) {
-  if constexpr (std::is_arithmetic_v<T>) {
-    op(into, from);
-  } else {
-    if (from.empty()) return;
-    if (into.empty()) {
-      into = from;
-      return;
-    }
-    if (into.size() != from.size())
-      corrupt(rank, field,
-              std::to_string(from.size()) + " values where an earlier rank has " +
-                  std::to_string(into.size()));
-    for (std::size_t i = 0; i < into.size(); ++i) op(into[i], from[i]);
-  }
-}
-
-/// Merges the value of one field of rank `rank` into `into` (the merge of the earlier ranks).
-template <class F, class G>
-void merge_field(F into, G from, std::size_t rank, std::size_t field) {
-  using T = typename F::value_type;
-  constexpr Reduction R = F::reduction;
-  if constexpr (R == Reduction::sum) {
-    static_assert(std::is_same_v<T, std::int64_t> || Int64Vector<T>,
-                  "sum() is for int64 counts (std::int64_t or PackedVector<std::int64_t>); use "
-                  "float_sum() for floating-point sums");
-    check_counts_of(from.value, rank, field);
-    elementwise(into.value, from.value, rank, field, [&](std::int64_t& a, std::int64_t b) {
-      if (__builtin_add_overflow(a, b, &a)) corrupt(rank, field, "a count overflows");
-    });
-  } else if constexpr (R == Reduction::concat) {
-    into.value.insert(into.value.end(), from.value.begin(), from.value.end());
-  } else if constexpr (R == Reduction::min) {
-    elementwise(into.value, from.value, rank, field, [](auto& a, const auto& b) {
-      if (b < a) a = b;
-    });
-  } else if constexpr (R == Reduction::max) {
-    elementwise(into.value, from.value, rank, field, [](auto& a, const auto& b) {
-      if (a < b) a = b;
-    });
-  } else if constexpr (R == Reduction::first) {
-    if (into.value == into.unset) into.value = from.value;
-  } else if constexpr (R == Reduction::agree) {
-    if (from.value == from.unset) return;
-    if (into.value == into.unset)
-      into.value = from.value;
-    else if (!(into.value == from.value))
-      throw InputError("rank " + std::to_string(rank) +
-                       " disagrees with an earlier rank on a value every rank must share (state "
-                       "field " +
-                       std::to_string(field) + "): the ranks read inconsistent data");
-  } else if constexpr (R == Reduction::float_sum) {
-    static_assert(std::is_floating_point_v<scalar_of_t<T>>,
-                  "float_sum() is for floating-point values");
-    elementwise(into.value, from.value, rank, field, [](auto& a, const auto& b) { a += b; });
-  } else {
-    static_assert(R == Reduction::merge);
-    into.value.merge(from.value);
-  }
-}
-
-}  // namespace detail
-
-/// The base class of metrics: State is a struct declared with TALLY_STATE (tally/state.hpp).
+/// The base class of metrics: State is a struct declared with TALLY_STATE (tally/sdk/state.hpp).
 template <class State>
 class TypedMetric : public Metric {
   static_assert(DeclaredState<State>,
@@ -237,8 +107,9 @@ class TypedMetric : public Metric {
     if (!reducible()) return 0;
     const State layout = initial_state();
     std::size_t n = 0;
-    detail::for_each_field(layout.tally_fields(), [&](const auto& f, std::size_t) {
-      if constexpr (detail::is_count_field<decltype(f)>()) n += detail::counts_of(f.value).size();
+    internal::for_each_field(layout.tally_fields(), [&](const auto& f, std::size_t) {
+      if constexpr (internal::is_count_field<decltype(f)>())
+        n += internal::counts_of(f.value).size();
     });
     return n;
   }
@@ -248,10 +119,10 @@ class TypedMetric : public Metric {
     const State layout = initial_state();
     std::size_t at = 0;
     // The sizes are those of the initial state, field by field (zip_fields pairs them).
-    detail::zip_fields(state(), layout, [&](const auto& mine, const auto& fixed, std::size_t i) {
-      if constexpr (detail::is_count_field<decltype(mine)>()) {
-        const auto v = detail::counts_of(mine.value);
-        const std::size_t want = detail::counts_of(fixed.value).size();
+    internal::zip_fields(state(), layout, [&](const auto& mine, const auto& fixed, std::size_t i) {
+      if constexpr (internal::is_count_field<decltype(mine)>()) {
+        const auto v = internal::counts_of(mine.value);
+        const std::size_t want = internal::counts_of(fixed.value).size();
         if (v.size() != want || at + v.size() > out.size())
           throw RuntimeError("state field " + std::to_string(i) + " holds " +
                              std::to_string(v.size()) + " counts, its initial state " +
@@ -267,23 +138,24 @@ class TypedMetric : public Metric {
 
   bool gathers() const final {
     bool any = false;
-    detail::for_each_field(state().tally_fields(), [&](const auto& f, std::size_t) {
+    internal::for_each_field(state().tally_fields(), [&](const auto& f, std::size_t) {
       if (!summed(f)) any = true;
     });
     return any;
   }
 
-  void pack_gathered(Packer& out) const final {
-    std::uint32_t n = 0;
+  void pack_gathered(ByteSink& out) const final {
+    StateWriter w(out);
+    std::size_t n = 0;
     const auto fields = state().tally_fields();
-    detail::for_each_field(fields, [&](const auto& f, std::size_t) { n += summed(f) ? 0 : 1; });
-    out.pack_array(n);
-    detail::for_each_field(fields, [&](const auto& f, std::size_t) {
-      if (!summed(f)) out.pack(f.value);
+    internal::for_each_field(fields, [&](const auto& f, std::size_t) { n += summed(f) ? 0 : 1; });
+    w.array(n);
+    internal::for_each_field(fields, [&](const auto& f, std::size_t) {
+      if (!summed(f)) internal::write(w, f.value);
     });
   }
 
-  Value compute_synced(std::span<const msgpack::object> gathered,
+  Value compute_synced(std::span<const Bytes> gathered,
                        std::span<const std::int64_t> sums) const final {
     State merged = initial_state();
     for (std::size_t r = 0; r < gathered.size(); ++r) {
@@ -295,21 +167,12 @@ class TypedMetric : public Metric {
       State theirs = initial_state();
       unpack_gathered(gathered[r], theirs, r);
       check_gathered(theirs, r);
-      // The values every rank must share first: a rank that read other data (another number
-      // of classes, say) is an input error, before its counts of another size meet ours.
-      detail::zip_fields(merged, theirs, [&](auto into, auto from, std::size_t i) {
-        if constexpr (decltype(into)::reduction == Reduction::agree)
-          detail::merge_field(into, from, r, i);
-      });
-      detail::zip_fields(merged, theirs, [&](auto into, auto from, std::size_t i) {
-        if constexpr (decltype(into)::reduction != Reduction::agree)
-          if (!summed(into)) detail::merge_field(into, from, r, i);
-      });
+      merge_into(merged, theirs, r, /*all_fields=*/false);
     }
     // The summed counts into the `sum` fields the engine reduced.
     std::size_t at = 0;
-    detail::for_each_field(merged.tally_fields(), [&](auto f, std::size_t i) {
-      if constexpr (detail::is_count_field<decltype(f)>()) {
+    internal::for_each_field(merged.tally_fields(), [&](auto f, std::size_t i) {
+      if constexpr (internal::is_count_field<decltype(f)>()) {
         if (!summed(f)) return;
         std::span<std::int64_t> v;
         if constexpr (std::is_same_v<typename decltype(f)::value_type, std::int64_t>)
@@ -336,22 +199,19 @@ class TypedMetric : public Metric {
     return compute(state());
   }
 
-  void save(Packer& out) const final {
+  void save(ByteSink& out) const final {
+    StateWriter w(out);
     const auto fields = state().tally_fields();
-    out.pack_array(static_cast<std::uint32_t>(std::tuple_size_v<decltype(fields)>));
-    detail::for_each_field(fields, [&](const auto& f, std::size_t) { out.pack(f.value); });
+    w.array(std::tuple_size_v<decltype(fields)>);
+    internal::for_each_field(fields,
+                             [&](const auto& f, std::size_t) { internal::write(w, f.value); });
   }
 
-  void restore(const msgpack::object& saved) final {
-    State s = initial_state();
-    auto fields = s.tally_fields();
-    constexpr auto n = std::tuple_size_v<decltype(fields)>;
-    if (saved.type != msgpack::type::ARRAY || saved.via.array.size != n)
-      throw msgpack::type_error();
-    detail::for_each_field(
-        fields, [&](auto& f, std::size_t i) { saved.via.array.ptr[i].convert(f.value); });
-    check_restored(s);
-    state_ = std::move(s);
+  void restore(Bytes saved) final { state_ = read_saved(saved); }
+
+  void merge_saved(Bytes saved) final {
+    State later = read_saved(saved);
+    merge_into(state(), later, 1, /*all_fields=*/true);
   }
 
  protected:
@@ -386,7 +246,7 @@ class TypedMetric : public Metric {
   /// Whether field `f` is one the engine sums (rather than gathers).
   template <class F>
   bool summed(const F&) const {
-    if constexpr (detail::is_count_field<F>())
+    if constexpr (internal::is_count_field<F>())
       return reducible();
     else
       return false;
@@ -400,25 +260,53 @@ class TypedMetric : public Metric {
     }
   }
 
-  void unpack_gathered(const msgpack::object& o, State& into, std::size_t rank) const {
+  void unpack_gathered(Bytes bytes, State& into, std::size_t rank) const {
     auto fields = into.tally_fields();
     std::uint32_t n = 0;
-    detail::for_each_field(fields, [&](const auto& f, std::size_t) { n += summed(f) ? 0 : 1; });
-    if (o.type != msgpack::type::ARRAY || o.via.array.size != n)
-      throw RuntimeError("the state of rank " + std::to_string(rank) +
-                         " is corrupt: not an array "
-                         "of " +
-                         std::to_string(n) + " state fields");
-    std::uint32_t k = 0;
-    detail::for_each_field(fields, [&](auto& f, std::size_t i) {
-      if (summed(f)) return;
-      try {
-        o.via.array.ptr[k++].convert(f.value);
-      } catch (const msgpack::type_error&) {
-        detail::corrupt(rank, i, "it does not hold the type this metric packs");
-      }
-      if constexpr (detail::is_count_field<decltype(f)>())
-        detail::check_counts_of(f.value, rank, i);
+    internal::for_each_field(fields, [&](const auto& f, std::size_t) { n += summed(f) ? 0 : 1; });
+    std::size_t at = 0;
+    try {
+      StateReader r(bytes);
+      if (r.peek() != StateReader::Kind::Array || r.array() != n)
+        throw RuntimeError("the state of rank " + std::to_string(rank) +
+                           " is corrupt: not an array of " + std::to_string(n) + " state fields");
+      internal::for_each_field(fields, [&](auto& f, std::size_t i) {
+        if (summed(f)) return;
+        at = i;
+        internal::read(r, f.value);
+        if constexpr (internal::is_count_field<decltype(f)>())
+          internal::check_counts_of(f.value, rank, i);
+      });
+    } catch (const StateFormatError&) {
+      internal::corrupt(rank, at, "it does not hold the type this metric packs");
+    }
+  }
+
+  /// The state save() wrote, checked as restore() requires.
+  State read_saved(Bytes saved) const {
+    State s = initial_state();
+    auto fields = s.tally_fields();
+    constexpr auto n = std::tuple_size_v<decltype(fields)>;
+    StateReader r(saved);
+    if (r.peek() != StateReader::Kind::Array || r.array() != n)
+      StateReader::fail("not an array of " + std::to_string(n) + " state fields");
+    internal::for_each_field(fields, [&](auto& f, std::size_t) { internal::read(r, f.value); });
+    check_restored(s);
+    return s;
+  }
+
+  /// Merges `from` (rank `rank`'s state, or a later part of the data) into `into`: the values
+  /// every rank must share first (a rank that read other data, another number of classes say,
+  /// is an input error before its counts of another size meet ours), then the rest; the `sum`
+  /// fields the engine reduces only when `all_fields`.
+  void merge_into(State& into, const State& from, std::size_t rank, bool all_fields) const {
+    internal::zip_fields(into, from, [&](auto a, auto b, std::size_t i) {
+      if constexpr (decltype(a)::reduction == Reduction::agree)
+        internal::merge_field(a, b, rank, i);
+    });
+    internal::zip_fields(into, from, [&](auto a, auto b, std::size_t i) {
+      if constexpr (decltype(a)::reduction != Reduction::agree)
+        if (all_fields || !summed(a)) internal::merge_field(a, b, rank, i);
     });
   }
 
@@ -426,7 +314,7 @@ class TypedMetric : public Metric {
   /// them (a row of a confusion matrix, tp + fp), and the sum of two such sums, is exact.
   static void check_total(const State& s, std::size_t last_rank) {
     check_counts(s, [&](std::size_t field, const std::string& what) {
-      detail::corrupt(last_rank, field, what);
+      internal::corrupt(last_rank, field, what);
     });
   }
 
@@ -434,9 +322,9 @@ class TypedMetric : public Metric {
   template <class Fail>
   static void check_counts(const State& s, Fail&& fail) {
     std::int64_t total = 0;
-    detail::for_each_field(s.tally_fields(), [&](const auto& f, std::size_t i) {
-      if constexpr (detail::is_count_field<decltype(f)>()) {
-        for (const std::int64_t c : detail::counts_of(f.value)) {
+    internal::for_each_field(s.tally_fields(), [&](const auto& f, std::size_t i) {
+      if constexpr (internal::is_count_field<decltype(f)>()) {
+        for (const std::int64_t c : internal::counts_of(f.value)) {
           if (c < 0) fail(i, "a count is negative (" + std::to_string(c) + ")");
           if (__builtin_add_overflow(total, c, &total) || total >= (std::int64_t{1} << 62))
             fail(i, "the counts sum to 2^62 or more");
@@ -456,11 +344,11 @@ class TypedMetric : public Metric {
     };
     if (reducible()) {
       const State layout = initial_state();
-      detail::zip_fields<const State>(
+      internal::zip_fields<const State>(
           s, layout, [&](const auto& mine, const auto& fixed, std::size_t i) {
-            if constexpr (detail::is_count_field<decltype(mine)>()) {
-              const auto have = detail::counts_of(mine.value).size();
-              const auto want = detail::counts_of(fixed.value).size();
+            if constexpr (internal::is_count_field<decltype(mine)>()) {
+              const auto have = internal::counts_of(mine.value).size();
+              const auto want = internal::counts_of(fixed.value).size();
               if (have != want)
                 fail(i, std::to_string(have) + " counts where this metric's parameters make " +
                             std::to_string(want));

@@ -10,8 +10,8 @@
 #include <string_view>
 #include <vector>
 
-#include "tally/export.hpp"
-#include "tally/value.hpp"
+#include "tally/sdk/export.hpp"
+#include "tally/sdk/value.hpp"
 
 namespace tally {
 

@@ -26,10 +26,10 @@
 #include <vector>
 
 #include "tally/evaluator.hpp"
-#include "tally/plugin.hpp"
 #include "tally/records.hpp"
+#include "tally/sdk/plugin.hpp"
+#include "tally/sdk/value.hpp"
 #include "tally/settings.hpp"
-#include "tally/value.hpp"
 
 namespace tally {
 
