@@ -12,7 +12,9 @@ Each build dir holds bin/tally and lib/tally/plugins (a `release` preset build).
 (Accuracy top-1/5, SingleLabelMetric, ConfusionMatrix: states of counts, summed to rank 0);
 the same scores ranked (AveragePrecision, ROCAUC: per-sample scores, gathered and concatenated in
 rank order); regression float32 pred/target [samples] (RegressionMAE, RegressionMSE,
-R2); 20 uint8 label maps 1024 x 2048, 19 classes (MeanIoU).
+R2); the same regression metrics with bootstrap intervals (`intervals`: 200 resamples over
+samples, each replaying every sample's state through the metric); 20 uint8 label maps 1024 x
+2048, 19 classes (MeanIoU).
 """
 
 import argparse
@@ -60,6 +62,15 @@ metrics:
   - type: RegressionMAE
   - type: RegressionMSE
   - type: R2
+""",
+    "intervals": """data:
+  type: npy
+  batch_size: 8192
+  fields: {pred: reg_pred.npy, target: reg_target.npy}
+metrics:
+  - type: RegressionMAE
+  - type: R2
+intervals: {resamples: 200, seed: 0}
 """,
     "segmentation": """data:
   type: npy

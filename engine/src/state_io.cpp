@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <bit>
+#include <vector>
 
 #include <msgpack.hpp>
 
@@ -35,31 +37,6 @@ std::uint32_t checked_size(std::size_t n, const char* what) {
     throw StateFormatError(
         fmt::format("{} of {} elements: msgpack holds at most 2^32 - 1", what, n));
   return static_cast<std::uint32_t>(n);
-}
-
-const char* kind_name(msgpack::type::object_type t) {
-  switch (t) {
-    case msgpack::type::NIL:
-      return "nil";
-    case msgpack::type::BOOLEAN:
-      return "a boolean";
-    case msgpack::type::POSITIVE_INTEGER:
-    case msgpack::type::NEGATIVE_INTEGER:
-      return "an integer";
-    case msgpack::type::FLOAT32:
-    case msgpack::type::FLOAT64:
-      return "a float";
-    case msgpack::type::STR:
-      return "a string";
-    case msgpack::type::BIN:
-      return "a bin";
-    case msgpack::type::ARRAY:
-      return "an array";
-    case msgpack::type::MAP:
-      return "a map";
-    default:
-      return "an extension";
-  }
 }
 
 }  // namespace
@@ -108,172 +85,383 @@ void StateWriter::bin(const void* data, std::size_t size) {
 }
 
 // ---- StateReader --------------------------------------------------------------------------------
+//
+// A pull decoder straight over the bytes (msgpack-c has none: its unpacker builds a tree of
+// msgpack::object in a zone first, which a bootstrap replaying every unit's state once per
+// resample paid again and again). Every read checks as it goes, without allocating: the type, that
+// the value's bytes are there, that an array's or a map's count is within the bytes left (each
+// value takes one at least: a header claiming 2^32 elements is refused before a caller reserves
+// room for them), nesting at most kMaxMsgpackDepth; done() that nothing follows the value.
+
+namespace {
+
+using Kind = StateReader::Kind;
+
+const char* kind_name(Kind k) {
+  switch (k) {
+    case Kind::Nil:
+      return "nil";
+    case Kind::Boolean:
+      return "a boolean";
+    case Kind::Integer:
+      return "an integer";
+    case Kind::Float:
+      return "a float";
+    case Kind::Str:
+      return "a string";
+    case Kind::Bin:
+      return "a bin";
+    case Kind::Array:
+      return "an array";
+    case Kind::Map:
+      return "a map";
+    default:
+      return "an extension";
+  }
+}
+
+/// One msgpack value's header: its kind, where its payload starts and how long it is (bytes for
+/// str, bin, ext and scalars; elements for arrays, 2 x entries for maps).
+struct Header {
+  Kind kind = Kind::Other;
+  std::size_t header = 1;  // bytes of the header (type byte and length)
+  std::uint64_t length = 0;
+  bool negative = false;  // Integer: held as int64 (u64 otherwise)
+  std::uint64_t u = 0;    // Integer (two's complement when negative), Boolean
+  double f = 0;           // Float
+};
+
+std::uint64_t big_endian(const unsigned char* p, std::size_t n) {
+  std::uint64_t v = 0;
+  for (std::size_t i = 0; i < n; ++i) v = (v << 8) | p[i];
+  return v;
+}
+
+[[noreturn]] void truncated() { StateReader::fail("it ends inside a value (truncated)"); }
+
+/// The header at `at` (before `end`); StateFormatError when the bytes end inside it.
+Header decode(const unsigned char* at, const unsigned char* end) {
+  const auto need = [&](std::size_t n) {
+    if (static_cast<std::size_t>(end - at) < n) truncated();
+  };
+  need(1);
+  const unsigned char b = at[0];
+  Header h;
+  const auto sized = [&](Kind k, std::size_t bytes) {
+    need(1 + bytes);
+    h.kind = k;
+    h.header = 1 + bytes;
+    h.length = big_endian(at + 1, bytes);
+  };
+  const auto scalar = [&](Kind k, std::size_t bytes) {
+    need(1 + bytes);
+    h.kind = k;
+    h.header = 1 + bytes;
+    h.u = big_endian(at + 1, bytes);
+  };
+  if (b <= 0x7f) {
+    h.kind = Kind::Integer;
+    h.u = b;
+  } else if (b >= 0xe0) {
+    h.kind = Kind::Integer;
+    h.negative = true;
+    h.u = static_cast<std::uint64_t>(static_cast<std::int64_t>(static_cast<std::int8_t>(b)));
+  } else if (b <= 0x8f) {
+    h.kind = Kind::Map;
+    h.length = 2 * std::uint64_t{b & 0x0fu};
+  } else if (b <= 0x9f) {
+    h.kind = Kind::Array;
+    h.length = b & 0x0fu;
+  } else if (b <= 0xbf) {
+    h.kind = Kind::Str;
+    h.length = b & 0x1fu;
+  } else {
+    switch (b) {
+      case 0xc0:
+        h.kind = Kind::Nil;
+        break;
+      case 0xc2:
+        h.kind = Kind::Boolean;
+        h.u = 0;
+        break;
+      case 0xc3:
+        h.kind = Kind::Boolean;
+        h.u = 1;
+        break;
+      case 0xc4:
+        sized(Kind::Bin, 1);
+        break;
+      case 0xc5:
+        sized(Kind::Bin, 2);
+        break;
+      case 0xc6:
+        sized(Kind::Bin, 4);
+        break;
+      case 0xc7:
+        sized(Kind::Other, 1);
+        h.length += 1;
+        break;  // ext: + its type byte
+      case 0xc8:
+        sized(Kind::Other, 2);
+        h.length += 1;
+        break;
+      case 0xc9:
+        sized(Kind::Other, 4);
+        h.length += 1;
+        break;
+      case 0xca: {
+        scalar(Kind::Float, 4);
+        const auto bits = static_cast<std::uint32_t>(h.u);
+        h.f = static_cast<double>(std::bit_cast<float>(bits));
+        break;
+      }
+      case 0xcb:
+        scalar(Kind::Float, 8);
+        h.f = std::bit_cast<double>(h.u);
+        break;
+      case 0xcc:
+        scalar(Kind::Integer, 1);
+        break;
+      case 0xcd:
+        scalar(Kind::Integer, 2);
+        break;
+      case 0xce:
+        scalar(Kind::Integer, 4);
+        break;
+      case 0xcf:
+        scalar(Kind::Integer, 8);
+        break;
+      case 0xd0:
+      case 0xd1:
+      case 0xd2:
+      case 0xd3: {
+        const std::size_t n = std::size_t{1} << (b - 0xd0);
+        scalar(Kind::Integer, n);
+        const unsigned shift = static_cast<unsigned>(64 - 8 * n);
+        const auto v = static_cast<std::int64_t>(h.u << shift) >> shift;  // sign-extended
+        h.negative = v < 0;
+        h.u = static_cast<std::uint64_t>(v);
+        break;
+      }
+      case 0xd4:
+      case 0xd5:
+      case 0xd6:
+      case 0xd7:
+      case 0xd8:  // fixext 1..16: type + data
+        h.kind = Kind::Other;
+        h.length = 1 + (std::uint64_t{1} << (b - 0xd4));
+        break;
+      case 0xd9:
+        sized(Kind::Str, 1);
+        break;
+      case 0xda:
+        sized(Kind::Str, 2);
+        break;
+      case 0xdb:
+        sized(Kind::Str, 4);
+        break;
+      case 0xdc:
+        sized(Kind::Array, 2);
+        break;
+      case 0xdd:
+        sized(Kind::Array, 4);
+        break;
+      case 0xde:
+        sized(Kind::Map, 2);
+        h.length *= 2;
+        break;
+      case 0xdf:
+        sized(Kind::Map, 4);
+        h.length *= 2;
+        break;
+      default:
+        StateReader::fail("it holds the byte 0xc1, which msgpack never uses");
+    }
+  }
+  return h;
+}
+
+bool is_container(Kind k) { return k == Kind::Array || k == Kind::Map; }
+
+/// Bytes of payload after the header (0 for containers: their values follow).
+std::uint64_t payload_of(const Header& h) {
+  return is_container(h.kind) || h.kind == Kind::Integer || h.kind == Kind::Float ? 0 : h.length;
+}
+
+}  // namespace
 
 struct StateReader::Impl {
-  /// One array or map being read: its values, the next one's index and how many there are (a map
-  /// of n entries is 2n values: key, value, ...).
-  struct Frame {
-    const msgpack::object* array = nullptr;
-    const msgpack::object_kv* map = nullptr;
-    std::uint32_t next = 0;
-    std::uint32_t count = 0;
-    const msgpack::object& at(std::uint32_t i) const {
-      return array != nullptr ? array[i] : (i % 2 == 0 ? map[i / 2].key : map[i / 2].val);
-    }
-  };
+  const unsigned char* at = nullptr;
+  const unsigned char* end = nullptr;
+  // Values left in each array or map being read (a map of n entries is 2n values); [0] the root.
+  std::array<std::uint64_t, kMaxMsgpackDepth + 2> left;  // [0, depth) in use: not zeroed
+  std::size_t depth = 0;
 
-  // A small first chunk: a state is a few values (bins are read in place), and a bootstrap
-  // replays every unit's state once per resample.
-  msgpack::zone zone{1024};
-  msgpack::object root;
-  // Nesting is bounded by unpack_bounded (kMaxMsgpackDepth), so the frames fit inline.
-  std::array<Frame, kMaxMsgpackDepth + 2> frames{};
-  std::size_t depth = 0;  // frames in use
-
-  Frame& top() { return frames[depth - 1]; }
-  /// Leaves the arrays and maps whose values have all been read.
   void pop_done() {
-    while (depth > 1 && top().next == top().count) --depth;
+    while (depth > 1 && left[depth - 1] == 0) --depth;
   }
-  void push(Frame f) {
-    if (depth == frames.size()) fail("it nests deeper than a state can");
-    frames[depth++] = f;
-  }
-  const msgpack::object& peek() {
+  Header peek() {
     pop_done();
-    const Frame& f = top();
-    if (f.next == f.count) fail("it holds fewer values than this metric reads");
-    return f.at(f.next);
+    if (left[depth - 1] == 0) fail("it holds fewer values than this metric reads");
+    return decode(at, end);
   }
-  const msgpack::object& take(msgpack::type::object_type want, const char* what) {
-    const msgpack::object& o = peek();
-    if (o.type != want) fail(fmt::format("expected {}, found {}", what, kind_name(o.type)));
-    ++top().next;
-    return o;
+  /// Consumes the value whose header peek() just returned (its payload too, unless a
+  /// container's).
+  void consume(const Header& h) {
+    const std::uint64_t payload = payload_of(h);
+    if (payload > static_cast<std::uint64_t>(end - at) - h.header) truncated();
+    --left[depth - 1];
+    at += h.header + payload;
   }
-  const msgpack::object& take_any() {
-    const msgpack::object& o = peek();
-    ++top().next;
-    return o;
+  /// The next value's header, consumed.
+  Header take() {
+    const Header h = peek();
+    consume(h);
+    return h;
+  }
+  Header take(Kind want, const char* what) {
+    const Header h = peek();
+    if (h.kind != want) fail(fmt::format("expected {}, found {}", what, kind_name(h.kind)));
+    consume(h);
+    return h;
+  }
+  void enter(const Header& h) {
+    if (h.length > static_cast<std::uint64_t>(end - at))
+      fail(fmt::format("{} {} values in the {} bytes left",
+                       h.kind == Kind::Map ? "a map of" : "an array of",
+                       h.kind == Kind::Map ? h.length / 2 : h.length, end - at));
+    if (depth == left.size()) fail(fmt::format("it nests deeper than {} levels", kMaxMsgpackDepth));
+    left[depth++] = h.length;
   }
 };
 
-StateReader::StateReader(Bytes bytes) : impl_(new Impl) {
-  try {
-    impl_->root = unpack_bounded(impl_->zone, bytes, /*reference_bins=*/true);
-  } catch (const std::exception& e) {
-    delete impl_;
-    throw StateFormatError(
-        fmt::format("the state is not valid msgpack ({} bytes): {}", bytes.size(), e.what()));
+namespace {
+// Readers this thread finished with, reused by the next (a bootstrap makes one per unit per
+// resample). Type-erased: StateReader::Impl is private to the class.
+constexpr std::size_t kMaxSpareReaders = 8;
+struct SpareReaders {
+  std::vector<void*> free;
+  void (*destroy)(void*) = nullptr;
+  SpareReaders() { free.reserve(kMaxSpareReaders); }  // the destructor's push_back never throws
+  ~SpareReaders() {
+    for (void* p : free) destroy(p);
   }
-  impl_->push({&impl_->root, nullptr, 0, 1});
+};
+thread_local SpareReaders spare_readers;
+}  // namespace
+
+StateReader::StateReader(Bytes bytes) {
+  if (spare_readers.free.empty()) {
+    impl_ = new Impl;
+    spare_readers.destroy = [](void* p) { delete static_cast<Impl*>(p); };
+  } else {
+    impl_ = static_cast<Impl*>(spare_readers.free.back());
+    spare_readers.free.pop_back();
+  }
+  impl_->at = reinterpret_cast<const unsigned char*>(bytes.data());
+  impl_->end = impl_->at + bytes.size();
+  impl_->left[0] = 1;
+  impl_->depth = 1;
 }
 
-StateReader::~StateReader() { delete impl_; }
+StateReader::~StateReader() {
+  if (spare_readers.free.size() < kMaxSpareReaders)
+    spare_readers.free.push_back(impl_);
+  else
+    delete impl_;
+}
 
 void StateReader::fail(const std::string& what) {
   throw StateFormatError("the state is corrupt: " + what);
 }
 
-StateReader::Kind StateReader::peek() const {
-  switch (impl_->peek().type) {
-    case msgpack::type::NIL:
-      return Kind::Nil;
-    case msgpack::type::BOOLEAN:
-      return Kind::Boolean;
-    case msgpack::type::POSITIVE_INTEGER:
-    case msgpack::type::NEGATIVE_INTEGER:
-      return Kind::Integer;
-    case msgpack::type::FLOAT32:
-    case msgpack::type::FLOAT64:
-      return Kind::Float;
-    case msgpack::type::STR:
-      return Kind::Str;
-    case msgpack::type::BIN:
-      return Kind::Bin;
-    case msgpack::type::ARRAY:
-      return Kind::Array;
-    case msgpack::type::MAP:
-      return Kind::Map;
-    default:
-      return Kind::Other;
-  }
-}
+StateReader::Kind StateReader::peek() const { return impl_->peek().kind; }
 
 std::uint32_t StateReader::array() {
-  const auto& o = impl_->take(msgpack::type::ARRAY, "an array");
-  impl_->push({o.via.array.ptr, nullptr, 0, o.via.array.size});
-  return o.via.array.size;
+  const Header h = impl_->take(Kind::Array, "an array");
+  impl_->enter(h);
+  return static_cast<std::uint32_t>(h.length);
 }
 
 std::uint32_t StateReader::map() {
-  const auto& o = impl_->take(msgpack::type::MAP, "a map");
-  if (o.via.map.size > UINT32_MAX / 2) fail("a map of more than 2^31 entries");
-  impl_->push({nullptr, o.via.map.ptr, 0, 2 * o.via.map.size});
-  return o.via.map.size;
+  const Header h = impl_->take(Kind::Map, "a map");
+  if (h.length / 2 > UINT32_MAX / 2) fail("a map of more than 2^31 entries");
+  impl_->enter(h);
+  return static_cast<std::uint32_t>(h.length / 2);
 }
 
-void StateReader::nil() { impl_->take(msgpack::type::NIL, "nil"); }
+void StateReader::nil() { impl_->take(Kind::Nil, "nil"); }
 
-bool StateReader::boolean() { return impl_->take(msgpack::type::BOOLEAN, "a boolean").via.boolean; }
+bool StateReader::boolean() { return impl_->take(Kind::Boolean, "a boolean").u != 0; }
 
 std::int64_t StateReader::integer() {
-  const auto& o = impl_->peek();
-  if (o.type == msgpack::type::NEGATIVE_INTEGER) {
-    impl_->take_any();
-    return o.via.i64;
-  }
-  const auto& p = impl_->take(msgpack::type::POSITIVE_INTEGER, "an integer");
-  if (p.via.u64 > static_cast<std::uint64_t>(INT64_MAX))
-    fail(fmt::format("the integer {} does not fit in 64 signed bits", p.via.u64));
-  return static_cast<std::int64_t>(p.via.u64);
+  const Header h = impl_->take(Kind::Integer, "an integer");
+  if (!h.negative && h.u > static_cast<std::uint64_t>(INT64_MAX))
+    fail(fmt::format("the integer {} does not fit in 64 signed bits", h.u));
+  return static_cast<std::int64_t>(h.u);
 }
 
 std::uint64_t StateReader::unsigned_integer() {
-  const auto& o = impl_->peek();
-  if (o.type == msgpack::type::NEGATIVE_INTEGER)
-    fail(fmt::format("expected a non-negative integer, found {}", o.via.i64));
-  return impl_->take(msgpack::type::POSITIVE_INTEGER, "a non-negative integer").via.u64;
+  const Header h = impl_->peek();
+  if (h.kind != Kind::Integer)
+    fail(fmt::format("expected a non-negative integer, found {}", kind_name(h.kind)));
+  if (h.negative)
+    fail(fmt::format("expected a non-negative integer, found {}", static_cast<std::int64_t>(h.u)));
+  impl_->consume(h);
+  return h.u;
 }
 
 double StateReader::float64() {
-  const auto& o = impl_->peek();
-  switch (o.type) {
-    case msgpack::type::FLOAT32:
-    case msgpack::type::FLOAT64:
-      impl_->take_any();
-      return o.via.f64;
-    case msgpack::type::POSITIVE_INTEGER:
-      impl_->take_any();
-      return static_cast<double>(o.via.u64);
-    case msgpack::type::NEGATIVE_INTEGER:
-      impl_->take_any();
-      return static_cast<double>(o.via.i64);
+  const Header h = impl_->peek();
+  switch (h.kind) {
+    case Kind::Float:
+      impl_->consume(h);
+      return h.f;
+    case Kind::Integer:
+      impl_->consume(h);
+      return h.negative ? static_cast<double>(static_cast<std::int64_t>(h.u))
+                        : static_cast<double>(h.u);
     default:
-      fail(fmt::format("expected a number, found {}", kind_name(o.type)));
+      fail(fmt::format("expected a number, found {}", kind_name(h.kind)));
   }
 }
 
 std::string_view StateReader::str() {
-  const auto& o = impl_->peek();
-  if (o.type == msgpack::type::BIN) {
-    impl_->take_any();
-    return {o.via.bin.ptr, o.via.bin.size};
-  }
-  const auto& s = impl_->take(msgpack::type::STR, "a string");
-  return {s.via.str.ptr, s.via.str.size};
+  const Header h = impl_->peek();
+  if (h.kind != Kind::Bin && h.kind != Kind::Str)
+    fail(fmt::format("expected a string, found {}", kind_name(h.kind)));
+  const char* p = reinterpret_cast<const char*>(impl_->at + h.header);
+  impl_->consume(h);
+  return {p, static_cast<std::size_t>(h.length)};
 }
 
 Bytes StateReader::bin() {
-  const auto& o = impl_->take(msgpack::type::BIN, "a bin");
-  return {reinterpret_cast<const std::byte*>(o.via.bin.ptr), o.via.bin.size};
+  const Header h = impl_->peek();
+  if (h.kind != Kind::Bin) fail(fmt::format("expected a bin, found {}", kind_name(h.kind)));
+  const auto* p = reinterpret_cast<const std::byte*>(impl_->at + h.header);
+  impl_->consume(h);
+  return {p, static_cast<std::size_t>(h.length)};
 }
 
-void StateReader::skip() { impl_->take_any(); }
+void StateReader::skip() {
+  // The next value with everything in it, entered and read through to its end.
+  impl_->pop_done();
+  const std::size_t base = impl_->depth;
+  const Header first = impl_->take();
+  if (is_container(first.kind)) impl_->enter(first);
+  while (impl_->depth > base) {
+    if (impl_->left[impl_->depth - 1] == 0) {
+      --impl_->depth;
+      continue;
+    }
+    const Header h = impl_->take();
+    if (is_container(h.kind)) impl_->enter(h);
+  }
+}
 
 bool StateReader::done() const {
   impl_->pop_done();
-  return impl_->depth == 1 && impl_->top().next == 1;
+  return impl_->depth == 1 && impl_->left[0] == 0 && impl_->at == impl_->end;
 }
 
 }  // namespace tally

@@ -201,7 +201,8 @@ TEST(StateBytes, TallyFieldsAreMsgpackDefinesBytes) {
   EXPECT_EQ(codec_bytes(many), msgpack_bytes(old_many));
   // Three members where four are declared: corrupt.
   const std::tuple<std::int64_t, std::uint64_t, std::string> short_fold{1, 2, "x"};
-  StateReader r(bytes_of(msgpack_bytes(short_fold)));
+  const std::string short_bytes = msgpack_bytes(short_fold);  // outlives the reader
+  StateReader r(bytes_of(short_bytes));
   Fold out;
   EXPECT_THROW(tally::internal::read(r, out), StateFormatError);
 }
@@ -218,19 +219,33 @@ std::string expect_format_error(const std::string& bytes, auto&& read) {
 }
 
 TEST(StateBytes, HostileBytesAreFormatErrors) {
-  // Not msgpack at all / truncated / two values where one is expected.
-  EXPECT_NE(expect_format_error("", [](StateReader&) {}).find("not valid msgpack"),
-            std::string::npos);
+  // The reader checks as it reads: a whole value read with skip(), then nothing may follow.
+  const auto whole = [](StateReader& r) {
+    r.skip();
+    if (!r.done()) StateReader::fail("bytes follow the value");
+  };
+  // Nothing / truncated / two values where one is expected.
+  EXPECT_NE(expect_format_error("", whole).find("truncated"), std::string::npos);
   const std::string ints = msgpack_bytes(std::vector<std::int64_t>{1, 2, 3});
-  expect_format_error(ints.substr(0, ints.size() - 1), [](StateReader&) {});
-  expect_format_error(ints + ints, [](StateReader&) {});
-  // An array32 header claiming 2^32 - 1 elements with none behind it: refused before any
-  // allocation of that size.
-  expect_format_error(std::string("\xdd\xff\xff\xff\xff", 5), [](StateReader&) {});
+  expect_format_error(ints.substr(0, ints.size() - 1), whole);
+  EXPECT_NE(expect_format_error(ints + ints, whole).find("bytes follow"), std::string::npos);
+  // An array32 header claiming 2^32 - 1 elements with none behind it: refused when it is entered,
+  // before a caller reserves room for them.
+  const std::string huge("\xdd\xff\xff\xff\xff", 5);
+  EXPECT_NE(
+      expect_format_error(huge, [](StateReader& r) { r.array(); }).find("in the 0 bytes left"),
+      std::string::npos);
+  expect_format_error(huge, [](StateReader& r) {
+    std::vector<std::int64_t> v;
+    tally::internal::read(r, v);
+  });
   // A bin32 claiming 4 GiB.
-  expect_format_error(std::string("\xc6\xff\xff\xff\xff", 5), [](StateReader&) {});
+  expect_format_error(std::string("\xc6\xff\xff\xff\xff", 5), [](StateReader& r) { r.bin(); });
+  expect_format_error(std::string("\xc6\xff\xff\xff\xff", 5), whole);
   // Deep nesting (10,000 single-element arrays).
-  expect_format_error(std::string(10000, '\x91') + '\x00', [](StateReader&) {});
+  expect_format_error(std::string(10000, '\x91') + '\x00', whole);
+  // The byte msgpack never uses.
+  expect_format_error(std::string("\xc1", 1), whole);
   // The wrong type where a field is read, with what was expected and found.
   const std::string msg = expect_format_error(msgpack_bytes(std::string("x")), [](StateReader& r) {
     std::int64_t v;

@@ -71,14 +71,17 @@ class TALLY_API StateWriter {
   ByteSink* out_;
 };
 
-/// Reads the msgpack value in `Bytes` back, value by value, in the order it was written. Every
-/// read checks the type (StateFormatError naming what it expected and what it found); arrays and
-/// maps are entered with array() / map(), which give their sizes, and left after their last value.
+/// Reads the msgpack value in `Bytes` back, value by value, in the order it was written, straight
+/// from the bytes. Every read checks as it goes and throws StateFormatError naming what it
+/// expected and what it found: the type, that the value's bytes are there, that an array's or a
+/// map's count fits in the bytes left (so a header claiming 2^32 elements is refused before room
+/// is reserved for them), nesting; done() says whether the value was read whole and nothing
+/// follows it. Arrays and maps are entered with array() / map(), which give their sizes, and left
+/// after their last value.
 class TALLY_API StateReader {
  public:
-  /// StateFormatError when `bytes` is not exactly one msgpack value within the bounds the engine
-  /// sets for anything it did not write itself (declared sizes bounded by the bytes, nesting).
-  /// Bins are read in place: `bytes` must outlive the reader and what bin() returns.
+  /// Reads nothing yet. Strings and bins are read in place: `bytes` must outlive the reader and
+  /// what str() and bin() return.
   explicit StateReader(Bytes bytes);
   ~StateReader();
   StateReader(const StateReader&) = delete;
@@ -103,7 +106,7 @@ class TALLY_API StateReader {
   Bytes bin();
   /// Reads past the next value, whatever it is.
   void skip();
-  /// Whether every value has been read.
+  /// Whether the value has been read whole and no byte follows it.
   bool done() const;
 
   /// Throws StateFormatError("the state is corrupt: " + what).
