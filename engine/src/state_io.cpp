@@ -139,26 +139,86 @@ std::uint64_t big_endian(const unsigned char* p, std::size_t n) {
 
 [[noreturn]] void truncated() { StateReader::fail("it ends inside a value (truncated)"); }
 
+/// How the types 0xc4..0xdf are laid out: what follows the type byte.
+enum class Layout : std::uint8_t {
+  Length,
+  Ext,
+  MapLength,
+  Unsigned,
+  Signed,
+  Float32,
+  Float64,
+  Fixext
+};
+struct TypeInfo {
+  Kind kind;
+  std::uint8_t bytes;  // of the length or the scalar after the type byte (fixext: of its data)
+  Layout layout;
+};
+constexpr std::array<TypeInfo, 28> kTypes{{
+    {Kind::Bin, 1, Layout::Length},       {Kind::Bin, 2, Layout::Length},        // c4 c5
+    {Kind::Bin, 4, Layout::Length},       {Kind::Other, 1, Layout::Ext},         // c6 c7
+    {Kind::Other, 2, Layout::Ext},        {Kind::Other, 4, Layout::Ext},         // c8 c9
+    {Kind::Float, 4, Layout::Float32},    {Kind::Float, 8, Layout::Float64},     // ca cb
+    {Kind::Integer, 1, Layout::Unsigned}, {Kind::Integer, 2, Layout::Unsigned},  // cc cd
+    {Kind::Integer, 4, Layout::Unsigned}, {Kind::Integer, 8, Layout::Unsigned},  // ce cf
+    {Kind::Integer, 1, Layout::Signed},   {Kind::Integer, 2, Layout::Signed},    // d0 d1
+    {Kind::Integer, 4, Layout::Signed},   {Kind::Integer, 8, Layout::Signed},    // d2 d3
+    {Kind::Other, 1, Layout::Fixext},     {Kind::Other, 2, Layout::Fixext},      // d4 d5
+    {Kind::Other, 4, Layout::Fixext},     {Kind::Other, 8, Layout::Fixext},      // d6 d7
+    {Kind::Other, 16, Layout::Fixext},    {Kind::Str, 1, Layout::Length},        // d8 d9
+    {Kind::Str, 2, Layout::Length},       {Kind::Str, 4, Layout::Length},        // da db
+    {Kind::Array, 2, Layout::Length},     {Kind::Array, 4, Layout::Length},      // dc dd
+    {Kind::Map, 2, Layout::MapLength},    {Kind::Map, 4, Layout::MapLength},     // de df
+}};
+
+/// The header of a value of type `b` in 0xc4..0xdf at `at`.
+Header decode_typed(unsigned char b, const unsigned char* at, const unsigned char* end) {
+  const TypeInfo& t = kTypes[b - 0xc4];
+  Header h;
+  h.kind = t.kind;
+  if (t.layout == Layout::Fixext) {  // type byte + data
+    h.length = 1 + std::uint64_t{t.bytes};
+    return h;
+  }
+  if (static_cast<std::size_t>(end - at) < 1u + t.bytes) truncated();
+  h.header = 1 + t.bytes;
+  const std::uint64_t v = big_endian(at + 1, t.bytes);
+  switch (t.layout) {
+    case Layout::Length:
+      h.length = v;
+      break;
+    case Layout::Ext:
+      h.length = v + 1;  // + its type byte
+      break;
+    case Layout::MapLength:
+      h.length = 2 * v;
+      break;
+    case Layout::Unsigned:
+      h.u = v;
+      break;
+    case Layout::Signed: {
+      const unsigned shift = 64u - 8u * t.bytes;
+      const auto x = static_cast<std::int64_t>(v << shift) >> shift;  // sign-extended
+      h.negative = x < 0;
+      h.u = static_cast<std::uint64_t>(x);
+      break;
+    }
+    case Layout::Float32:
+      h.f = static_cast<double>(std::bit_cast<float>(static_cast<std::uint32_t>(v)));
+      break;
+    default:  // Float64
+      h.f = std::bit_cast<double>(v);
+      break;
+  }
+  return h;
+}
+
 /// The header at `at` (before `end`); StateFormatError when the bytes end inside it.
 Header decode(const unsigned char* at, const unsigned char* end) {
-  const auto need = [&](std::size_t n) {
-    if (static_cast<std::size_t>(end - at) < n) truncated();
-  };
-  need(1);
+  if (at == end) truncated();
   const unsigned char b = at[0];
   Header h;
-  const auto sized = [&](Kind k, std::size_t bytes) {
-    need(1 + bytes);
-    h.kind = k;
-    h.header = 1 + bytes;
-    h.length = big_endian(at + 1, bytes);
-  };
-  const auto scalar = [&](Kind k, std::size_t bytes) {
-    need(1 + bytes);
-    h.kind = k;
-    h.header = 1 + bytes;
-    h.u = big_endian(at + 1, bytes);
-  };
   if (b <= 0x7f) {
     h.kind = Kind::Integer;
     h.u = b;
@@ -175,108 +235,15 @@ Header decode(const unsigned char* at, const unsigned char* end) {
   } else if (b <= 0xbf) {
     h.kind = Kind::Str;
     h.length = b & 0x1fu;
+  } else if (b == 0xc0) {
+    h.kind = Kind::Nil;
+  } else if (b == 0xc2 || b == 0xc3) {
+    h.kind = Kind::Boolean;
+    h.u = b == 0xc3 ? 1 : 0;
+  } else if (b == 0xc1) {
+    StateReader::fail("it holds the byte 0xc1, which msgpack never uses");
   } else {
-    switch (b) {
-      case 0xc0:
-        h.kind = Kind::Nil;
-        break;
-      case 0xc2:
-        h.kind = Kind::Boolean;
-        h.u = 0;
-        break;
-      case 0xc3:
-        h.kind = Kind::Boolean;
-        h.u = 1;
-        break;
-      case 0xc4:
-        sized(Kind::Bin, 1);
-        break;
-      case 0xc5:
-        sized(Kind::Bin, 2);
-        break;
-      case 0xc6:
-        sized(Kind::Bin, 4);
-        break;
-      case 0xc7:
-        sized(Kind::Other, 1);
-        h.length += 1;
-        break;  // ext: + its type byte
-      case 0xc8:
-        sized(Kind::Other, 2);
-        h.length += 1;
-        break;
-      case 0xc9:
-        sized(Kind::Other, 4);
-        h.length += 1;
-        break;
-      case 0xca: {
-        scalar(Kind::Float, 4);
-        const auto bits = static_cast<std::uint32_t>(h.u);
-        h.f = static_cast<double>(std::bit_cast<float>(bits));
-        break;
-      }
-      case 0xcb:
-        scalar(Kind::Float, 8);
-        h.f = std::bit_cast<double>(h.u);
-        break;
-      case 0xcc:
-        scalar(Kind::Integer, 1);
-        break;
-      case 0xcd:
-        scalar(Kind::Integer, 2);
-        break;
-      case 0xce:
-        scalar(Kind::Integer, 4);
-        break;
-      case 0xcf:
-        scalar(Kind::Integer, 8);
-        break;
-      case 0xd0:
-      case 0xd1:
-      case 0xd2:
-      case 0xd3: {
-        const std::size_t n = std::size_t{1} << (b - 0xd0);
-        scalar(Kind::Integer, n);
-        const unsigned shift = static_cast<unsigned>(64 - 8 * n);
-        const auto v = static_cast<std::int64_t>(h.u << shift) >> shift;  // sign-extended
-        h.negative = v < 0;
-        h.u = static_cast<std::uint64_t>(v);
-        break;
-      }
-      case 0xd4:
-      case 0xd5:
-      case 0xd6:
-      case 0xd7:
-      case 0xd8:  // fixext 1..16: type + data
-        h.kind = Kind::Other;
-        h.length = 1 + (std::uint64_t{1} << (b - 0xd4));
-        break;
-      case 0xd9:
-        sized(Kind::Str, 1);
-        break;
-      case 0xda:
-        sized(Kind::Str, 2);
-        break;
-      case 0xdb:
-        sized(Kind::Str, 4);
-        break;
-      case 0xdc:
-        sized(Kind::Array, 2);
-        break;
-      case 0xdd:
-        sized(Kind::Array, 4);
-        break;
-      case 0xde:
-        sized(Kind::Map, 2);
-        h.length *= 2;
-        break;
-      case 0xdf:
-        sized(Kind::Map, 4);
-        h.length *= 2;
-        break;
-      default:
-        StateReader::fail("it holds the byte 0xc1, which msgpack never uses");
-    }
+    return decode_typed(b, at, end);
   }
   return h;
 }
