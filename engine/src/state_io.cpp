@@ -4,7 +4,6 @@
 
 #include <array>
 #include <bit>
-#include <vector>
 
 #include <msgpack.hpp>
 
@@ -302,41 +301,14 @@ struct StateReader::Impl {
   }
 };
 
-namespace {
-// Readers this thread finished with, reused by the next (a bootstrap makes one per unit per
-// resample). Type-erased: StateReader::Impl is private to the class.
-constexpr std::size_t kMaxSpareReaders = 8;
-struct SpareReaders {
-  std::vector<void*> free;
-  void (*destroy)(void*) = nullptr;
-  SpareReaders() { free.reserve(kMaxSpareReaders); }  // the destructor's push_back never throws
-  ~SpareReaders() {
-    for (void* p : free) destroy(p);
-  }
-};
-thread_local SpareReaders spare_readers;
-}  // namespace
-
-StateReader::StateReader(Bytes bytes) {
-  if (spare_readers.free.empty()) {
-    impl_ = new Impl;
-    spare_readers.destroy = [](void* p) { delete static_cast<Impl*>(p); };
-  } else {
-    impl_ = static_cast<Impl*>(spare_readers.free.back());
-    spare_readers.free.pop_back();
-  }
+StateReader::StateReader(Bytes bytes) : impl_(new Impl) {
   impl_->at = reinterpret_cast<const unsigned char*>(bytes.data());
   impl_->end = impl_->at + bytes.size();
   impl_->left[0] = 1;
   impl_->depth = 1;
 }
 
-StateReader::~StateReader() {
-  if (spare_readers.free.size() < kMaxSpareReaders)
-    spare_readers.free.push_back(impl_);
-  else
-    delete impl_;
-}
+StateReader::~StateReader() { delete impl_; }
 
 void StateReader::fail(const std::string& what) {
   throw StateFormatError("the state is corrupt: " + what);
