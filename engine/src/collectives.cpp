@@ -120,9 +120,13 @@ struct Collectives::Impl {
     try {
       call();
     } catch (const Error& e) {
-      if (!e.context().backend.empty()) throw;
-      rethrow_with(e, {.backend = b->name(), .rank = b->rank()}, e.what());
+      rethrow_as_transport(e);
     }
+  }
+  /// `e` again, marked as this rank's transport failure unless a backend marked it already.
+  [[noreturn]] void rethrow_as_transport(const Error& e) const {
+    if (!e.context().backend.empty()) throw;
+    rethrow_with(e, {.backend = b->name(), .rank = b->rank()}, e.what());
   }
 
   void check_root(const CallOptions& c, int root, const char* role) const {
@@ -358,9 +362,9 @@ void Collectives::Impl::work_and_wait(int root, const std::function<void()>& wor
     };
     try {
       waiter->work_and_wait(root, watched, progress, c);
-    } catch (const Error&) {
+    } catch (const Error& e) {
       if (work_failed) throw;
-      transport([] { throw; });
+      rethrow_as_transport(e);
     }
     return;
   }
