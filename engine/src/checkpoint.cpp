@@ -73,17 +73,65 @@ std::string read_bytes(const fs::path& path, std::string_view what, std::uint64_
 std::string Shard::serialize() const {
   msgpack::sbuffer out;
   msgpack::packer<msgpack::sbuffer> p(out);
-  p.pack_array(7);
+  const auto bin = [&](const std::string& bytes) {
+    p.pack_bin(static_cast<std::uint32_t>(bytes.size()));
+    p.pack_bin_body(bytes.data(), static_cast<std::uint32_t>(bytes.size()));
+  };
+  p.pack_array(10);
   p.pack(std::string_view(kShardMagic));
   p.pack(kFormatVersion);
   p.pack(rank);
   p.pack(step);
   p.pack(samples);
   p.pack(batches);
-  p.pack_bin(static_cast<std::uint32_t>(payload.size()));
-  p.pack_bin_body(payload.data(), static_cast<std::uint32_t>(payload.size()));
+  bin(payload);
+  p.pack(covers.begin);
+  p.pack(covers.end);
+  p.pack_array(static_cast<std::uint32_t>(states.size()));
+  for (const auto& st : states) {
+    p.pack_array(3);
+    p.pack(st.span.begin);
+    p.pack(st.span.end);
+    bin(st.payload);
+  }
   return std::string(out.data(), out.size());
 }
+
+namespace {
+
+std::int64_t count_of(const msgpack::object& x, const fs::path& file, const char* what) {
+  if (x.type != msgpack::type::POSITIVE_INTEGER || x.via.u64 > INT64_MAX)
+    corrupt(file, fmt::format("{} is not a count", what));
+  return static_cast<std::int64_t>(x.via.u64);
+}
+
+std::string bin_of(const msgpack::object& x, const fs::path& file, const char* what) {
+  if (x.type != msgpack::type::BIN) corrupt(file, fmt::format("{} is not a msgpack bin", what));
+  return std::string(x.via.bin.ptr, x.via.bin.size);
+}
+
+Span span_of(const msgpack::object& b, const msgpack::object& e, const fs::path& file,
+             const char* what) {
+  const Span s{count_of(b, file, what), count_of(e, file, what)};
+  if (s.end < s.begin) corrupt(file, fmt::format("{} ends before it begins", what));
+  return s;
+}
+
+// Format 2's entries after the payload: what the state covers and the saved states to come.
+void parse_v2_tail(Shard& s, const msgpack::object* a, const fs::path& file) {
+  s.covers = span_of(a[7], a[8], file, "the samples its state covers");
+  if (a[9].type != msgpack::type::ARRAY) corrupt(file, "the pending states are not an array");
+  for (std::uint32_t i = 0; i < a[9].via.array.size; ++i) {
+    const auto& x = a[9].via.array.ptr[i];
+    if (x.type != msgpack::type::ARRAY || x.via.array.size != 3)
+      corrupt(file, "a pending state is not [begin, end, states]");
+    const auto* y = x.via.array.ptr;
+    s.states.push_back({span_of(y[0], y[1], file, "a pending state's samples"),
+                        bin_of(y[2], file, "a pending state")});
+  }
+}
+
+}  // namespace
 
 Shard Shard::parse(std::string_view bytes, const fs::path& file) {
   msgpack::object_handle h;
@@ -94,33 +142,72 @@ Shard Shard::parse(std::string_view bytes, const fs::path& file) {
     corrupt(file, fmt::format("not a msgpack shard ({})", e.what()));
   }
   const auto& o = h.get();
-  if (o.type != msgpack::type::ARRAY || o.via.array.size != 7)
-    corrupt(file, "expected a shard (a msgpack array of 7 entries)");
+  if (o.type != msgpack::type::ARRAY || (o.via.array.size != 7 && o.via.array.size != 10))
+    corrupt(file, "expected a shard (a msgpack array of 7 or 10 entries)");
   const auto* a = o.via.array.ptr;
   const auto str_is = [](const msgpack::object& x, std::string_view s) {
     return x.type == msgpack::type::STR && std::string_view(x.via.str.ptr, x.via.str.size) == s;
   };
   if (!str_is(a[0], kShardMagic)) corrupt(file, fmt::format("expected the tag '{}'", kShardMagic));
-  const auto integer = [&](const msgpack::object& x, const char* what) -> std::int64_t {
-    if (x.type != msgpack::type::POSITIVE_INTEGER || x.via.u64 > INT64_MAX)
-      corrupt(file, fmt::format("{} is not a count", what));
-    return static_cast<std::int64_t>(x.via.u64);
-  };
-  if (const auto f = integer(a[1], "the format version"); f != kFormatVersion)
+  const auto f = count_of(a[1], file, "the format version");
+  if (f != 1 && f != kFormatVersion)
     throw InputError(fmt::format(
-        "checkpoint file {}: format version expected {}, found {} (written by another tally)",
+        "checkpoint file {}: format version expected 1 or {}, found {} (written by another tally)",
         file.string(), kFormatVersion, f));
+  if ((f == 1) != (o.via.array.size == 7))
+    corrupt(file, fmt::format("a format {} shard of {} entries", f, o.via.array.size));
   Shard s;
-  const auto rank = integer(a[2], "the rank");
+  const auto rank = count_of(a[2], file, "the rank");
   if (rank > INT32_MAX) corrupt(file, "the rank is out of range");
   s.rank = static_cast<int>(rank);
-  s.step = integer(a[3], "the step");
-  s.samples = integer(a[4], "the sample count");
-  s.batches = integer(a[5], "the batch count");
-  if (a[6].type != msgpack::type::BIN) corrupt(file, "the metric states are not a msgpack bin");
-  s.payload.assign(a[6].via.bin.ptr, a[6].via.bin.size);
+  s.step = count_of(a[3], file, "the step");
+  s.samples = count_of(a[4], file, "the sample count");
+  s.batches = count_of(a[5], file, "the batch count");
+  s.payload = bin_of(a[6], file, "the metric states");
+  if (f == kFormatVersion) parse_v2_tail(s, a, file);
   return s;
 }
+
+namespace {
+
+// A pair [a, b] of counts, a <= b: a Span in the metadata.
+Span json_span(const nlohmann::ordered_json& v, const std::string& what, const fs::path& file) {
+  if (!v.is_array() || v.size() != 2 || !v[0].is_number_integer() || !v[1].is_number_integer() ||
+      v[0].get<std::int64_t>() < 0 || v[1].get<std::int64_t>() < v[0].get<std::int64_t>())
+    corrupt(file,
+            fmt::format("'{}' expects [begin, end], 0 <= begin <= end, found {}", what, v.dump()));
+  return {v[0].get<std::int64_t>(), v[1].get<std::int64_t>()};
+}
+
+// Format 2's covers and pending of one shard record.
+void parse_layout(ShardRecord& s, const nlohmann::ordered_json& v, const std::string& where,
+                  const fs::path& file) {
+  if (!v.contains("covers") || !v.contains("pending") || !v["pending"].is_array())
+    corrupt(file, fmt::format("{} expects covers and pending (format 2)", where));
+  s.covers = json_span(v["covers"], where + ".covers", file);
+  std::size_t k = 0;
+  for (const auto& p : v["pending"]) {
+    const std::string at = fmt::format("{}.pending[{}]", where, k++);
+    Pending x;
+    if (p.is_object() && p.size() == 1 && p.contains("state")) {
+      x.kind = Pending::Kind::State;
+      x.span = json_span(p["state"], at + ".state", file);
+    } else if (p.is_object() && p.size() == 2 && p.contains("read") && p.contains("origin")) {
+      x.span = json_span(p["read"], at + ".read", file);
+      const auto o = json_span(p["origin"], at + ".origin", file);
+      if (o.end < 1 || o.end > INT32_MAX || o.begin >= o.end)
+        corrupt(file, fmt::format("'{}.origin' expects [rank, world size], rank < world size", at));
+      x.origin = {static_cast<int>(o.begin), static_cast<int>(o.end)};
+    } else {
+      corrupt(file, fmt::format("'{}' expects {{state: [b, e]}} or {{read: [b, e], origin: [rank, "
+                                "world size]}}, found {}",
+                                at, p.dump()));
+    }
+    s.pending.push_back(x);
+  }
+}
+
+}  // namespace
 
 // ---- metadata
 // ------------------------------------------------------------------------------------
@@ -142,8 +229,21 @@ std::string Metadata::to_json() const {
   j["samples"] = samples;
   j["batches"] = batches;
   auto shs = nlohmann::ordered_json::array();
-  for (const auto& s : shards)
-    shs.push_back({{"file", s.file}, {"crc32", fmt::format("{:08x}", s.crc32)}, {"size", s.size}});
+  for (const auto& s : shards) {
+    auto pending = nlohmann::ordered_json::array();
+    for (const auto& p : s.pending) {
+      if (p.kind == Pending::Kind::State)
+        pending.push_back({{"state", {p.span.begin, p.span.end}}});
+      else
+        pending.push_back({{"read", {p.span.begin, p.span.end}},
+                           {"origin", {p.origin.rank, p.origin.world_size}}});
+    }
+    shs.push_back({{"file", s.file},
+                   {"crc32", fmt::format("{:08x}", s.crc32)},
+                   {"size", s.size},
+                   {"covers", {s.covers.begin, s.covers.end}},
+                   {"pending", pending}});
+  }
   j["shards"] = shs;
   const std::string body = j.dump();
   j["metadata_crc32"] = fmt::format("{:08x}", crc32_of(body));
@@ -187,9 +287,9 @@ Metadata Metadata::parse(std::string_view text, const fs::path& file) {
   if (text_of("format") != "tally-checkpoint") corrupt(file, "not a tally checkpoint");
   Metadata m;
   m.format = count(get("format_version"), "format_version");
-  if (m.format != kFormatVersion)
+  if (m.format != 1 && m.format != kFormatVersion)
     throw InputError(fmt::format(
-        "checkpoint file {}: format version expected {}, found {} (written by another tally)",
+        "checkpoint file {}: format version expected 1 or {}, found {} (written by another tally)",
         file.string(), kFormatVersion, m.format));
   m.tally_version = text_of("tally_version");
   m.protocol = count(get("protocol"), "protocol");
@@ -231,6 +331,7 @@ Metadata Metadata::parse(std::string_view text, const fs::path& file) {
       corrupt(file, fmt::format("shards[{}].crc32 expects 8 hex digits", r));
     s.crc32 = static_cast<std::uint32_t>(parsed);
     s.size = static_cast<std::uint64_t>(count(v["size"], fmt::format("shards[{}].size", r)));
+    if (m.format >= 2) parse_layout(s, v, fmt::format("shards[{}]", r), file);
     m.shards.push_back(std::move(s));
     ++r;
   }
@@ -249,10 +350,6 @@ void check(const Metadata& m, const Expected& e, const fs::path& file) {
   if (m.protocol != kProtocolVersion)
     refuse(
         fmt::format("sync protocol version expected {}, found {}", kProtocolVersion, m.protocol));
-  if (m.world_size != e.world_size)
-    refuse(fmt::format(
-        "world size expected {} (this run), found {}: resume on as many ranks as wrote it",
-        e.world_size, m.world_size));
   for (const auto& plugin : e.plugins) {
     const auto it = std::find_if(m.plugins.begin(), m.plugins.end(),
                                  [&](const auto& p) { return p.first == plugin.first; });
@@ -328,6 +425,118 @@ std::vector<std::string> prune(const fs::path& dir, std::int64_t step) {
           fmt::format("cannot remove the old checkpoint {}: {}", it->path.string(), ec.message()));
   }
   return problems;
+}
+
+// ---- the plan of a resume
+// -------------------------------------------------------------------------
+
+namespace {
+
+// Format 1: each rank's state covers the first samples of its block (the held-back sample read
+// but not in the state), and the rest of its block is to be read.
+std::vector<Item> format1_items(const Metadata& m, int r, bool held, const fs::path& file) {
+  const auto block = ShardRange::of(m.dataset_samples, ShardInfo{r, m.world_size});
+  const auto read = m.samples[static_cast<std::size_t>(r)];
+  if (read > block.size())
+    corrupt(file, fmt::format("rank {} read {} samples of a block of {}", r, read, block.size()));
+  const auto in_state = read - (held && read > 0 ? 1 : 0);
+  std::vector<Item> out;
+  if (in_state > 0)
+    out.push_back({Pending::Kind::State, {block.begin, block.begin + in_state}, {}, r, -1});
+  if (block.begin + in_state < block.end)
+    out.push_back({Pending::Kind::Read,
+                   {block.begin + in_state, block.end},
+                   ShardInfo{r, m.world_size},
+                   r,
+                   -1});
+  return out;
+}
+
+std::vector<Item> format2_items(const ShardRecord& s, int r) {
+  std::vector<Item> out;
+  if (s.covers.size() > 0) out.push_back({Pending::Kind::State, s.covers, {}, r, -1});
+  int k = 0;
+  for (const auto& p : s.pending) {
+    if (p.kind == Pending::Kind::State)
+      out.push_back({p.kind, p.span, {}, r, k++});
+    else if (p.span.size() > 0)
+      out.push_back({p.kind, p.span, p.origin, r, -1});
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::vector<Item>> items_of(const Metadata& m, bool held, const fs::path& file) {
+  std::vector<std::vector<Item>> out;
+  std::int64_t at = 0;
+  for (int r = 0; r < m.world_size; ++r) {
+    auto items = m.format == 1 ? format1_items(m, r, held, file)
+                               : format2_items(m.shards[static_cast<std::size_t>(r)], r);
+    for (const auto& it : items) {
+      if (it.span.begin != at)
+        corrupt(file, fmt::format("shards[{}] holds samples [{}, {}), expected samples from {} on "
+                                  "(where the shards before it end)",
+                                  r, it.span.begin, it.span.end, at));
+      if (it.kind == Pending::Kind::Read) {
+        const auto& o = it.origin;
+        const auto block = o.world_size >= 1 && o.rank >= 0 && o.rank < o.world_size
+                               ? ShardRange::of(m.dataset_samples, o)
+                               : ShardRange{0, -1};
+        if (it.span.begin < block.begin || it.span.end > block.end)
+          corrupt(file, fmt::format("shards[{}] reads samples [{}, {}) with the reader of rank {} "
+                                    "of {}, whose block is [{}, {})",
+                                    r, it.span.begin, it.span.end, o.rank, o.world_size,
+                                    block.begin, block.end));
+      }
+      at = it.span.end;
+    }
+    out.push_back(std::move(items));
+  }
+  if (at != m.dataset_samples)
+    corrupt(file, fmt::format("the shards hold samples [0, {}), expected [0, {}) (every sample)",
+                              at, m.dataset_samples));
+  return out;
+}
+
+std::vector<Item> plan(const std::vector<std::vector<Item>>& per_shard, int world, int rank) {
+  if (static_cast<int>(per_shard.size()) == world) return per_shard[static_cast<std::size_t>(rank)];
+  // Every item in dataset order, reads of one origin that meet made one.
+  std::vector<Item> all;
+  for (const auto& items : per_shard)
+    for (const auto& it : items) {
+      if (!all.empty() && it.kind == Pending::Kind::Read && all.back().kind == it.kind &&
+          all.back().origin.rank == it.origin.rank &&
+          all.back().origin.world_size == it.origin.world_size &&
+          all.back().span.end == it.span.begin)
+        all.back().span.end = it.span.end;
+      else
+        all.push_back(it);
+    }
+  std::int64_t unread = 0;
+  for (const auto& it : all)
+    if (it.kind == Pending::Kind::Read) unread += it.span.size();
+  // This rank's share of the samples to read, counted in the order they come: [lo, hi).
+  const auto w = static_cast<std::int64_t>(world);
+  const auto lo = unread * rank / w, hi = unread * (rank + 1) / w;
+  std::vector<Item> mine;
+  std::int64_t q = 0;  // samples to read before the item
+  for (const auto& it : all) {
+    if (it.kind == Pending::Kind::State) {
+      // A state goes to the rank whose share holds the next sample to read (the last rank when
+      // none follows).
+      if ((q >= lo && q < hi) || (q >= unread && rank == world - 1)) mine.push_back(it);
+      continue;
+    }
+    const auto from = std::max(q, lo), to = std::min(q + it.span.size(), hi);
+    if (from < to) {
+      Item piece = it;
+      piece.span = {it.span.begin + (from - q), it.span.begin + (to - q)};
+      mine.push_back(piece);
+    }
+    q += it.span.size();
+  }
+  return mine;
 }
 
 }  // namespace tally::checkpoint

@@ -1,5 +1,8 @@
 #include "tally/sdk/error.hpp"
 
+#include <utility>
+
+#include "error_codes.hpp"
 #include "tally/sdk/bytes.hpp"
 
 namespace tally {
@@ -26,6 +29,21 @@ int InputError::exit_code() const noexcept { return 2; }
 
 RuntimeError::~RuntimeError() = default;
 int RuntimeError::exit_code() const noexcept { return 1; }
+
+void throw_error(int exit_code, const std::string& message, ErrorContext context) {
+  if (exit_code == 2) throw InputError(message, std::move(context));
+  throw RuntimeError(message, std::move(context));
+}
+
+Failure Failure::of(const std::exception& e, std::string_view prefix) {
+  Failure f;
+  f.message = std::string(prefix) + e.what();
+  if (const auto* err = dynamic_cast<const Error*>(&e)) {
+    f.exit_code = err->exit_code() == 0 ? 1 : err->exit_code();
+    f.context = err->context();
+  }
+  return f;
+}
 
 void rethrow_with(const Error& e, const ErrorContext& more, const std::string& what) {
   ErrorContext c = e.context();

@@ -198,23 +198,28 @@ const std::optional<RegressionSettings>& Evaluator::regression() const {
 bool Evaluator::has_checkpoint() const { return impl_->config.checkpoint.has_value(); }
 bool Evaluator::has_data() const { return impl_->config.data_type.has_value(); }
 
-std::shared_ptr<Reader> Evaluator::make_reader() const {
-  // An evaluator that failed to set up reads nothing (read_all's start exchange reports why).
-  if (impl_->error) throw_error(impl_->error->first, impl_->error->second);
-  const auto& c = impl_->config;
+std::shared_ptr<Reader> Evaluator::Impl::reader_for(ShardInfo shard) {
+  const auto& c = config;
   if (!c.data_type)
     throw ConfigError(fmt::format(
         "{}: no 'data:' section: say which reader reads the data (for example type: npy)",
         c.source));
   const Component& rc = at(c.data_params.where, [&]() -> const Component& {
-    return impl_->registry.get(ComponentKind::Reader, *c.data_type);
+    return registry.get(ComponentKind::Reader, *c.data_type);
   });
   const Params rp =
       make_params(*rc.info, c.data_params, fmt::format("data ({})", *c.data_type), c.base_dir);
-  impl_->data_canonical = fmt::format("{}|{}@{}|{}", rc.info->name, rc.plugin_name,
-                                      rc.plugin_version, Value(rp.values()).to_json());
-  impl_->data_plugin.emplace(rc.plugin_name, rc.plugin_version);
-  auto reader = Registry::make_reader(rc, rp, ShardInfo{rank(), world_size()});
+  data_canonical = fmt::format("{}|{}@{}|{}", rc.info->name, rc.plugin_name, rc.plugin_version,
+                               Value(rp.values()).to_json());
+  data_plugin.emplace(rc.plugin_name, rc.plugin_version);
+  return Registry::make_reader(rc, rp, shard);
+}
+
+std::shared_ptr<Reader> Evaluator::make_reader() const {
+  // An evaluator that failed to set up reads nothing (read_all's start exchange reports why).
+  if (impl_->error) impl_->error->raise();
+  const auto& c = impl_->config;
+  auto reader = impl_->reader_for(ShardInfo{rank(), world_size()});
   const auto fields = reader->fields();
   for (const auto& m : impl_->metrics) {
     for (const auto& spec : m.component->info->inputs) {
@@ -251,25 +256,18 @@ void Evaluator::Impl::add(const Batch& batch, bool stable) {
       s.samples += n;
       return;
     }
-    if (s.held) {
-      Batch last = std::move(*s.held);
-      s.held.reset();
-      s.apply(last);
-    }
+    s.apply_held();
     if (n > 1) s.apply(batch.slice(0, n - 1));
     s.held = last_sample(batch, stable);
     s.samples += n;
-  } catch (const Error& e) {
-    if (!s.error) s.error.emplace(e.exit_code(), e.what());
-    throw;
   } catch (const std::exception& e) {
-    if (!s.error) s.error.emplace(1, e.what());
+    s.record(e);  // its context too: compute() reports the error that was caught
     throw;
   }
 }
 
 void Evaluator::record_error(int exit_code, const std::string& message) {
-  if (!impl_->error) impl_->error.emplace(exit_code == 0 ? 1 : exit_code, message);
+  impl_->record(exit_code, message);
 }
 
 void Evaluator::barrier() {
@@ -299,9 +297,10 @@ Results Evaluator::compute(std::optional<std::int64_t> dataset_size) {
   request.error = s.error;
   request.start = s.start;
   request.finish = [&s](bool drop_last) {
-    std::optional<Batch> held = std::move(s.held);
-    s.held.reset();
-    if (held && !drop_last) s.apply(*held);
+    if (drop_last)
+      s.held.reset();
+    else
+      s.apply_held();
   };
   const sync::Outcome out = sync::run(s.collectives(), std::move(request));
   const int world = s.backend->world_size();
@@ -370,8 +369,8 @@ void Evaluator::Impl::agree_at_start(
     mine.header.layout_fingerprint = sync::fingerprint(mine.layout);
   }
   if (error) {
-    mine.header.status = error->first;
-    mine.message = error->second;
+    mine.header.status = error->exit_code;
+    mine.message = error->message;
   }
   if (auto verdict = sync::exchange_start(collectives(), mine)) {
     // Recorded too: a compute() after this failure fails the same way, on every rank.
@@ -477,6 +476,7 @@ class ReadStraight final : public ReadPolicy {
 void Evaluator::Impl::read_shards(Reader* reader, const ReadOptions& options, ReadPolicy& policy) {
   std::int64_t resumed = 0;
   if (!policy.decide() || !policy.resume(resumed)) return;
+  reader = policy.source(reader);
   std::atomic<std::uint64_t> batches{static_cast<std::uint64_t>(resumed)};
   const std::int64_t limit = policy.round_batches();
   const bool stable = is_stable(reader);

@@ -7,6 +7,7 @@
 #include <bit>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -60,12 +61,48 @@ checkpoint::Expected Evaluator::Impl::expectation() const {
   return e;
 }
 
+// Every metric's state from what save_states() packed, [0, [state...]]; InputError prefixed by
+// `where` when it is not that or a metric cannot read its part (the metrics before it are then
+// restored already: the caller resets or fails).
+void Evaluator::Impl::restore_states(const msgpack::object& o, ByteSpan bytes,
+                                     const std::string& where, bool merge) {
+  if (o.type != msgpack::type::ARRAY || o.via.array.size != 2 ||
+      o.via.array.ptr[0].type != msgpack::type::POSITIVE_INTEGER ||
+      o.via.array.ptr[0].via.u64 != 0 || o.via.array.ptr[1].type != msgpack::type::ARRAY ||
+      o.via.array.ptr[1].via.array.size != metrics.size())
+    throw InputError(fmt::format("{}: expected the states of {} metrics, found something else",
+                                 where, metrics.size()));
+  const std::vector<ByteSpan> parts = msgpack_payload_items(bytes);
+  for (std::size_t i = 0; i < metrics.size(); ++i) {
+    try {
+      if (merge)
+        metrics[i].metric->merge_saved(parts[i]);
+      else
+        metrics[i].metric->restore(parts[i]);
+    } catch (const StateFormatError&) {
+      throw InputError(fmt::format(
+          "{}: metric '{}' cannot read its saved state (expected the state its plugin packs)",
+          where, metrics[i].label));
+    } catch (const Error& e) {  // the state reads, but no run of this metric could have saved it
+      throw InputError(fmt::format("{}: metric '{}' cannot read its saved state: {}", where,
+                                   metrics[i].label, e.what()));
+    } catch (const std::exception&) {
+      throw InputError(fmt::format(
+          "{}: metric '{}' cannot read its saved state (expected the state its plugin packs)",
+          where, metrics[i].label));
+    }
+  }
+}
+
+namespace {
+
+namespace ck = checkpoint;
+
 // Rank 0, before anything is read: the checkpoint to resume (validated against this run), or a
 // clean folder for a fresh run. Throws what every rank must then throw.
-Value Evaluator::Impl::choose_checkpoint(Reader& reader, const ReadOptions& options,
-                                         const checkpoint::Expected& expected) {
+Value choose_checkpoint(const CheckpointConfig& cc, Reader& reader, const ReadOptions& options,
+                        const checkpoint::Expected& expected) {
   namespace ck = checkpoint;
-  const CheckpointConfig& cc = *config.checkpoint;
   Value d = Value::map();
   d.set("status", 0);
   d.set("step", -1);
@@ -126,8 +163,13 @@ Value Evaluator::Impl::choose_checkpoint(Reader& reader, const ReadOptions& opti
       for (const auto n : m.samples) read += n;
       d.set("step", *chosen);
       d.set("metadata", text);
-      note = fmt::format("checkpoint: resuming from {} (step {}: {} of {} samples read){}",
-                         step_dir.string(), m.step, read, total, ignored);
+      const std::string ranks =
+          m.world_size == expected.world_size
+              ? std::string()
+              : fmt::format("; written by {} rank{}, its samples planned anew over {}",
+                            m.world_size, m.world_size == 1 ? "" : "s", expected.world_size);
+      note = fmt::format("checkpoint: resuming from {} (step {}: {} of {} samples read{}){}",
+                         step_dir.string(), m.step, read, total, ranks, ignored);
     } else {
       note = fmt::format("checkpoint: no complete checkpoint in {}{}: starting from the beginning",
                          cc.dir.string(), ignored);
@@ -154,102 +196,232 @@ Value Evaluator::Impl::choose_checkpoint(Reader& reader, const ReadOptions& opti
   return d;
 }
 
-// Every metric's state from what save_states() packed, [0, [state...]]; InputError prefixed by
-// `where` when it is not that or a metric cannot read its part (the metrics before it are then
-// restored already: the caller resets or fails).
-void Evaluator::Impl::restore_states(const msgpack::object& o, ByteSpan bytes,
-                                     const std::string& where) {
-  if (o.type != msgpack::type::ARRAY || o.via.array.size != 2 ||
-      o.via.array.ptr[0].type != msgpack::type::POSITIVE_INTEGER ||
-      o.via.array.ptr[0].via.u64 != 0 || o.via.array.ptr[1].type != msgpack::type::ARRAY ||
-      o.via.array.ptr[1].via.array.size != metrics.size())
-    throw InputError(fmt::format("{}: expected the states of {} metrics, found something else",
-                                 where, metrics.size()));
-  const std::vector<ByteSpan> parts = msgpack_payload_items(bytes);
-  for (std::size_t i = 0; i < metrics.size(); ++i) {
-    try {
-      metrics[i].metric->restore(parts[i]);
-    } catch (const StateFormatError&) {
-      throw InputError(fmt::format(
-          "{}: metric '{}' cannot read its saved state (expected the state its plugin packs)",
-          where, metrics[i].label));
-    } catch (const Error& e) {  // the state reads, but no run of this metric could have saved it
-      throw InputError(fmt::format("{}: metric '{}' cannot read its saved state: {}", where,
-                                   metrics[i].label, e.what()));
-    } catch (const std::exception&) {
-      throw InputError(fmt::format(
-          "{}: metric '{}' cannot read its saved state (expected the state its plugin packs)",
-          where, metrics[i].label));
+/// One step of a rank's plan: a saved state to fold in (its bytes, and the shard file they came
+/// from, for messages), or samples to read.
+struct PlanItem {
+  ck::Item item;
+  std::string payload;  // State: [0, [state...]]
+  std::string where;    // State: "checkpoint shard FILE"
+};
+
+/// The reader of a checkpointed run: this rank's plan (ck::plan) as one stream of batches. A read
+/// range opens the reader of its origin's block (the caller's own reader for this rank's block of
+/// this world, once; a reader made from the config's data: section otherwise), skips to the
+/// range's first sample and stops at its end, cutting batches there; a saved state is folded in
+/// (`fold`) when the stream reaches it, so the metrics see their samples in dataset order. No
+/// reader plugin needs to seek. It knows where it is: remaining() is what a checkpoint must
+/// carry.
+class PlanReader final : public Reader {
+ public:
+  using Open = std::function<std::shared_ptr<Reader>(ShardInfo)>;
+  using Fold = std::function<void(const PlanItem&, bool first)>;
+
+  PlanReader(std::vector<PlanItem> items, Reader* own, ShardInfo me, std::int64_t total,
+             std::int64_t begin, Open open, Fold fold, std::function<void(std::int64_t)> on_folded)
+      : items_(std::move(items)),
+        own_(own),
+        me_(me),
+        total_(total),
+        begin_(items_.empty() ? begin : items_.front().item.span.begin),
+        end_(items_.empty() ? begin : items_.back().item.span.end),
+        open_(std::move(open)),
+        fold_(std::move(fold)),
+        on_folded_(std::move(on_folded)) {
+    for (const auto& p : items_) next_.push_back(p.item.span.begin);
+  }
+
+  std::vector<std::string> fields() const override { return own_->fields(); }
+  std::int64_t total_samples() const override { return total_; }
+  std::int64_t shard_samples() const override { return end_ - begin_; }
+  std::string layout() const override { return own_->layout(); }
+  /// The first sample of this rank's part of the data (its samples are numbered from it).
+  std::int64_t begin() const { return begin_; }
+
+  /// Folds the states that come first and opens the first read range (skipping to it): what a
+  /// resume must do before the ranks agree. Returns the batches skipped.
+  std::int64_t start() {
+    while (i_ < items_.size() && items_[i_].item.kind == ck::Pending::Kind::State) fold_next();
+    if (i_ < items_.size()) open(i_);
+    return skipped_;
+  }
+
+  std::optional<Batch> next() override {
+    while (i_ < items_.size()) {
+      const auto& it = items_[i_].item;
+      if (it.kind == ck::Pending::Kind::State) {
+        fold_next();
+        continue;
+      }
+      if (cur_ == nullptr) open(i_);
+      auto& next = next_[i_];
+      if (next >= it.span.end) {
+        close();
+        ++i_;
+        continue;
+      }
+      std::optional<Batch> b = stash_ ? std::exchange(stash_, std::nullopt) : cur_->next();
+      if (!b) data_ended(it.origin, next, it.span.end);
+      const auto n = b->size();
+      if (n == 0) continue;
+      const auto want = it.span.end - next;
+      Batch out = n > want ? b->slice(0, want) : std::move(*b);
+      next += out.size();
+      last_ = static_cast<std::ptrdiff_t>(i_);
+      touched_ = true;
+      return out;
+    }
+    close();
+    return std::nullopt;
+  }
+
+  /// What this rank has not folded into its metrics yet, in dataset order (`held`: the last
+  /// sample read is held back, not in them): the checkpoint's pending, with the saved states'
+  /// bytes.
+  std::vector<PlanItem> remaining(bool held) const {
+    std::vector<PlanItem> out;
+    const bool back = held && last_ >= 0;
+    const auto from = back ? static_cast<std::size_t>(last_) : i_;
+    for (std::size_t k = from; k < items_.size(); ++k) {
+      const auto& p = items_[k];
+      if (p.item.kind == ck::Pending::Kind::State) {
+        if (k >= i_) out.push_back(p);
+        continue;
+      }
+      const auto b = next_[k] - (back && k == static_cast<std::size_t>(last_) ? 1 : 0);
+      if (b >= p.item.span.end) continue;
+      PlanItem rest{p.item, {}, {}};
+      rest.item.span.begin = b;
+      out.push_back(std::move(rest));
+    }
+    return out;
+  }
+  /// The samples the metrics hold now, given remaining().
+  ck::Span covers(const std::vector<PlanItem>& remaining) const {
+    return {begin_, remaining.empty() ? end_ : remaining.front().item.span.begin};
+  }
+
+ private:
+  // Folds the next item, a saved state; its samples count as read for the progress (on_folded), as
+  // the samples the reader skips to reach a read range do not: they are in a state folded
+  // already (the items tile this rank's part of the data once).
+  void fold_next() {
+    auto& p = items_[i_];
+    fold_(p, !touched_);
+    if (on_folded_) on_folded_(p.item.span.size());
+    touched_ = true;
+    std::string().swap(p.payload);  // folded: its bytes are no longer needed
+    ++i_;
+  }
+
+  [[noreturn]] static void data_ended(ShardInfo o, std::int64_t at, std::int64_t want) {
+    throw InputError(fmt::format(
+        "checkpoint: the data of rank {} of {} ends before sample {} (expected samples up to {}): "
+        "the data changed since the checkpoint was written",
+        o.rank, o.world_size, at, want));
+  }
+
+  // Opens the reader of item k's origin and skips to the item's first sample (a batch across it
+  // is cut: its rest is the first batch served).
+  void open(std::size_t k) {
+    const auto& it = items_[k].item;
+    const ShardInfo o = it.origin;
+    const bool mine =
+        own_ != nullptr && !own_used_ && o.rank == me_.rank && o.world_size == me_.world_size;
+    if (mine) {
+      cur_ = own_;
+      own_used_ = true;
+    } else {
+      owned_ = open_(o);
+      cur_ = owned_.get();
+    }
+    std::int64_t at = ShardRange::of(total_, o).begin;
+    while (at < it.span.begin) {
+      auto b = cur_->next();
+      if (!b) data_ended(o, at, it.span.begin);
+      const auto n = b->size();
+      if (at + n <= it.span.begin) {
+        at += n;
+        ++skipped_;
+        continue;
+      }
+      stash_ = b->slice(it.span.begin - at, n);
+      at = it.span.begin;
     }
   }
+
+  void close() {
+    stash_.reset();
+    cur_ = nullptr;
+    owned_.reset();
+  }
+
+  std::vector<PlanItem> items_;
+  std::vector<std::int64_t> next_;  // per item: its next sample to serve
+  std::size_t i_ = 0;               // the item being served
+  std::ptrdiff_t last_ = -1;        // the item the last batch served came from
+  bool touched_ = false;            // anything folded or served yet
+  Reader* own_;
+  bool own_used_ = false;
+  const ShardInfo me_;
+  const std::int64_t total_, begin_, end_;
+  Open open_;
+  Fold fold_;
+  std::function<void(std::int64_t)> on_folded_;
+  Reader* cur_ = nullptr;
+  std::shared_ptr<Reader> owned_;
+  std::optional<Batch> stash_;
+  std::int64_t skipped_ = 0;
+};
+
+// A pending item as it travels in a rank's checkpoint record to rank 0: [kind (0 state, 1 read),
+// begin, end, origin rank, origin world size].
+Value pending_value(const ck::Item& it) {
+  Value v = Value::array();
+  for (const std::int64_t x :
+       {std::int64_t{it.kind == ck::Pending::Kind::State ? 0 : 1}, it.span.begin, it.span.end,
+        std::int64_t{it.origin.rank}, std::int64_t{it.origin.world_size}})
+    v.push_back(x);
+  return v;
 }
 
-// This rank: loads its metric states from its shard of `m` and reads again the batches it had
-// read, keeping only the held-back sample. Returns the batches read; a reading failure is
-// recorded (the caller stops); a shard that cannot be used throws.
-std::int64_t Evaluator::Impl::restore(Reader& reader, const checkpoint::Metadata& m,
-                                      const ReadOptions& options) {
-  namespace ck = checkpoint;
-  const CheckpointConfig& cc = *config.checkpoint;
-  const int me = backend->rank();
-  const auto r = static_cast<std::size_t>(me);
-  const fs::path step_dir = cc.dir / ck::step_name(m.step);
+ck::Pending pending_of(const Value& v) {
+  const auto at = [&](std::size_t i) { return v.as_array().at(i).as_int(); };
+  return {at(0) == 0 ? ck::Pending::Kind::State : ck::Pending::Kind::Read,
+          {at(1), at(2)},
+          {static_cast<int>(at(3)), static_cast<int>(at(4))}};
+}
+
+// The shard file of rank `s` in `m`, read, checked against the metadata (size, CRC-32, rank,
+// step, counts, and in format 2 what its state covers and the spans of its pending states).
+ck::Shard load_shard(const fs::path& step_dir, const ck::Metadata& m, int s) {
+  const auto r = static_cast<std::size_t>(s);
   const fs::path meta_path = step_dir / ck::kMetadataName;
   const fs::path file = step_dir / m.shards[r].file;
   const std::string bytes = ck::read_bytes(file, "checkpoint shard", kCheckpointShardMaxBytes);
   ck::verify(bytes, m.shards[r], file, meta_path);
-  const auto shard = ck::Shard::parse(bytes, file);
-  if (shard.rank != me || shard.step != m.step || shard.samples != m.samples[r] ||
+  auto shard = ck::Shard::parse(bytes, file);
+  if (shard.rank != s || shard.step != m.step || shard.samples != m.samples[r] ||
       shard.batches != m.batches[r])
     throw InputError(fmt::format(
         "checkpoint shard {}: expected rank {} at step {} after {} samples in {} batches ({}), "
         "found rank {} at step {} after {} samples in {} batches",
-        file.string(), me, m.step, m.samples[r], m.batches[r], ck::kMetadataName, shard.rank,
+        file.string(), s, m.step, m.samples[r], m.batches[r], ck::kMetadataName, shard.rank,
         shard.step, shard.samples, shard.batches));
-
-  // The metric states, packed as the sync protocol packs them: [0, [state...]].
-  msgpack::object_handle h;
-  const auto states = std::as_bytes(std::span(shard.payload.data(), shard.payload.size()));
-  try {
-    h = unpack_bounded(states, /*reference_bins=*/true);
-  } catch (const std::exception& e) {
-    throw InputError(fmt::format("checkpoint shard {}: the metric states are not valid msgpack: {}",
-                                 file.string(), e.what()));
-  }
-  restore_states(h.get(), states, "checkpoint shard " + file.string());
-
-  const auto total = reader.total_samples();
-  if (total != m.dataset_samples)
-    throw InputError(fmt::format(
-        "checkpoint {}: dataset size expected {} samples (the data now), found {}: the data "
-        "changed since it was written",
-        meta_path.string(), total, m.dataset_samples));
-  held.reset();
-  samples = 0;
-  bool failed = false;
-  const bool stable = is_stable(&reader);
-  for (std::int64_t k = 0; k < shard.batches; ++k) {
-    auto b = next_batch(reader, failed);
-    if (failed) return k;
-    if (!b)
+  if (m.format >= 2) {
+    std::vector<ck::Span> states;
+    for (const auto& p : m.shards[r].pending)
+      if (p.kind == ck::Pending::Kind::State) states.push_back(p.span);
+    std::vector<ck::Span> held;
+    for (const auto& st : shard.states) held.push_back(st.span);
+    if (!(shard.covers == m.shards[r].covers) || held != states)
       throw InputError(fmt::format(
-          "checkpoint shard {}: samples read expected {} in {} batches, found the data of rank {} "
-          "ends after {} in {} batches: the data changed since it was written",
-          file.string(), shard.samples, shard.batches, me, samples, k));
-    const auto n = b->size();
-    if (n > 0) {
-      if (hold_last) held = last_sample(*b, stable);
-      samples += n;
-    }
-    if (options.on_batch) options.on_batch(n);
+          "checkpoint shard {}: expected the states of the samples {} lists for it, found others",
+          file.string(), ck::kMetadataName));
   }
-  if (samples != shard.samples)
-    throw InputError(fmt::format(
-        "checkpoint shard {}: samples read expected {} in {} batches, found {}: the data changed "
-        "since it was written",
-        file.string(), shard.samples, shard.batches, samples));
-  return shard.batches;
+  return shard;
 }
+
+}  // namespace
 
 /// Reading with checkpoints: rank 0 decides what to resume (decide), every rank restores its
 /// shard's state and skips what it had read (resume), then rounds: every rank reads up to
@@ -278,8 +450,13 @@ class Evaluator::Impl::ReadCheckpointed final : public ReadPolicy {
     read();
   }
   bool save(bool done, std::int64_t batches) override;
+  Reader* source(Reader* given) override { return plan_ ? plan_.get() : given; }
 
  private:
+  /// This rank's part of checkpoint `m` (ck::plan), the bytes of its saved states read.
+  std::vector<PlanItem> plan_of(const checkpoint::Metadata& m) const;
+  /// This rank's plan: `items` (a fresh run: its own block), folded and skipped to its start.
+  std::int64_t start_plan(std::vector<PlanItem> items);
   /// This rank's shard of `step`, written (its crc32 and size in the result), unless it failed.
   Value write_shard(std::int64_t batches);
   /// Rank 0, once every rank wrote its shard of step_: the metadata that completes it.
@@ -295,7 +472,69 @@ class Evaluator::Impl::ReadCheckpointed final : public ReadPolicy {
   const checkpoint::Expected expected_;
   Value decision_;
   std::int64_t step_ = 0;
+  std::unique_ptr<PlanReader> plan_;
 };
+
+// This rank's part of checkpoint `m` on this world: its plan (ck::plan), with the bytes of every
+// saved state in it read from their shards. Throws InputError when a shard cannot be used.
+std::vector<PlanItem> Evaluator::Impl::ReadCheckpointed::plan_of(const ck::Metadata& m) const {
+  const CheckpointConfig& cc = cc_;
+  const fs::path step_dir = cc.dir / ck::step_name(m.step);
+  const auto per_shard = ck::items_of(m, s_.hold_last, step_dir / ck::kMetadataName);
+  std::vector<PlanItem> out;
+  std::map<int, ck::Shard> shards;
+  for (const auto& it : ck::plan(per_shard, world_, me_)) {
+    PlanItem p{it, {}, {}};
+    if (it.kind == ck::Pending::Kind::State) {
+      auto found = shards.find(it.shard);
+      if (found == shards.end())
+        found = shards.emplace(it.shard, load_shard(step_dir, m, it.shard)).first;
+      // Each of a shard's states is in the plan once: its bytes move, not copied.
+      auto& sh = found->second;
+      p.payload = std::move(
+          it.index < 0 ? sh.payload : sh.states.at(static_cast<std::size_t>(it.index)).payload);
+      p.where = "checkpoint shard " +
+                (step_dir / m.shards[static_cast<std::size_t>(it.shard)].file).string();
+    }
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+std::int64_t Evaluator::Impl::ReadCheckpointed::start_plan(std::vector<PlanItem> items) {
+  const auto total = reader_->total_samples();
+  const ShardInfo me{me_, world_};
+  const auto open = [this](ShardInfo o) -> std::shared_ptr<Reader> {
+    if (!s_.config.data_type)
+      throw ConfigError(fmt::format(
+          "checkpoint: this rank resumes samples of rank {} of {}, and the reader this program "
+          "made reads only its own block: resume on {} ranks, or from a config with a data: "
+          "section",
+          o.rank, o.world_size, o.world_size));
+    return s_.reader_for(o);
+  };
+  const auto fold = [this](const PlanItem& p, bool first) {
+    s_.apply_held();  // its sample comes before the state's
+    const auto bytes = std::as_bytes(std::span(p.payload.data(), p.payload.size()));
+    msgpack::object_handle h;
+    try {
+      h = unpack_bounded(bytes, /*reference_bins=*/true);
+    } catch (const std::exception& e) {
+      throw InputError(
+          fmt::format("{}: the metric states are not valid msgpack: {}", p.where, e.what()));
+    }
+    s_.restore_states(h.get(), bytes, p.where, /*merge=*/!first);
+    s_.samples += p.item.span.size();
+  };
+  plan_ =
+      std::make_unique<PlanReader>(std::move(items), reader_, me, total,
+                                   ShardRange::of(total, me).begin, open, fold, options_.on_batch);
+  s_.held.reset();
+  s_.samples = 0;
+  const auto skipped = plan_->start();
+  s_.shard_begin = plan_->begin();
+  return skipped;
+}
 
 // 1. Rank 0 picks the checkpoint to resume (or clears the folder for a fresh run) and tells
 // every rank; a refusal fails every rank alike, before anything is read.
@@ -306,7 +545,7 @@ bool Evaluator::Impl::ReadCheckpointed::decide() {
     d.set("status", -1);  // rank 0 failed already: compute() reports it on every rank
     if (!s_.error && reader_ != nullptr) {
       try {
-        d = s_.choose_checkpoint(*reader_, options_, expected_);
+        d = choose_checkpoint(cc_, *reader_, options_, expected_);
       } catch (const Error& e) {
         d = Value::map();
         d.set("status", e.exit_code());
@@ -335,12 +574,25 @@ bool Evaluator::Impl::ReadCheckpointed::resume(std::int64_t& batches) {
   int kind = 0;  // 0 ok, 1 this rank failed before (recorded), 2 its shard cannot be used
   if (s_.error || reader_ == nullptr) {
     kind = 1;
-  } else if (from >= 0) {
+  } else {
     try {
-      const auto meta_path = cc_.dir / ck::step_name(from) / ck::kMetadataName;
-      const auto m = ck::Metadata::parse(decision_.at("metadata").as_string(), meta_path);
-      batches = s_.restore(*reader_, m, options_);
-      step_ = m.step;
+      std::vector<PlanItem> items;
+      if (from >= 0) {
+        const auto meta_path = cc_.dir / ck::step_name(from) / ck::kMetadataName;
+        const auto m = ck::Metadata::parse(decision_.at("metadata").as_string(), meta_path);
+        if (const auto total = reader_->total_samples(); total != m.dataset_samples)
+          throw InputError(fmt::format(
+              "checkpoint {}: dataset size expected {} samples (the data now), found {}: the "
+              "data changed since it was written",
+              meta_path.string(), total, m.dataset_samples));
+        items = plan_of(m);
+        step_ = m.step;
+      } else if (const auto block = ShardRange::of(reader_->total_samples(), {me_, world_});
+                 block.size() > 0) {
+        items.push_back(
+            {{ck::Pending::Kind::Read, {block.begin, block.end}, {me_, world_}, me_, -1}, {}, {}});
+      }
+      batches = start_plan(std::move(items));
       if (s_.error) kind = 1;
     } catch (const Error& e) {
       kind = 2;
@@ -389,6 +641,20 @@ Value Evaluator::Impl::ReadCheckpointed::write_shard(std::int64_t batches) {
     msgpack::sbuffer payload;
     s_.save_states(payload);
     shard.payload.assign(payload.data(), payload.size());
+    Value pending = Value::array();
+    if (plan_) {
+      const auto rest = plan_->remaining(s_.held.has_value());
+      shard.covers = plan_->covers(rest);
+      for (const auto& p : rest) {
+        const auto& it = p.item;
+        const bool state = it.kind == ck::Pending::Kind::State;
+        if (state) shard.states.push_back({it.span, p.payload});
+        pending.push_back(pending_value(it));
+      }
+    }
+    rec.set("covers_begin", shard.covers.begin);
+    rec.set("covers_end", shard.covers.end);
+    rec.set("pending", std::move(pending));
     const std::string bytes = shard.serialize();
     const fs::path step_dir = cc_.dir / ck::step_name(step_);
     ck::make_dir(step_dir);
@@ -415,8 +681,13 @@ void Evaluator::Impl::ReadCheckpointed::write_metadata(const std::vector<Value>&
       const auto& v = recs[static_cast<std::size_t>(r)];
       m.samples.push_back(v.at("samples").as_int());
       m.batches.push_back(v.at("batches").as_int());
-      m.shards.push_back({ck::shard_name(r), static_cast<std::uint32_t>(v.at("crc32").as_int()),
-                          static_cast<std::uint64_t>(v.at("size").as_int())});
+      ck::ShardRecord rec{ck::shard_name(r),
+                          static_cast<std::uint32_t>(v.at("crc32").as_int()),
+                          static_cast<std::uint64_t>(v.at("size").as_int()),
+                          {v.at("covers_begin").as_int(), v.at("covers_end").as_int()},
+                          {}};
+      for (const auto& p : v.at("pending").as_array()) rec.pending.push_back(pending_of(p));
+      m.shards.push_back(std::move(rec));
     }
     write_file_atomic(cc_.dir / ck::step_name(step_) / ck::kMetadataName, m.to_json(),
                       "checkpoint metadata");
@@ -531,7 +802,7 @@ std::string_view checked_payload(std::string_view bytes) {
 
 std::string Evaluator::save_state() const {
   const auto& s = *impl_;
-  if (s.error) throw_error(s.error->first, s.error->second);
+  if (s.error) s.error->raise();
   if (s.held)
     throw ConfigError(
         "save_state: with a padded sampler the last sample added is held back until compute() "
@@ -553,38 +824,56 @@ std::string Evaluator::save_state() const {
   return out;
 }
 
-void Evaluator::load_state(std::string_view bytes) {
+void Evaluator::load_state(std::string_view bytes) { load_states(std::span(&bytes, 1)); }
+
+void Evaluator::load_states(std::span<const std::string_view> states) {
   auto& s = *impl_;
   const auto fail = [](const std::string& what) {
     throw InputError(fmt::format("load_state: {}", what));
   };
-  const std::string_view payload = checked_payload(bytes);
-  msgpack::object_handle h;
-  const auto packed = std::as_bytes(std::span(payload.data(), payload.size()));
-  try {
-    h = unpack_bounded(packed, /*reference_bins=*/true);
-  } catch (const std::exception& e) {
-    fail(fmt::format("the state's payload is not valid msgpack: {}", e.what()));
+  // Every state's header, size, checksum, fingerprint and count first: a state that fails them
+  // leaves this evaluator as it was.
+  struct Unpacked {
+    msgpack::object_handle handle;
+    std::span<const std::byte> packed;
+  };
+  std::vector<Unpacked> all;
+  std::int64_t samples = 0;
+  for (const auto bytes : states) {
+    const std::string_view payload = checked_payload(bytes);
+    Unpacked u;
+    u.packed = std::as_bytes(std::span(payload.data(), payload.size()));
+    try {
+      u.handle = unpack_bounded(u.packed, /*reference_bins=*/true);
+    } catch (const std::exception& e) {
+      fail(fmt::format("the state's payload is not valid msgpack: {}", e.what()));
+    }
+    const auto& o = u.handle.get();
+    const auto* a = o.type == msgpack::type::ARRAY ? o.via.array.ptr : nullptr;
+    if (a == nullptr || o.via.array.size != 3)
+      fail("the state's payload is not [fingerprint, samples, states]");
+    if (a[0].type != msgpack::type::POSITIVE_INTEGER || a[0].via.u64 != s.fingerprint)
+      fail(
+          "the state was saved by an evaluator of other metrics (labels, types, parameters or "
+          "plugin versions differ from this one's)");
+    if (a[1].type != msgpack::type::POSITIVE_INTEGER ||
+        a[1].via.u64 > static_cast<std::uint64_t>(INT64_MAX - samples))
+      fail("the state's sample count is not a count");
+    samples += static_cast<std::int64_t>(a[1].via.u64);
+    all.push_back(std::move(u));
   }
-  const auto& o = h.get();
-  const auto* a = o.type == msgpack::type::ARRAY ? o.via.array.ptr : nullptr;
-  if (a == nullptr || o.via.array.size != 3)
-    fail("the state's payload is not [fingerprint, samples, states]");
-  if (a[0].type != msgpack::type::POSITIVE_INTEGER || a[0].via.u64 != s.fingerprint)
-    fail(
-        "the state was saved by an evaluator of other metrics (labels, types, parameters or "
-        "plugin versions differ from this one's)");
-  if (a[1].type != msgpack::type::POSITIVE_INTEGER || a[1].via.u64 > INT64_MAX)
-    fail("the state's sample count is not a count");
   // All or nothing: a state that fails part-way leaves this evaluator reset, not half-loaded.
   reset();
   try {
-    s.restore_states(a[2], msgpack_array_items(packed, 0)[2], "load_state");
+    for (std::size_t i = 0; i < all.size(); ++i)
+      s.restore_states(all[i].handle.get().via.array.ptr[2],
+                       msgpack_array_items(all[i].packed, 0)[2], "load_state",
+                       /*merge=*/i > 0);
   } catch (const Error&) {
     reset();
     throw;
   }
-  s.samples = static_cast<std::int64_t>(a[1].via.u64);
+  s.samples = samples;
 }
 
 }  // namespace tally

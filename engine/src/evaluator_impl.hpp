@@ -18,6 +18,7 @@
 
 #include "checkpoint.hpp"
 #include "config.hpp"
+#include "error_codes.hpp"
 #include "msgpack_spans.hpp"
 #include "registry.hpp"
 #include "tally/collectives.hpp"
@@ -66,12 +67,6 @@ inline bool is_stable(const Reader* reader) {
   return dynamic_cast<const StableBatchReader*>(reader) != nullptr;
 }
 
-// Rethrows a failure reported through the sync protocol as the error type its exit code maps to.
-[[noreturn]] inline void throw_error(int exit_code, const std::string& message) {
-  if (exit_code == 2) throw InputError(message);
-  throw RuntimeError(message);
-}
-
 /// `message` with every "sample N" (N: a sample's number within this rank's shard, as the
 /// metrics and tally/sdk/input.hpp number them) made "sample N+offset", the sample's index in the
 /// dataset. "sample" must start a word and be followed by one space and the digits; a number that
@@ -92,6 +87,9 @@ class ReadPolicy {
   /// After decide(): this rank's state restored and the batches it had read skipped, into
   /// `batches`; false: no rank reads on (a refusal throws on every rank).
   virtual bool resume(std::int64_t& batches) = 0;
+  /// After resume(): what the loop reads, `given` (the caller's reader) or what the policy reads
+  /// instead (a resumed checkpoint's plan, which may read other blocks of the data).
+  virtual Reader* source(Reader* given) { return given; }
   /// The most batches one round reads before save(); 0: the whole shard in one round.
   virtual std::int64_t round_batches() const = 0;
   /// Whether a StableBatchReader's next batch may be read on a thread of its own (ReadAhead)
@@ -144,7 +142,7 @@ struct Evaluator::Impl {
   /// adds it so that they name the sample of the dataset. 0 otherwise (samples added by the host
   /// program come in an order only it knows).
   std::int64_t shard_begin = 0;
-  std::optional<std::pair<int, std::string>> error;
+  std::optional<Failure> error;  // this rank's first failure, reported by compute()
 
   // Every metric's whole state (Metric::save), for a checkpoint: [0, [state...]] (the held
   // sample is not in it).
@@ -159,10 +157,18 @@ struct Evaluator::Impl {
 
   /// Every metric's state from what save_states() packed (`packed`, unpacked from `bytes`);
   /// InputError prefixed by `where`.
-  void restore_states(const msgpack::object& packed, ByteSpan bytes, const std::string& where);
+  /// `merge`: merged into the states (Metric::merge_saved, as if its samples came after theirs)
+  /// instead of replacing them.
+  void restore_states(const msgpack::object& packed, ByteSpan bytes, const std::string& where,
+                      bool merge = false);
+  /// The reader of block `shard` of the config's data (ConfigError without a data: section).
+  std::shared_ptr<Reader> reader_for(ShardInfo shard);
 
   void record(int exit_code, const std::string& message) {
-    if (!error) error.emplace(exit_code == 0 ? 1 : exit_code, message);
+    if (!error) error = Failure{exit_code == 0 ? 1 : exit_code, message, {}};
+  }
+  void record(const std::exception& e, std::string_view prefix = {}) {
+    if (!error) error = Failure::of(e, prefix);
   }
 
   // Runs `fn`; an exception it throws is recorded (its message after `prefix`), for compute() to
@@ -172,10 +178,8 @@ struct Evaluator::Impl {
     try {
       fn();
       return true;
-    } catch (const Error& e) {
-      record(e.exit_code(), fmt::format("{}{}", prefix, e.what()));
     } catch (const std::exception& e) {
-      record(1, fmt::format("{}{}", prefix, e.what()));
+      record(e, prefix);
     }
     return false;
   }
@@ -202,12 +206,15 @@ struct Evaluator::Impl {
   /// The policy of read_all() with the config's `checkpoint:` section (evaluator_checkpoint.cpp).
   class ReadCheckpointed;
   std::unique_ptr<ReadPolicy> checkpointed_reading(Reader* reader, const ReadOptions& options);
-  /// Rank 0, before anything is read: the checkpoint to resume, or a clean folder (throws what
-  /// every rank must then throw).
-  Value choose_checkpoint(Reader& reader, const ReadOptions& options,
-                          const checkpoint::Expected& expected);
-  std::int64_t restore(Reader& reader, const checkpoint::Metadata& m, const ReadOptions& options);
   checkpoint::Expected expectation() const;
+
+  /// The held-back sample, if any, to the metrics (it is not padding: something follows it).
+  void apply_held() {
+    if (!held) return;
+    Batch last = std::move(*held);
+    held.reset();
+    apply(last);
+  }
 
   void apply(const Batch& batch) {
     for (auto& m : metrics) {

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "error_codes.hpp"
 #include "msgpack_bounds.hpp"
 #include "msgpack_spans.hpp"
 #include "tally/sdk/error.hpp"
@@ -338,13 +339,6 @@ std::uint64_t fingerprint(std::string_view canonical) {
 
 namespace {
 
-// Rethrows a failure reported through the sync protocol as the error type its exit code maps to.
-// `rank`: the rank that reported it (-1: this one).
-[[noreturn]] void throw_error(int exit_code, const std::string& message, int rank = -1) {
-  if (exit_code == 2) throw InputError(message, ErrorContext{.rank = rank});
-  throw RuntimeError(message, ErrorContext{.rank = rank});
-}
-
 /// The local counts of every metric into `counts`, checked so that their sum over `world` ranks
 /// is exact: each count >= 0, all of a rank's counts together < 2^62 / world (then every sum of
 /// sums stays under 2^62, as the metrics' own checks require). A corrupt restored state fails
@@ -417,7 +411,7 @@ Value compute_results(const std::vector<MetricEntry>& metrics, const Plan& plan,
       const std::string msg =
           body.type == msgpack::type::STR ? body.as<std::string>() : "(no message)";
       throw_error(static_cast<int>(status), world > 1 ? fmt::format("rank {}: {}", r, msg) : msg,
-                  static_cast<int>(r));
+                  {.rank = static_cast<int>(r)});
     }
     if (body.type != msgpack::type::ARRAY || body.via.array.size != metrics.size())
       throw RuntimeError(fmt::format("sync failed: rank {} sent {} metric states, expected {}", r,
@@ -480,10 +474,8 @@ Plan route_of(Request& request, int world) {
   try {
     Plan route = plan(metrics, world);
     if (!request.error) return route;
-  } catch (const Error& e) {
-    if (!request.error) request.error.emplace(e.exit_code() == 0 ? 1 : e.exit_code(), e.what());
   } catch (const std::exception& e) {
-    if (!request.error) request.error.emplace(1, e.what());
+    if (!request.error) request.error = Failure::of(e);
   }
   Plan route;
   route.local = world == 1;
@@ -503,7 +495,7 @@ std::vector<Header> agreed_headers(Collectives& backend, const Request& request,
   mine.fingerprint = request.fingerprint;
   mine.samples = request.samples;
   mine.dataset_size = request.dataset_size.value_or(-1);
-  mine.status = request.error ? request.error->first : 0;
+  mine.status = request.error ? request.error->exit_code : 0;
   mine.flags = request.padded_sampler ? kHoldsLast : 0;
   auto headers = exchange_headers(backend, mine);
   if (auto verdict = check_headers(headers)) throw_error(verdict->exit_code, verdict->message);
@@ -517,7 +509,7 @@ void throw_any_failure(Collectives& backend, const std::vector<Header>& headers,
   if (std::none_of(headers.begin(), headers.end(), [](const auto& h) { return h.status != 0; }))
     return;
   const int world = backend.world_size();
-  const std::string msg = request.error ? request.error->second : std::string();
+  const std::string msg = request.error ? request.error->message : std::string();
   const auto msgs = backend.all_gather_object(std::as_bytes(std::span(msg)), {"sync errors"});
   std::vector<int> failed;
   for (int r = 0; r < world; ++r)
@@ -531,7 +523,11 @@ void throw_any_failure(Collectives& backend, const std::vector<Header>& headers,
       text +=
           fmt::format(" (ranks {} failed too)", fmt::join(failed.begin() + 1, failed.end(), ", "));
   }
-  throw_error(headers[first].status, text, failed.front());
+  // The failed rank knows where its failure happened; the others learn its text and rank.
+  ErrorContext context;
+  if (failed.front() == backend.rank() && request.error) context = request.error->context;
+  context.rank = failed.front();
+  throw_error(headers[first].status, text, std::move(context));
 }
 
 /// The samples of the dataset, and whether this rank drops its last sample as a sampler's padding.

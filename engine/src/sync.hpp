@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "error_codes.hpp"
 #include "tally/collectives.hpp"
 #include "tally/sdk/metric.hpp"
 #include "tally/sdk/value.hpp"
@@ -109,8 +110,8 @@ struct Request {
   std::uint64_t fingerprint = 0;             // of the metrics configuration
   std::int64_t samples = 0;                  // added on this rank (a held-back sample included)
   std::optional<std::int64_t> dataset_size;  // compute(dataset_size): drop a sampler's padding
-  bool padded_sampler = false;  // the last sample is held back (EvaluatorOptions::padded_sampler)
-  std::optional<std::pair<int, std::string>> error;  // this rank's failure: exit code, message
+  bool padded_sampler = false;   // the last sample is held back (EvaluatorOptions::padded_sampler)
+  std::optional<Failure> error;  // this rank's failure
   /// Runs before the states are packed, told whether this rank's last sample is a sampler's
   /// padding to drop (it applies the held-back sample otherwise). May throw: the failure is
   /// reported on every rank.

@@ -581,6 +581,13 @@ class PyEvaluator {
     const std::lock_guard lock(*mutex_);
     ev_.load_state(bytes);
   }
+  void load_states(const std::vector<nb::bytes>& blobs) {
+    std::vector<std::string_view> states;  // in place: `blobs` hold them alive
+    for (const auto& b : blobs) states.emplace_back(static_cast<const char*>(b.data()), b.size());
+    nb::gil_scoped_release unlocked;
+    const std::lock_guard lock(*mutex_);
+    ev_.load_states(states);
+  }
   void record_error(int code, const std::string& message) { ev_.record_error(code, message); }
 
   int rank() const { return ev_.rank(); }
@@ -765,6 +772,7 @@ NB_MODULE(_tally, m) {
       .def("barrier", &PyEvaluator::barrier)
       .def("save_state", &PyEvaluator::save_state)
       .def("load_state", &PyEvaluator::load_state)
+      .def("load_states", &PyEvaluator::load_states)
       .def("record_error", &PyEvaluator::record_error)
       .def("all_gather_bytes", &PyEvaluator::all_gather_bytes)
       .def("broadcast_bytes", &PyEvaluator::broadcast_bytes)

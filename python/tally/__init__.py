@@ -206,20 +206,56 @@ class Evaluator:
             "world_size": self._ev.world_size,
         }
 
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Restores a :meth:`state_dict` of an evaluator with the same metrics (on the same rank
-        of the same world size). :class:`InputError` when it is not one: other metrics, another
-        rank, bytes that changed since they were saved (their CRC-32 is checked before anything
-        is read), or a state no run of these metrics could have saved."""
-        if not isinstance(state, Mapping) or "tally_state" not in state:
+    def load_state_dict(self, state: Union[Mapping[str, Any], Sequence[Mapping[str, Any]]]) -> None:
+        """Restores a :meth:`state_dict` of an evaluator with the same metrics: this rank's own
+        (saved on the same rank of the same world size), or the list of every rank's state_dict
+        of a run on any number of ranks N (gathered, say, with ``torch.distributed
+        .all_gather_object`` or saved one file a rank). From the list, rank m of M takes the states
+        of ranks ``m*N//M`` to ``(m+1)*N//M - 1`` and merges them in rank order, as if their
+        samples had been added one after the other: the ranks' states together are those of the
+        run that saved them, so ``compute()`` gives its results on any world size (for the
+        samples a host feeds afterwards, their order across ranks is the host's).
+        :class:`InputError` when it is not that: other metrics, a missing or repeated rank, bytes
+        that changed since they were saved (their CRC-32 is checked before anything is read), or a
+        state no run of these metrics could have saved; a failed load leaves the evaluator reset
+        or as it was, never half-loaded."""
+        if isinstance(state, Mapping):
+            self._load_own(state)
+            return
+        if not isinstance(state, Sequence) or isinstance(state, (str, bytes)) or not state:
+            raise InputError(
+                "load_state_dict: expected a dict from Evaluator.state_dict(), or a non-empty "
+                f"list of every rank's, found {type(state).__name__}"
+            )
+        for s in state:
+            if not isinstance(s, Mapping) or "tally_state" not in s:
+                raise InputError("load_state_dict: expected dicts from Evaluator.state_dict()")
+        n = len(state)
+        got = [(s.get("rank"), s.get("world_size")) for s in state]
+        if len(set(got)) != n or set(got) != {(r, n) for r in range(n)}:
+            raise InputError(
+                f"load_state_dict: expected the state_dict of every rank 0 .. {n - 1} of a run on "
+                f"{n} ranks, found (rank, world_size) {got}"
+            )
+        by_rank = {s["rank"]: s for s in state}
+        m, me = self._ev.world_size, self._ev.rank
+        mine = [by_rank[r] for r in range(me * n // m, (me + 1) * n // m)]
+        self._ev.load_states([self._blob(s) for s in mine])
+
+    def _load_own(self, state: Mapping[str, Any]) -> None:
+        if "tally_state" not in state:
             raise InputError("load_state_dict: expected a dict from Evaluator.state_dict()")
         saved = (state.get("rank"), state.get("world_size"))
         if saved != (self._ev.rank, self._ev.world_size):
             raise InputError(
                 f"load_state_dict: the state was saved by rank {saved[0]} of {saved[1]}; this is "
-                f"rank {self._ev.rank} of {self._ev.world_size} (each rank restores its own shard's "
-                "state)"
+                f"rank {self._ev.rank} of {self._ev.world_size}: pass the list of every rank's "
+                "state_dict to resume on another number of ranks"
             )
+        self._ev.load_state(self._blob(state))
+
+    @staticmethod
+    def _blob(state: Mapping[str, Any]) -> bytes:
         blob = state["tally_state"]
         # Only bytes are read (never bytes(n), which would allocate n zero bytes from a number).
         if not isinstance(blob, (bytes, bytearray, memoryview)):
@@ -227,7 +263,7 @@ class Evaluator:
                 "load_state_dict: 'tally_state' expects the bytes Evaluator.state_dict() saved, "
                 f"found {type(blob).__name__}"
             )
-        self._ev.load_state(blob if isinstance(blob, bytes) else bytes(blob))
+        return blob if isinstance(blob, bytes) else bytes(blob)
 
     # ---- ranks ------------------------------------------------------------------------------
     @property

@@ -48,6 +48,45 @@ def test_a_state_of_other_metrics_is_refused():
         other.load_state_dict({**ev.state_dict(), "rank": 3, "world_size": 4})
 
 
+@pytest.mark.parametrize("cuts", [[0, 300, 600, 897], [0, 0, 897], [0, 1, 2, 3, 500, 897, 897]])
+def test_the_states_of_every_rank_resume_on_another_world_size(cuts):
+    # The states of a run on N ranks (rank r added samples [cuts[r], cuts[r + 1])) loaded into a
+    # world of one: merged in rank order, they give the results of one evaluator of every sample.
+    # Each state here comes from a world of one, relabelled as rank r of N: the bytes do not
+    # carry the rank, the dict does.
+    n = len(cuts) - 1
+    states = []
+    for r in range(n):
+        ev = tally.Evaluator(CONFIG)
+        ev.add(pred_scores=PREDS[cuts[r] : cuts[r + 1]], gt_labels=LABELS[cuts[r] : cuts[r + 1]])
+        states.append({**ev.state_dict(), "rank": r, "world_size": n})
+    again = tally.Evaluator(CONFIG)
+    again.load_state_dict(pickle.loads(pickle.dumps(states[::-1])))  # any order: by rank
+    assert again.compute() == full()
+    assert again.last_run["samples"] == 897
+
+
+def test_an_incomplete_list_of_states_is_refused_and_leaves_the_evaluator_as_it_was():
+    ev = tally.Evaluator(CONFIG)
+    ev.add(pred_scores=PREDS[:10], gt_labels=LABELS[:10])
+    s = ev.state_dict()
+    again = tally.Evaluator(CONFIG)
+    again.add(pred_scores=PREDS, gt_labels=LABELS)
+    for bad in (
+        [{**s, "rank": 0, "world_size": 3}, {**s, "rank": 2, "world_size": 3}],
+        [{**s, "rank": 0, "world_size": 2}, {**s, "rank": 0, "world_size": 2}],
+        [{**s, "rank": 0, "world_size": 2}, {**s, "rank": 1, "world_size": 3}],
+    ):
+        with pytest.raises(tally.InputError, match="every rank"):
+            again.load_state_dict(bad)
+    with pytest.raises(tally.InputError, match="non-empty list"):
+        again.load_state_dict([])
+    broken = {"tally_state": s["tally_state"][:-1], "rank": 1, "world_size": 2}
+    with pytest.raises(tally.InputError, match="corrupt"):
+        again.load_state_dict([{**s, "rank": 0, "world_size": 2}, broken])
+    assert again.compute() == full()  # nothing of it was loaded
+
+
 def test_reset_starts_a_new_epoch():
     ev = tally.Evaluator(CONFIG)
     ev.add(pred_scores=PREDS[::-1].copy(), gt_labels=LABELS[:100].repeat(9)[:897])

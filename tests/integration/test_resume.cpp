@@ -45,9 +45,10 @@ class CheckpointTest : public ::testing::Test {
     write_npy(dir / "pred.npy", pred);
   }
 
-  /// Batches of 4 over 60 samples; on 3 ranks, rank r reads x in [20r, 20r + 20).
-  fs::path config(const std::string& probe, std::int64_t every = 2,
-                  const std::string& backend = "nondist", const std::string& name = "eval.yaml") {
+  /// Batches of 4 over 60 samples (on 3 ranks, rank r reads x in [20r, 20r + 20)): Accuracy,
+  /// SingleLabelMetric, RegressionMSE, then `probes` (YAML list entries), on `backend`.
+  fs::path write_config(const std::string& name, const std::string& probes,
+                        const std::string& backend, std::int64_t every) {
     const auto p = dir / name;
     write_text(p,
                "data:\n  type: npy\n  batch_size: 4\n  fields:\n    x: x.npy\n"
@@ -56,12 +57,18 @@ class CheckpointTest : public ::testing::Test {
                "metrics:\n"
                "  - type: Accuracy\n    topk: [1, 2]\n"
                "  - type: SingleLabelMetric\n"
-               "  - type: RegressionMSE\n"
-               "  - type: SequenceProbe\n    once_file: fired\n    " +
-                   probe + "\nplugins:\n  paths: [" + kTestkit + "]\nbackend:\n  type: " + backend +
+               "  - type: RegressionMSE\n" +
+                   probes + "plugins:\n  paths: [" + kTestkit + "]\nbackend:\n  type: " + backend +
                    "\ncheckpoint:\n  dir: ckpt\n  every_n_batches: " + std::to_string(every) +
                    "\n");
     return p;
+  }
+
+  /// One SequenceProbe with `probe` (its fault) and once_file: fired.
+  fs::path config(const std::string& probe, std::int64_t every = 2,
+                  const std::string& backend = "nondist", const std::string& name = "eval.yaml") {
+    return write_config(name, "  - type: SequenceProbe\n    once_file: fired\n    " + probe + "\n",
+                        backend, every);
   }
 
   ProcessResult run(const fs::path& cfg, const std::string& args, int np = 0) {
@@ -338,31 +345,116 @@ TEST_F(CheckpointTest, ConfigMismatchIsRefused) {
   EXPECT_EQ(run(cfg, "--resume").exit_code, 0);
 }
 
-TEST_F(CheckpointTest, WorldSizeMismatchIsRefused) {
+// Resume at another world size (docs/checkpoint.md "Resume on another number of ranks"): a run
+// on N ranks killed with SIGKILL resumes on M, its saved states folded in and the samples not yet
+// read planned anew over the M ranks, to the "results" of an uninterrupted run bit for bit.
+// SequenceProbe's order-sensitive hash proves that every sample was folded once, in dataset
+// order; only its per_rank (the ranks' sample counts, a record of how the data was split) depends
+// on the world size.
+class ReshardTest : public CheckpointTest {
+ protected:
+  /// Probes A (kill_on `a`, once_file fired_a) and B (kill_on `b`, once_file fired_b); a
+  /// checkpoint after every batch of 4; batches from sample 36 on sleep 0.1 s on their rank.
+  fs::path reshard_config(std::int64_t a, std::int64_t b) {
+    return write_config("reshard.yaml",
+                        "  - type: SequenceProbe\n    name: A\n    once_file: fired_a\n"
+                        "    kill_on: " +
+                            std::to_string(a) +
+                            "\n    slow_from: 36\n    batch_sleep: 0.1\n"
+                            "  - type: SequenceProbe\n    name: B\n    once_file: fired_b\n"
+                            "    kill_on: " +
+                            std::to_string(b) + "\n",
+                        "mpi", 1);
+  }
+
+  /// The uninterrupted results on one process (both probes disarmed), without per_rank.
+  nlohmann::json single_process(const fs::path& cfg) {
+    write_text(dir / "fired_a", "disarmed\n");
+    write_text(dir / "fired_b", "disarmed\n");
+    auto r = results(cfg, "reference.json", "--set checkpoint=null --set backend.type=nondist");
+    fs::remove(dir / "fired_a");
+    fs::remove(dir / "fired_b");
+    return without_per_rank(r);
+  }
+
+  static nlohmann::json without_per_rank(nlohmann::json r) {
+    for (const char* probe : {"A", "B"})
+      if (r.contains(probe)) r[probe].erase("per_rank");
+    return r;
+  }
+
+  /// A run on `np` ranks that a probe kills: no results, and at least one complete checkpoint.
+  void killed(const fs::path& cfg, int np, const std::string& args, const char* fired) {
+    const auto r = run(cfg, args + " -o " + (dir / "out.json").string(), np);
+    EXPECT_NE(r.exit_code, 0) << r.err;
+    EXPECT_FALSE(fs::exists(dir / "out.json"));
+    EXPECT_TRUE(fs::exists(dir / fired)) << "the probe did not fire on " << np << " ranks";
+    EXPECT_FALSE(steps(true).empty()) << "no checkpoint completed before the kill";
+  }
+
+  /// --resume on `np` ranks, which must finish: its results, without per_rank.
+  nlohmann::json resumed(const fs::path& cfg, int np, int written_by) {
+    const auto r = run(cfg, "--resume -o " + (dir / "out.json").string(), np);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    if (written_by != np) {
+      EXPECT_NE(r.err.find("written by " + std::to_string(written_by) +
+                           (written_by == 1 ? " rank" : " ranks") +
+                           ", its samples planned anew over " + std::to_string(np) + ")"),
+                std::string::npos)
+          << r.err;
+    }
+    if (!fs::exists(dir / "out.json")) return {};
+    const auto got = nlohmann::json::parse(read_file(dir / "out.json"));
+    EXPECT_EQ(got.at("run").at("world_size"), np);
+    EXPECT_EQ(got.at("run").at("samples"), kSamples);
+    fs::remove(dir / "out.json");
+    return without_per_rank(got.at("results"));
+  }
+};
+
+TEST_F(ReshardTest, AKilledRunResumesOnAnotherNumberOfRanksBitForBit) {
 #ifndef TALLY_MPIEXEC
   FAIL() << "mpirun was not found when the tests were configured";
 #else
-  const auto cfg = config("kill_on: -1", 2, "mpi");
-  const auto first = run(cfg, "", 3);
-  ASSERT_EQ(first.exit_code, 0) << first.err;
-  const auto complete = steps(true);
-  ASSERT_FALSE(complete.empty());
-  const auto meta = (dir / "ckpt" / complete.back() / "metadata.json").string();
-  for (const int np : {2, 4}) {
-    SCOPED_TRACE(np);
-    const auto r = run(cfg, "--resume", np);
-    EXPECT_EQ(r.exit_code, 2) << r.err;
-    EXPECT_NE(r.err.find("tally: error: checkpoint " + meta + ": world size expected " +
-                         std::to_string(np) + " (this run), found 3"),
-              std::string::npos)
-        << r.err;
-    // Printed once, by rank 0.
-    EXPECT_EQ(r.err.find("tally: error:"), r.err.rfind("tally: error:")) << r.err;
+  for (const auto& [from, to] : std::vector<std::pair<int, int> >{{4, 2}, {2, 4}, {3, 7}, {7, 1}}) {
+    SCOPED_TRACE(std::to_string(from) + " -> " + std::to_string(to) + " ranks");
+    fs::remove_all(dir / "ckpt");
+    // Rank 1 of `from` dies in its third batch: two rounds of checkpoints came before it.
+    // Its third batch of 4 begins 8 samples into its block, which begins at 60 / from.
+    const std::int64_t kill = kSamples / from + 8;
+    const auto cfg = reshard_config(kill, -1);
+    const auto want = single_process(cfg);
+    ASSERT_EQ(want.at("A").at("count"), kSamples);
+    killed(cfg, from, "", "fired_a");
+    expect_same(resumed(cfg, to, from), want);
+    fs::remove(dir / "fired_a");
   }
-  const auto single = run(cfg, "--resume", 1);
-  EXPECT_EQ(single.exit_code, 2) << single.err;
-  EXPECT_NE(single.err.find("world size expected 1 (this run), found 3"), std::string::npos)
-      << single.err;
+#endif
+}
+
+// A chain of resumes: 3 ranks killed, resumed on 2 and killed again (its checkpoints then carry
+// saved states that a rank has not folded in yet: they come after samples it still has to read),
+// resumed on 4 to the end, and the finished run's last checkpoint recomputed on 1 rank.
+TEST_F(ReshardTest, AChainOfResumesOnChangingWorldSizesGivesTheSameResults) {
+#ifndef TALLY_MPIEXEC
+  FAIL() << "mpirun was not found when the tests were configured";
+#else
+  const auto cfg = reshard_config(29, 50);
+  const auto want = single_process(cfg);
+  write_text(dir / "fired_b", "disarmed\n");  // B fires in the second run only
+  killed(cfg, 3, "", "fired_a");
+  fs::remove(dir / "fired_b");
+  killed(cfg, 2, "--resume", "fired_b");
+  // Run 2's checkpoint holds pending saved states (rank 0's shard carries run 1's rank 1 state).
+  const auto last = steps(true).back();
+  const auto meta = nlohmann::json::parse(read_file(dir / "ckpt" / last / "metadata.json"));
+  EXPECT_EQ(meta.at("world_size"), 2);
+  std::size_t pending_states = 0;
+  for (const auto& shard : meta.at("shards"))
+    for (const auto& p : shard.at("pending")) pending_states += p.contains("state") ? 1 : 0;
+  EXPECT_GE(pending_states, 1u) << meta.dump(2);
+  expect_same(resumed(cfg, 4, 2), want);
+  expect_same(resumed(cfg, 1, 4), want);
 #endif
 }
 

@@ -281,6 +281,31 @@ TEST(Evaluator, ErrorsCarryTheirContext) {
   }
 }
 
+// A failed add() is recorded with its context: compute() and save_state() report that error again,
+// its class, text and context (the metric) as add() threw it.
+TEST(Evaluator, AFailedAddIsReportedLaterWithItsContext) {
+  auto ev =
+      Evaluator::from_yaml(kHeader + "metrics: [{type: SequenceProbe, name: probe, fail_on: 3}]\n");
+  EXPECT_THROW(ev.add(batch_of({3})), tally::InputError);
+  const auto check = [](const tally::InputError& e) {
+    EXPECT_EQ(e.context().metric, "probe");
+    EXPECT_STREQ(e.what(), "metric 'probe': field 'x' holds the value 3 that fail_on rejects");
+  };
+  try {
+    (void)ev.save_state();
+    FAIL() << "save_state() after a failed add() must fail";
+  } catch (const tally::InputError& e) {
+    check(e);
+  }
+  try {
+    (void)ev.compute();
+    FAIL() << "compute() after a failed add() must fail";
+  } catch (const tally::InputError& e) {
+    check(e);
+    EXPECT_EQ(e.context().rank, 0);  // the rank that failed, as the sync reports it
+  }
+}
+
 TEST(ErrorContext, RethrowWithKeepsTheClassAndFillsWhatIsMissing) {
   const tally::InputError first("bad", tally::ErrorContext{.owner = "metric 'a'", .field = "x"});
   try {

@@ -309,8 +309,8 @@ TEST(SyncProtocol, OneRanksFailureIsEveryRanks) {
   const auto base = all_reductions(23, 4);
   const auto got = run_sync(4, true, [&](int r, auto& req, auto& ms) {
     base(r, req, ms);
-    if (r == 2) req.error.emplace(2, "data.npy: truncated");
-    if (r == 3) req.error.emplace(1, "out of memory");
+    if (r == 2) req.error = tally::Failure{2, "data.npy: truncated", {}};
+    if (r == 3) req.error = tally::Failure{1, "out of memory", {}};
   });
   expect_every_rank_fails_alike(got, "InputError",
                                 "rank 2: data.npy: truncated (ranks 3 failed too)");

@@ -247,6 +247,11 @@ class TALLY_API Evaluator {
   /// Replaces this rank's state with one save_state() returned. InputError when the bytes are not
   /// such a state, or are one of other metrics (labels, types, parameters, plugin versions).
   void load_state(std::string_view bytes);
+  /// Replaces this rank's state with several save_state()s merged, in the order given, as if
+  /// their samples had been added one after the other (Metric::merge_saved): how the states of N
+  /// ranks resume on M (Python's load_state_dict of every rank's state_dict). All or nothing:
+  /// a state that fails leaves this evaluator reset. Errors as load_state's.
+  void load_states(std::span<const std::string_view> states);
 
   // ---- for host programs on several ranks --------------------------------------------------
   /// This rank's place among the ranks on its host, 0 .. (ranks here) - 1 in rank order: what
