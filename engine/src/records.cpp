@@ -6,6 +6,7 @@
 #include <bit>
 #include <cstring>
 #include <limits>
+#include <mutex>
 
 #include <fmt/format.h>
 #include <zlib.h>
@@ -373,7 +374,13 @@ Records read_records(const std::filesystem::path& path) {
 
 // ---- replay -----------------------------------------------------------------------------------
 
-UnitReplay::UnitReplay(const MetricRecords& records) : records_(&records) {
+struct UnitReplay::Decoded {
+  std::once_flag once;
+  std::unique_ptr<DecodedStates> states;
+};
+
+UnitReplay::UnitReplay(const MetricRecords& records)
+    : records_(&records), decoded_(std::make_unique<Decoded>()) {
   if (!records.gathers) return;
   const auto n = records.units();
   units_.reserve(n);
@@ -422,7 +429,6 @@ Value UnitReplay::compute(const Metric& metric, std::span<const std::uint32_t> w
     throw RuntimeError(
         fmt::format("records of metric '{}': {} weights for {} units", r.label, weights.size(), n));
   std::vector<std::int64_t> sums(r.summed_size, 0);
-  std::vector<Bytes> gathered;
   for (std::size_t u = 0; u < n; ++u) {
     const std::uint32_t w = weights[u];
     if (w == 0) continue;
@@ -433,9 +439,14 @@ Value UnitReplay::compute(const Metric& metric, std::span<const std::uint32_t> w
         throw RuntimeError(
             fmt::format("records of metric '{}': a weighted count overflows", r.label));
     }
-    if (r.gathers) gathered.insert(gathered.end(), w, units_[u]);
   }
-  return metric.compute_synced(gathered, sums);
+  if (!r.gathers) return metric.compute_synced({}, sums);
+  return metric.compute_weighted(decoded(metric), weights, sums);
+}
+
+const DecodedStates& UnitReplay::decoded(const Metric& metric) const {
+  std::call_once(decoded_->once, [&] { decoded_->states = metric.decode_gathered(units_); });
+  return *decoded_->states;
 }
 
 Value UnitReplay::compute(const Metric& metric) const {

@@ -95,8 +95,10 @@ TALLY_API Records unpack_records(std::string_view bytes, const std::string& sour
 TALLY_API Records read_records(const std::filesystem::path& path);
 
 /// One metric's records ready to be re-evaluated with multiplicities per unit: the units'
-/// gathered states are checked once. Holds a reference to `records`, which must outlive it.
-/// compute() is const and may be called from several threads at once with distinct metrics.
+/// gathered states are checked once, and decoded once (Metric::decode_gathered, by the first
+/// metric compute() is given: every metric it is given has the records' type and parameters).
+/// Holds a reference to `records`, which must outlive it. compute() is const and may be called
+/// from several threads at once with distinct metrics.
 class TALLY_API UnitReplay {
  public:
   explicit UnitReplay(const MetricRecords& records);
@@ -117,8 +119,12 @@ class TALLY_API UnitReplay {
   Value compute(const Metric& metric) const;
 
  private:
+  const DecodedStates& decoded(const Metric& metric) const;
+
   const MetricRecords* records_;
   std::vector<Bytes> units_;  // every unit's gathered state, checked to be one msgpack value
+  struct Decoded;             // units_ decoded, made by the first compute()
+  std::unique_ptr<Decoded> decoded_;
 };
 
 /// InputError naming `source` when `records` cannot be replayed through `metric` (a metric of

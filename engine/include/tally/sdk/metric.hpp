@@ -25,6 +25,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <iterator>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -56,6 +57,14 @@ struct InputSpec {
 /// which implements all of it from the metric's State; the engine calls, at a sync of W ranks:
 /// summed_size() and write_sums() (the counts it sums to rank 0), pack_gathered() (the rest, sent
 /// to rank 0), and on rank 0 compute_synced(); in a world of one, compute_local().
+/// Gathered states decoded once (Metric::decode_gathered) for many Metric::compute_weighted calls:
+/// the bootstrap's resamples weigh the same units' states differently each time. Owned by the
+/// host; only the metric that made it reads it.
+class TALLY_API DecodedStates {
+ public:
+  virtual ~DecodedStates();
+};
+
 class TALLY_API Metric {
  public:
   virtual ~Metric();
@@ -78,6 +87,15 @@ class TALLY_API Metric {
   /// false) and the summed counts. Returns a map of result keys to numbers, arrays or maps.
   virtual Value compute_synced(std::span<const Bytes> gathered,
                                std::span<const std::int64_t> sums) const = 0;
+  /// `gathered` decoded once, for compute_weighted(): what a bootstrap replays many times (the
+  /// default keeps the bytes, and compute_weighted decodes them each time).
+  virtual std::unique_ptr<DecodedStates> decode_gathered(std::span<const Bytes> gathered) const;
+  /// compute_synced() of the decoded states with state u repeated weights[u] times, in order
+  /// (weights: one per state). The same results, bit for bit, as compute_synced of the bytes
+  /// repeated so; const and safe to call from several threads on one DecodedStates.
+  virtual Value compute_weighted(const DecodedStates& decoded,
+                                 std::span<const std::uint32_t> weights,
+                                 std::span<const std::int64_t> sums) const;
   /// A world of one: the results from the local state, which it leaves as it was.
   virtual Value compute_local() = 0;
 
@@ -169,28 +187,40 @@ class TypedMetric : public Metric {
       check_gathered(theirs, r);
       merge_into(merged, theirs, r, /*all_fields=*/false);
     }
-    // The summed counts into the `sum` fields the engine reduced.
-    std::size_t at = 0;
-    internal::for_each_field(merged.tally_fields(), [&](auto f, std::size_t i) {
-      if constexpr (internal::is_count_field<decltype(f)>()) {
-        if (!summed(f)) return;
-        std::span<std::int64_t> v;
-        if constexpr (std::is_same_v<typename decltype(f)::value_type, std::int64_t>)
-          v = std::span<std::int64_t>(&f.value, 1);
-        else
-          v = std::span<std::int64_t>(f.value.data(), f.value.size());
-        if (at + v.size() > sums.size())
-          throw RuntimeError(std::to_string(sums.size()) +
-                             " summed counts, fewer than the state holds (state field " +
-                             std::to_string(i) + ")");
-        std::copy_n(sums.begin() + static_cast<std::ptrdiff_t>(at), v.size(), v.begin());
-        at += v.size();
-      }
-    });
-    if (at != sums.size())
-      throw RuntimeError(std::to_string(sums.size()) + " summed counts, the state holds " +
-                         std::to_string(at));
+    fill_sums(merged, sums);
     check_total(merged, gathered.size() == 0 ? 0 : gathered.size() - 1);
+    return compute(merged);
+  }
+
+  std::unique_ptr<DecodedStates> decode_gathered(std::span<const Bytes> gathered) const final {
+    auto d = std::make_unique<Decoded>();
+    d->states.reserve(gathered.size());
+    for (std::size_t r = 0; r < gathered.size(); ++r) {
+      State s = initial_state();
+      unpack_gathered(gathered[r], s, r);
+      check_gathered(s, r);
+      d->states.push_back(std::move(s));
+    }
+    return d;
+  }
+
+  Value compute_weighted(const DecodedStates& decoded, std::span<const std::uint32_t> weights,
+                         std::span<const std::int64_t> sums) const final {
+    const auto* d = dynamic_cast<const Decoded*>(&decoded);
+    if (d == nullptr || weights.size() != d->states.size())
+      throw RuntimeError("compute_weighted: not the states this metric decoded, or " +
+                         std::to_string(weights.size()) + " weights for them");
+    State merged = initial_state();
+    std::size_t r = 0;  // the position the state would have had in compute_synced's list
+    for (std::size_t u = 0; u < weights.size(); ++u)
+      for (std::uint32_t k = 0; k < weights[u]; ++k, ++r) {
+        if (r == 0)
+          merged = d->states[u];
+        else
+          merge_into(merged, d->states[u], r, /*all_fields=*/false);
+      }
+    fill_sums(merged, sums);
+    check_total(merged, r == 0 ? 0 : r - 1);
     return compute(merged);
   }
 
@@ -258,6 +288,34 @@ class TypedMetric : public Metric {
     } catch (const Error& e) {
       throw RuntimeError("the state of rank " + std::to_string(rank) + " is corrupt: " + e.what());
     }
+  }
+
+  struct Decoded final : DecodedStates {
+    std::vector<State> states;
+  };
+
+  // The summed counts into the `sum` fields the engine reduced.
+  void fill_sums(State& merged, std::span<const std::int64_t> sums) const {
+    std::size_t at = 0;
+    internal::for_each_field(merged.tally_fields(), [&](auto f, std::size_t i) {
+      if constexpr (internal::is_count_field<decltype(f)>()) {
+        if (!summed(f)) return;
+        std::span<std::int64_t> v;
+        if constexpr (std::is_same_v<typename decltype(f)::value_type, std::int64_t>)
+          v = std::span<std::int64_t>(&f.value, 1);
+        else
+          v = std::span<std::int64_t>(f.value.data(), f.value.size());
+        if (at + v.size() > sums.size())
+          throw RuntimeError(std::to_string(sums.size()) +
+                             " summed counts, fewer than the state holds (state field " +
+                             std::to_string(i) + ")");
+        std::copy_n(sums.begin() + static_cast<std::ptrdiff_t>(at), v.size(), v.begin());
+        at += v.size();
+      }
+    });
+    if (at != sums.size())
+      throw RuntimeError(std::to_string(sums.size()) + " summed counts, the state holds " +
+                         std::to_string(at));
   }
 
   void unpack_gathered(Bytes bytes, State& into, std::size_t rank) const {
