@@ -109,15 +109,21 @@ class @TYPE@ final : public tally::TypedMetric<State> {
   tally::InputChecker check_;  // words input errors: "metric '@TYPE@': field 'values' ..."
 };
 
-}  // namespace
-
-TALLY_PLUGIN("@NAME@", "0.1.0", [] {
-  return std::vector<tally::ComponentInfo>{tally::metric<@TYPE@>(
+// The metric's identity next to its class: name, doc, parameters, inputs, aliases and what its
+// result keys mean, registered with one line.
+tally::ComponentInfo component() {
+  return tally::metric<@TYPE@>(
       "@TYPE@", "The mean of the numbers in the field `values`, and their count", {},
       {{"values", "[N] numbers, any integer or float dtype", true}}, {},
       {{"mean", tally::Better::Neither, tally::Plot::None, "the mean of the values"},
-       {"count", tally::Better::Neither, tally::Plot::None, "the number of values"}})};
-})
+       {"count", tally::Better::Neither, tally::Plot::None, "the number of values"}});
+}
+TALLY_COMPONENT(component)
+
+}  // namespace
+
+// The plugin: its name, its version, and every component its files registered.
+TALLY_PLUGIN("@NAME@", "0.1.0")
 )skel";
 
 constexpr std::string_view kConfig =

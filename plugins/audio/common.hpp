@@ -34,12 +34,6 @@ inline constexpr std::int64_t kMaxSpeakers = 1024;
 /// The largest SDR filter_length: the solver holds an L x L matrix (4096: 128 MiB).
 inline constexpr std::int64_t kMaxFilterLength = 4096;
 
-ComponentInfo si_sdr_info();
-ComponentInfo si_snr_info();
-ComponentInfo sdr_info();
-ComponentInfo pit_info();
-ComponentInfo stoi_info();
-
 // ---- inputs -------------------------------------------------------------------------------------
 
 /// The signals of one sample as float64: `rows` signals of `length` values each, row-major (a
@@ -195,8 +189,13 @@ inline double mean_of(const MeanState& s, const std::string& owner) {
   return acc.value() / static_cast<double>(s.n);
 }
 
-inline std::vector<InputSpec> signal_inputs(bool speakers) {
-  if (speakers)
+/// Which signals a metric reads: any [N, T] / [N, S, T] (the default), or always S speakers.
+struct SignalInputs {
+  bool speakers = false;  // [N, S, T] with S speakers (PIT)
+};
+
+inline std::vector<InputSpec> signal_inputs(SignalInputs what = {}) {
+  if (what.speakers)
     return {InputSpec{kPreds,
                       "Estimated signals [N, S, T] (S speakers), float32 or float64; or one [S, T] "
                       "tensor per sample (the wav reader's multi-channel files).",

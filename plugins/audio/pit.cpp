@@ -219,14 +219,19 @@ ComponentInfo pit_info() {
                (spec.name == "filter_length" ? "; default 512)." : ").") + " " + spec.doc;
     params.push_back(std::move(spec));
   }
-  return metric<PermutationInvariantTraining>(
-      "PermutationInvariantTraining",
-      "Permutation invariant training: per sample, the mean of metric_func over speakers under "
-      "the best assignment of estimated to reference speakers, then the mean over samples; key "
-      "permutation_invariant_training. Reference: torchmetrics 1.9.0 "
-      "torchmetrics.audio.PermutationInvariantTraining(<metric_func>, mode=..., eval_func=..., "
-      "**kwargs) in float64.",
-      std::move(params), signal_inputs(true), {"PIT"});
+  return with_results(
+      metric<PermutationInvariantTraining>(
+          "PermutationInvariantTraining",
+          "Permutation invariant training: per sample, the mean of metric_func over speakers under "
+          "the best assignment of estimated to reference speakers, then the mean over samples; key "
+          "permutation_invariant_training. Reference: torchmetrics 1.9.0 "
+          "torchmetrics.audio.PermutationInvariantTraining(<metric_func>, mode=..., eval_func=..., "
+          "**kwargs) in float64.",
+          std::move(params), signal_inputs({.speakers = true}), {"PIT"}),
+      {{"permutation_invariant_training", Better::Higher, Plot::None,
+        "mean over samples of the best permutation's metric_func (higher is better for the dB "
+        "metrics with eval_func max)"}});
 }
+TALLY_COMPONENT(pit_info)
 
 }  // namespace tally::audio

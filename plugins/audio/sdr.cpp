@@ -59,13 +59,17 @@ class SignalDistortionRatio final : public SignalMeanMetric {
 ComponentInfo sdr_info() {
   auto params = sdr_params();
   params.push_back(zero_mean_param());
-  return metric<SignalDistortionRatio>(
-      "SignalDistortionRatio",
-      "Signal-to-distortion ratio (SDR, dB; BSS Eval with a distortion filter of filter_length "
-      "taps), the mean over signals; key signal_distortion_ratio. Reference: torchmetrics 1.9.0 "
-      "torchmetrics.audio.SignalDistortionRatio(use_cg_iter=..., filter_length=..., "
-      "zero_mean=..., load_diag=...) in float64, with fast-bss-eval 0.1.4.",
-      std::move(params), signal_inputs(false), {"SDR"});
+  return with_results(
+      metric<SignalDistortionRatio>(
+          "SignalDistortionRatio",
+          "Signal-to-distortion ratio (SDR, dB; BSS Eval with a distortion filter of filter_length "
+          "taps), the mean over signals; key signal_distortion_ratio. Reference: torchmetrics "
+          "1.9.0 "
+          "torchmetrics.audio.SignalDistortionRatio(use_cg_iter=..., filter_length=..., "
+          "zero_mean=..., load_diag=...) in float64, with fast-bss-eval 0.1.4.",
+          std::move(params), signal_inputs(), {"SDR"}),
+      {{"signal_distortion_ratio", Better::Higher, Plot::None, "mean SDR over signals, dB"}});
 }
+TALLY_COMPONENT(sdr_info)
 
 }  // namespace tally::audio

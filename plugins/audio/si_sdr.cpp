@@ -42,12 +42,16 @@ class ScaleInvariantSignalDistortionRatio final : public SignalMeanMetric {
 }  // namespace
 
 ComponentInfo si_sdr_info() {
-  return metric<ScaleInvariantSignalDistortionRatio>(
-      "ScaleInvariantSignalDistortionRatio",
-      "Scale-invariant signal-to-distortion ratio (SI-SDR, dB), the mean over signals; key "
-      "scale_invariant_signal_distortion_ratio. Reference: torchmetrics 1.9.0 "
-      "torchmetrics.audio.ScaleInvariantSignalDistortionRatio(zero_mean=...) in float64.",
-      {zero_mean_param()}, signal_inputs(false), {"SI_SDR", "SISDR"});
+  return with_results(
+      metric<ScaleInvariantSignalDistortionRatio>(
+          "ScaleInvariantSignalDistortionRatio",
+          "Scale-invariant signal-to-distortion ratio (SI-SDR, dB), the mean over signals; key "
+          "scale_invariant_signal_distortion_ratio. Reference: torchmetrics 1.9.0 "
+          "torchmetrics.audio.ScaleInvariantSignalDistortionRatio(zero_mean=...) in float64.",
+          {zero_mean_param()}, signal_inputs(), {"SI_SDR", "SISDR"}),
+      {{"scale_invariant_signal_distortion_ratio", Better::Higher, Plot::None,
+        "mean SI-SDR over signals, dB"}});
 }
+TALLY_COMPONENT(si_sdr_info)
 
 }  // namespace tally::audio

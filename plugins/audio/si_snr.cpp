@@ -36,12 +36,17 @@ class ScaleInvariantSignalNoiseRatio final : public SignalMeanMetric {
 }  // namespace
 
 ComponentInfo si_snr_info() {
-  return metric<ScaleInvariantSignalNoiseRatio>(
-      "ScaleInvariantSignalNoiseRatio",
-      "Scale-invariant signal-to-noise ratio (SI-SNR, dB: SI-SDR of zero-mean signals), the mean "
-      "over signals; key scale_invariant_signal_noise_ratio. Reference: torchmetrics 1.9.0 "
-      "torchmetrics.audio.ScaleInvariantSignalNoiseRatio() in float64.",
-      {}, signal_inputs(false), {"SI_SNR", "SISNR"});
+  return with_results(
+      metric<ScaleInvariantSignalNoiseRatio>(
+          "ScaleInvariantSignalNoiseRatio",
+          "Scale-invariant signal-to-noise ratio (SI-SNR, dB: SI-SDR of zero-mean signals), the "
+          "mean "
+          "over signals; key scale_invariant_signal_noise_ratio. Reference: torchmetrics 1.9.0 "
+          "torchmetrics.audio.ScaleInvariantSignalNoiseRatio() in float64.",
+          {}, signal_inputs(), {"SI_SNR", "SISNR"}),
+      {{"scale_invariant_signal_noise_ratio", Better::Higher, Plot::None,
+        "mean SI-SNR over signals, dB"}});
 }
+TALLY_COMPONENT(si_snr_info)
 
 }  // namespace tally::audio

@@ -504,19 +504,24 @@ class ShortTimeObjectiveIntelligibility final : public SignalMeanMetric {
 }  // namespace
 
 ComponentInfo stoi_info() {
-  return metric<ShortTimeObjectiveIntelligibility>(
-      "ShortTimeObjectiveIntelligibility",
-      "Short-time objective intelligibility (STOI; extended: ESTOI), the mean over signals; key "
-      "short_time_objective_intelligibility. Reference: torchmetrics 1.9.0 "
-      "torchmetrics.audio.ShortTimeObjectiveIntelligibility(fs, extended) in float64, i.e. "
-      "pystoi 0.4.1 stoi(target, preds, fs, extended) per signal (resampled to 10 kHz, silent "
-      "frames removed; 1e-5 for fewer than 30 frames left).",
-      {param("fs", ParamType::Int,
-             "The signals' sample rate in Hz (resampled to 10 kHz unless "
-             "10000)."),
-       param("extended", ParamType::Bool, "Compute extended STOI (ESTOI, Jensen & Taal 2016).")
-           .def(false)},
-      signal_inputs(false), {"STOI"});
+  return with_results(
+      metric<ShortTimeObjectiveIntelligibility>(
+          "ShortTimeObjectiveIntelligibility",
+          "Short-time objective intelligibility (STOI; extended: ESTOI), the mean over signals; "
+          "key "
+          "short_time_objective_intelligibility. Reference: torchmetrics 1.9.0 "
+          "torchmetrics.audio.ShortTimeObjectiveIntelligibility(fs, extended) in float64, i.e. "
+          "pystoi 0.4.1 stoi(target, preds, fs, extended) per signal (resampled to 10 kHz, silent "
+          "frames removed; 1e-5 for fewer than 30 frames left).",
+          {param("fs", ParamType::Int,
+                 "The signals' sample rate in Hz (resampled to 10 kHz unless "
+                 "10000)."),
+           param("extended", ParamType::Bool, "Compute extended STOI (ESTOI, Jensen & Taal 2016).")
+               .def(false)},
+          signal_inputs(), {"STOI"}),
+      {{"short_time_objective_intelligibility", Better::Higher, Plot::None,
+        "mean STOI (extended: ESTOI) over signals, about 0..1"}});
 }
+TALLY_COMPONENT(stoi_info)
 
 }  // namespace tally::audio

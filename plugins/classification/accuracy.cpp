@@ -213,30 +213,36 @@ class Accuracy final : public TypedMetric<AccuracyState> {
 }  // namespace
 
 ComponentInfo accuracy_info() {
-  return metric<Accuracy>(
-      "Accuracy",
-      "Top-k accuracy: the fraction of samples whose true class is among the k highest scores "
-      "(ties broken as scikit-learn's top_k_accuracy_score) and, with a threshold, whose "
-      "true-class score is above it. mmeval's Accuracy; keys top{k}, and top{k}_thr-{thr:.2f} / "
-      "top{k}_no-thr with several thresholds.",
-      {param("topk", ParamType::IntList,
-             "The k values; an integer or a list. With pred_labels only 1 is defined.")
-           .def(Value::Array{Value(1)}),
-       param("thrs", ParamType::FloatList,
-             "Score thresholds: a hit also needs the true class's score > thr; null means no "
-             "threshold. Defaults to [null]; mmeval's default is 0.0, which counts every sample "
-             "with a true-class score <= 0 as a miss, wrong for raw logits. Float32 scores are "
-             "compared with the threshold cast to float32.")
-           .def(Value::Array{Value()})
-           .nullable(),
-       threads_param()},
-      {InputSpec{kScores, "Class scores [N, C], float32 or float64 (logits or probabilities).",
-                 false},
-       InputSpec{kPredLabels,
-                 "Predicted class ids [N], any integer dtype; used when pred_scores is absent "
-                 "(top-1 only).",
-                 false},
-       InputSpec{kGtLabels, "True class ids [N], any integer dtype, in [0, C).", true}});
+  return with_results(
+      metric<Accuracy>(
+          "Accuracy",
+          "Top-k accuracy: the fraction of samples whose true class is among the k highest scores "
+          "(ties broken as scikit-learn's top_k_accuracy_score) and, with a threshold, whose "
+          "true-class score is above it. mmeval's Accuracy; keys top{k}, and top{k}_thr-{thr:.2f} "
+          "/ "
+          "top{k}_no-thr with several thresholds.",
+          {param("topk", ParamType::IntList,
+                 "The k values; an integer or a list. With pred_labels only 1 is defined.")
+               .def(Value::Array{Value(1)}),
+           param(
+               "thrs", ParamType::FloatList,
+               "Score thresholds: a hit also needs the true class's score > thr; null means no "
+               "threshold. Defaults to [null]; mmeval's default is 0.0, which counts every sample "
+               "with a true-class score <= 0 as a miss, wrong for raw logits. Float32 scores are "
+               "compared with the threshold cast to float32.")
+               .def(Value::Array{Value()})
+               .nullable(),
+           threads_param()},
+          {InputSpec{kScores, "Class scores [N, C], float32 or float64 (logits or probabilities).",
+                     false},
+           InputSpec{kPredLabels,
+                     "Predicted class ids [N], any integer dtype; used when pred_scores is absent "
+                     "(top-1 only).",
+                     false},
+           InputSpec{kGtLabels, "True class ids [N], any integer dtype, in [0, C).", true}}),
+      {{"top*", Better::Higher, Plot::None,
+        "fraction of samples whose true class is in the top k"}});
 }
+TALLY_COMPONENT(accuracy_info)
 
 }  // namespace tally::classification

@@ -119,14 +119,18 @@ class AUROC final : public CurveMetric {
 }  // namespace
 
 ComponentInfo auroc_info() {
-  return metric<AUROC>(
-      "AUROC",
-      "Area under the ROC curve (exact or binned; binary with an optional standardised partial "
-      "area up to max_fpr; multiclass and multilabel averaged). "
-      "Reference: torchmetrics 1.9.0 torchmetrics.functional.auroc(preds, target, task, "
-      "thresholds=thresholds, num_classes=num_classes, num_labels=num_labels, average=average, "
-      "max_fpr=max_fpr, ignore_index=ignore_index).",
-      auroc_params(), tm::task_inputs(false));
+  return with_results(
+      metric<AUROC>(
+          "AUROC",
+          "Area under the ROC curve (exact or binned; binary with an optional standardised partial "
+          "area up to max_fpr; multiclass and multilabel averaged). "
+          "Reference: torchmetrics 1.9.0 torchmetrics.functional.auroc(preds, target, task, "
+          "thresholds=thresholds, num_classes=num_classes, num_labels=num_labels, average=average, "
+          "max_fpr=max_fpr, ignore_index=ignore_index).",
+          auroc_params(), tm::task_inputs({.labels = false})),
+      {{"auroc", Better::Higher, Plot::None,
+        "area under the ROC curve (array: per class / label)"}});
 }
+TALLY_COMPONENT(auroc_info)
 
 }  // namespace tally::classification

@@ -94,7 +94,7 @@ ComponentInfo average_precision_info() {
   for (auto& spec : tm_average_precision_params()) params.push_back(std::move(spec));
   // Either mode's fields: checked by the mode's metric when a batch comes.
   std::vector<InputSpec> inputs = ranking_inputs();
-  for (auto& spec : tm::task_inputs(false)) inputs.push_back(std::move(spec));
+  for (auto& spec : tm::task_inputs({.labels = false})) inputs.push_back(std::move(spec));
   for (auto& spec : inputs) {
     spec.required = false;
     spec.doc = (spec.name == kScores || spec.name == kGtLabels ? "Without task: " : "With task: ") +
@@ -116,7 +116,12 @@ ComponentInfo average_precision_info() {
     if (p.has("task")) return make_tm_average_precision(p);
     return std::make_unique<AveragePrecision>(p);
   };
-  return info;
+  return with_results(
+      info, {{"AP_classwise", Better::Higher, Plot::Bars, "average precision per class"},
+             {"mAP", Better::Higher, Plot::None, "mean average precision over the classes"},
+             {"average_precision", Better::Higher, Plot::None,
+              "torchmetrics' average precision (with task; array: per class / label)"}});
 }
+TALLY_COMPONENT(average_precision_info)
 
 }  // namespace tally::classification

@@ -220,13 +220,17 @@ ComponentInfo calibration_error_info() {
                       "calibration error).")
                     .def("l1")
                     .choices({"l1", "l2", "max"}));
-  return metric<CalibrationError>(
-      "CalibrationError",
-      "Calibration error of a binary or multiclass task over equal-width confidence bins (ECE, "
-      "RMSCE or MCE); key calibration_error. Reference: torchmetrics 1.9.0 "
-      "torchmetrics.functional.calibration_error(preds, target, task, n_bins, norm, "
-      "num_classes=num_classes, ignore_index=ignore_index).",
-      std::move(params), task_inputs(false));
+  return with_results(
+      metric<CalibrationError>(
+          "CalibrationError",
+          "Calibration error of a binary or multiclass task over equal-width confidence bins (ECE, "
+          "RMSCE or MCE); key calibration_error. Reference: torchmetrics 1.9.0 "
+          "torchmetrics.functional.calibration_error(preds, target, task, n_bins, norm, "
+          "num_classes=num_classes, ignore_index=ignore_index).",
+          std::move(params), task_inputs({.labels = false})),
+      {{"calibration_error", Better::Lower, Plot::None,
+        "gap between confidence and accuracy over the bins"}});
 }
+TALLY_COMPONENT(calibration_error_info)
 
 }  // namespace tally::classification

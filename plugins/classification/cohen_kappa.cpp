@@ -77,12 +77,15 @@ ComponentInfo cohen_kappa_info() {
                          "((i - j)^2).")
                        .def("none")
                        .choices({"none", "linear", "quadratic"}));
-  return metric<CohenKappa>(
-      "CohenKappa",
-      "Cohen's kappa of a binary or multiclass task, optionally weighted; key cohen_kappa. "
-      "Reference: torchmetrics 1.9.0 torchmetrics.functional.cohen_kappa(preds, target, task, "
-      "threshold, num_classes, weights=weights, ignore_index=ignore_index).",
-      std::move(params), task_inputs());
+  return with_results(
+      metric<CohenKappa>(
+          "CohenKappa",
+          "Cohen's kappa of a binary or multiclass task, optionally weighted; key cohen_kappa. "
+          "Reference: torchmetrics 1.9.0 torchmetrics.functional.cohen_kappa(preds, target, task, "
+          "threshold, num_classes, weights=weights, ignore_index=ignore_index).",
+          std::move(params), task_inputs()),
+      {{"cohen_kappa", Better::Higher, Plot::None, "agreement beyond chance, at most 1"}});
 }
+TALLY_COMPONENT(cohen_kappa_info)
 
 }  // namespace tally::classification

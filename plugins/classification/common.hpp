@@ -34,23 +34,16 @@ ComponentInfo accuracy_info();
 ComponentInfo single_label_metric_info();
 ComponentInfo confusion_matrix_info();
 ComponentInfo multi_label_metric_info();
-ComponentInfo average_precision_info();
-ComponentInfo roc_auc_info();
-ComponentInfo f1_score_info();
-ComponentInfo precision_recall_f1score_info();
-// torchmetrics' task-based metrics (tm_core.hpp).
-ComponentInfo stat_scores_info();
-ComponentInfo specificity_info();
-ComponentInfo fbeta_score_info();
-ComponentInfo hamming_distance_info();
-ComponentInfo jaccard_index_info();
-ComponentInfo exact_match_info();
-ComponentInfo matthews_corrcoef_info();
-ComponentInfo cohen_kappa_info();
-ComponentInfo calibration_error_info();
-// torchmetrics' classification curves (curve_core.hpp).
-ComponentInfo precision_recall_curve_info();
-ComponentInfo roc_info();
+
+/// The result keys of SingleLabelMetric and MultiLabelMetric (and mmeval's factory of both): the
+/// support (what it counts: `per_class`, `total`), then precision, recall and F1 per class and
+/// averaged.
+inline std::vector<ResultSpec> prf_results(const char* per_class, const char* total) {
+  return {{"support*_classwise", Better::Neither, Plot::Bars, per_class},
+          {"support*", Better::Neither, Plot::None, total},
+          {"*_classwise", Better::Higher, Plot::Bars, "per class, index = class id"},
+          {"*", Better::Higher, Plot::None, "averaged over the classes (macro) or pooled (micro)"}};
+}
 
 /// Which prediction field a batch carries: `pred_scores` wins when both are present.
 /// InputError naming both when it has neither.

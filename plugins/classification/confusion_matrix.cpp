@@ -128,21 +128,26 @@ class ConfusionMatrix final : public TypedMetric<ConfusionState> {
 }  // namespace
 
 ComponentInfo confusion_matrix_info() {
-  return metric<ConfusionMatrix>(
-      "ConfusionMatrix",
-      "The confusion matrix: matrix[y][p] counts the samples of true class y predicted as p "
-      "(argmax of the scores, or the given labels), as scikit-learn's confusion_matrix(y, p, "
-      "labels=range(num_classes)). Key: matrix, num_classes arrays of num_classes integers.",
-      {param("num_classes", ParamType::Int,
-             "Number of classes K (the matrix is K x K); pred_scores must have K columns."),
-       threads_param()},
-      {InputSpec{kScores, "Class scores [N, K], float32 or float64; the prediction is the argmax.",
-                 false},
-       InputSpec{kPredLabels,
-                 "Predicted class ids [N], any integer dtype, in [0, K); used when pred_scores "
-                 "is absent.",
-                 false},
-       InputSpec{kGtLabels, "True class ids [N], any integer dtype, in [0, K).", true}});
+  return with_results(
+      metric<ConfusionMatrix>(
+          "ConfusionMatrix",
+          "The confusion matrix: matrix[y][p] counts the samples of true class y predicted as p "
+          "(argmax of the scores, or the given labels), as scikit-learn's confusion_matrix(y, p, "
+          "labels=range(num_classes)). Key: matrix, num_classes arrays of num_classes integers.",
+          {param("num_classes", ParamType::Int,
+                 "Number of classes K (the matrix is K x K); pred_scores must have K columns."),
+           threads_param()},
+          {InputSpec{kScores,
+                     "Class scores [N, K], float32 or float64; the prediction is the argmax.",
+                     false},
+           InputSpec{kPredLabels,
+                     "Predicted class ids [N], any integer dtype, in [0, K); used when pred_scores "
+                     "is absent.",
+                     false},
+           InputSpec{kGtLabels, "True class ids [N], any integer dtype, in [0, K).", true}}),
+      {{"matrix", Better::Neither, Plot::Heatmap,
+        "counts: rows = true class, columns = predicted class"}});
 }
+TALLY_COMPONENT(confusion_matrix_info)
 
 }  // namespace tally::classification

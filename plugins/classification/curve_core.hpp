@@ -51,14 +51,6 @@
 #include "tm_core.hpp"
 
 namespace tally::classification {
-// The component infos of the metrics built on the curves (one file each); PrecisionRecallCurve's
-// and ROC's are in common.hpp.
-ComponentInfo auroc_info();
-ComponentInfo precision_at_fixed_recall_info();
-ComponentInfo recall_at_fixed_precision_info();
-ComponentInfo sensitivity_at_specificity_info();
-ComponentInfo specificity_at_sensitivity_info();
-ComponentInfo logauc_info();
 // AveragePrecision with a `task` (torchmetrics' semantics, tm_average_precision.cpp): the
 // parameters it adds to average_precision.cpp's, and the metric.
 std::vector<ParamSpec> tm_average_precision_params();

@@ -65,13 +65,16 @@ class ExactMatch final : public TypedMetric<MatchState> {
 }  // namespace
 
 ComponentInfo exact_match_info() {
-  return metric<ExactMatch>(
-      "ExactMatch",
-      "Fraction of samples with every label right (multiclass: accuracy; multilabel: subset "
-      "accuracy); key exact_match. Reference: torchmetrics 1.9.0 "
-      "torchmetrics.functional.exact_match(preds, target, task, num_classes=num_classes, "
-      "num_labels=num_labels, threshold=threshold, ignore_index=ignore_index).",
-      task_params(exact_match_options()), task_inputs());
+  return with_results(
+      metric<ExactMatch>(
+          "ExactMatch",
+          "Fraction of samples with every label right (multiclass: accuracy; multilabel: subset "
+          "accuracy); key exact_match. Reference: torchmetrics 1.9.0 "
+          "torchmetrics.functional.exact_match(preds, target, task, num_classes=num_classes, "
+          "num_labels=num_labels, threshold=threshold, ignore_index=ignore_index).",
+          task_params(exact_match_options()), task_inputs()),
+      {{"exact_match", Better::Higher, Plot::None, "fraction of samples with every label right"}});
 }
+TALLY_COMPONENT(exact_match_info)
 
 }  // namespace tally::classification

@@ -206,27 +206,32 @@ class F1Score final : public TypedMetric<F1State> {
 }  // namespace
 
 ComponentInfo f1_score_info() {
-  return metric<F1Score>(
-      "F1Score",
-      "Micro and/or macro F1 over element-wise integer labels (e.g. token labels), with cared or "
-      "ignored classes, as mmeval's F1Score (keys macro_f1, micro_f1); equal to scikit-learn's "
-      "f1_score(labels=cared, zero_division=0) on the flattened labels. Negative labels are no "
-      "class.",
-      {param("num_classes", ParamType::Int, "Number of classes; every label must be below it."),
-       param("mode", ParamType::StringList, "micro, macro, or both (macro_f1 is reported first).")
-           .def(Value::Array{Value("micro")})
-           .choices({"micro", "macro"}),
-       param("cared_classes", ParamType::IntList,
-             "Only these classes count (not together with ignored_classes); empty: all.")
-           .def(Value::array()),
-       param("ignored_classes", ParamType::IntList,
-             "These classes do not count (not together with cared_classes); empty: none.")
-           .def(Value::array())},
-      {InputSpec{kPredLabels,
-                 "Predicted labels: integer [N] or [N, L], or per-sample 1-D lists (ragged).",
-                 true},
-       InputSpec{kGtLabels, "True labels, the same shape as pred_labels (element-wise pairs).",
-                 true}});
+  return with_results(
+      metric<F1Score>(
+          "F1Score",
+          "Micro and/or macro F1 over element-wise integer labels (e.g. token labels), with cared "
+          "or "
+          "ignored classes, as mmeval's F1Score (keys macro_f1, micro_f1); equal to scikit-learn's "
+          "f1_score(labels=cared, zero_division=0) on the flattened labels. Negative labels are no "
+          "class.",
+          {param("num_classes", ParamType::Int, "Number of classes; every label must be below it."),
+           param("mode", ParamType::StringList,
+                 "micro, macro, or both (macro_f1 is reported first).")
+               .def(Value::Array{Value("micro")})
+               .choices({"micro", "macro"}),
+           param("cared_classes", ParamType::IntList,
+                 "Only these classes count (not together with ignored_classes); empty: all.")
+               .def(Value::array()),
+           param("ignored_classes", ParamType::IntList,
+                 "These classes do not count (not together with cared_classes); empty: none.")
+               .def(Value::array())},
+          {InputSpec{kPredLabels,
+                     "Predicted labels: integer [N] or [N, L], or per-sample 1-D lists (ragged).",
+                     true},
+           InputSpec{kGtLabels, "True labels, the same shape as pred_labels (element-wise pairs).",
+                     true}}),
+      {{"*_f1", Better::Higher, Plot::None, "F1 over the cared classes"}});
 }
+TALLY_COMPONENT(f1_score_info)
 
 }  // namespace tally::classification

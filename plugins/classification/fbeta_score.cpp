@@ -79,13 +79,16 @@ ComponentInfo fbeta_score_info() {
   params.push_back(
       param("zero_division", ParamType::Float, "The score where its denominator is 0: 0 or 1.")
           .def(0.0));
-  return metric<FBetaScore>(
-      "FBetaScore",
-      "F-beta score of a binary, multiclass or multilabel task; key fbeta_score. Reference: "
-      "torchmetrics 1.9.0 torchmetrics.functional.fbeta_score(preds, target, task, beta, "
-      "threshold, num_classes, num_labels, average, top_k=top_k, ignore_index=ignore_index, "
-      "zero_division=zero_division).",
-      std::move(params), task_inputs());
+  return with_results(
+      metric<FBetaScore>(
+          "FBetaScore",
+          "F-beta score of a binary, multiclass or multilabel task; key fbeta_score. Reference: "
+          "torchmetrics 1.9.0 torchmetrics.functional.fbeta_score(preds, target, task, beta, "
+          "threshold, num_classes, num_labels, average, top_k=top_k, ignore_index=ignore_index, "
+          "zero_division=zero_division).",
+          std::move(params), task_inputs()),
+      {{"fbeta_score", Better::Higher, Plot::None, "F-beta (array: per class)"}});
 }
+TALLY_COMPONENT(fbeta_score_info)
 
 }  // namespace tally::classification

@@ -59,13 +59,17 @@ class HammingDistance final : public CountMetric {
 }  // namespace
 
 ComponentInfo hamming_distance_info() {
-  return metric<HammingDistance>(
-      "HammingDistance",
-      "Fraction of wrong labels of a binary, multiclass or multilabel task; key "
-      "hamming_distance. Reference: torchmetrics 1.9.0 "
-      "torchmetrics.functional.hamming_distance(preds, target, task, threshold, num_classes, "
-      "num_labels, average, top_k=top_k, ignore_index=ignore_index).",
-      task_params(stat_score_options()), task_inputs());
+  return with_results(
+      metric<HammingDistance>(
+          "HammingDistance",
+          "Fraction of wrong labels of a binary, multiclass or multilabel task; key "
+          "hamming_distance. Reference: torchmetrics 1.9.0 "
+          "torchmetrics.functional.hamming_distance(preds, target, task, threshold, num_classes, "
+          "num_labels, average, top_k=top_k, ignore_index=ignore_index).",
+          task_params(stat_score_options()), task_inputs()),
+      {{"hamming_distance", Better::Lower, Plot::None,
+        "fraction of wrong labels (array: per class)"}});
 }
+TALLY_COMPONENT(hamming_distance_info)
 
 }  // namespace tally::classification

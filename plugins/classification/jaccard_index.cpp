@@ -108,13 +108,18 @@ ComponentInfo jaccard_index_info() {
   params.push_back(
       param("zero_division", ParamType::Float, "The index of a class whose union is empty.")
           .def(0.0));
-  return metric<JaccardIndex>(
-      "JaccardIndex",
-      "Jaccard index (intersection over union) of a binary, multiclass or multilabel task; key "
-      "jaccard_index. Reference: torchmetrics 1.9.0 torchmetrics.functional.jaccard_index(preds, "
-      "target, task, threshold, num_classes, num_labels, average, ignore_index=ignore_index, "
-      "zero_division=zero_division).",
-      std::move(params), task_inputs());
+  return with_results(
+      metric<JaccardIndex>(
+          "JaccardIndex",
+          "Jaccard index (intersection over union) of a binary, multiclass or multilabel task; key "
+          "jaccard_index. Reference: torchmetrics 1.9.0 "
+          "torchmetrics.functional.jaccard_index(preds, "
+          "target, task, threshold, num_classes, num_labels, average, ignore_index=ignore_index, "
+          "zero_division=zero_division).",
+          std::move(params), task_inputs()),
+      {{"jaccard_index", Better::Higher, Plot::None,
+        "intersection over union (array: per class)"}});
 }
+TALLY_COMPONENT(jaccard_index_info)
 
 }  // namespace tally::classification

@@ -143,15 +143,19 @@ class LogAUC final : public CurveMetric {
 }  // namespace
 
 ComponentInfo logauc_info() {
-  return metric<LogAUC>(
-      "LogAUC",
-      "Area under the ROC curve over fpr_range on a log10 false positive rate axis, normalised "
-      "by the range's log width, of a binary, multiclass (per class) or multilabel (per label) "
-      "task, exact or binned; average none or macro. "
-      "Reference: torchmetrics 1.9.0 torchmetrics.functional.logauc(preds, target, task, "
-      "thresholds=thresholds, num_classes=num_classes, num_labels=num_labels, "
-      "fpr_range=fpr_range, average=average, ignore_index=ignore_index).",
-      logauc_params(), tm::task_inputs(false));
+  return with_results(
+      metric<LogAUC>(
+          "LogAUC",
+          "Area under the ROC curve over fpr_range on a log10 false positive rate axis, normalised "
+          "by the range's log width, of a binary, multiclass (per class) or multilabel (per label) "
+          "task, exact or binned; average none or macro. "
+          "Reference: torchmetrics 1.9.0 torchmetrics.functional.logauc(preds, target, task, "
+          "thresholds=thresholds, num_classes=num_classes, num_labels=num_labels, "
+          "fpr_range=fpr_range, average=average, ignore_index=ignore_index).",
+          logauc_params(), tm::task_inputs({.labels = false})),
+      {{"logauc", Better::Higher, Plot::None,
+        "ROC area over fpr_range on a log axis (array: per class / label)"}});
 }
+TALLY_COMPONENT(logauc_info)
 
 }  // namespace tally::classification

@@ -128,13 +128,17 @@ class MatthewsCorrCoef final : public CountMetric {
 }  // namespace
 
 ComponentInfo matthews_corrcoef_info() {
-  return metric<MatthewsCorrCoef>(
-      "MatthewsCorrCoef",
-      "Matthews correlation coefficient of a binary, multiclass or multilabel task (in [-1, "
-      "1]); key matthews_corrcoef. Reference: torchmetrics 1.9.0 "
-      "torchmetrics.functional.matthews_corrcoef(preds, target, task, threshold, num_classes, "
-      "num_labels, ignore_index=ignore_index).",
-      task_params(mcc_options()), task_inputs());
+  return with_results(
+      metric<MatthewsCorrCoef>(
+          "MatthewsCorrCoef",
+          "Matthews correlation coefficient of a binary, multiclass or multilabel task (in [-1, "
+          "1]); key matthews_corrcoef. Reference: torchmetrics 1.9.0 "
+          "torchmetrics.functional.matthews_corrcoef(preds, target, task, threshold, num_classes, "
+          "num_labels, ignore_index=ignore_index).",
+          task_params(mcc_options()), task_inputs()),
+      {{"matthews_corrcoef", Better::Higher, Plot::None,
+        "Matthews correlation coefficient, in [-1, 1]"}});
 }
+TALLY_COMPONENT(matthews_corrcoef_info)
 
 }  // namespace tally::classification

@@ -263,49 +263,56 @@ class MultiLabelMetric final : public TypedMetric<MultiLabelState> {
 }  // namespace
 
 ComponentInfo multi_label_metric_info() {
-  return metric<MultiLabelMetric>(
-      "MultiLabelMetric",
-      "Precision, recall, F1-score and support of multi-label classification, per class or "
-      "macro/micro averaged, as scikit-learn's precision_recall_fscore_support on indicator "
-      "matrices (zero_division=0). mmeval's MultiLabelMetric: thr or topk, its key names, "
-      "fractions instead of percent.",
-      {param("thr", ParamType::Float,
-             "A class is predicted when its score is >= thr (compared in the scores' precision). "
-             "Defaults to 0.5 when topk is not given; keys get _thr-{thr:.2f} unless thr is 0.5.")
-           .optional()
-           .nullable(),
-       param("topk", ParamType::Int,
-             "Predict the k highest-scoring classes of each sample (equal scores: the lower class "
-             "id first); keys get _top{k}. Not together with thr.")
-           .optional()
-           .nullable(),
-       param("average", ParamType::String,
-             "macro: mean over all classes; micro: from the counts summed over classes; none (or "
-             "null): per-class arrays, keys suffixed _classwise.")
-           .def("macro")
-           .nullable()
-           .choices({"macro", "micro", "none"}),
-       param("items", ParamType::StringList,
-             "The values to report, among precision, recall, f1-score, support (always in that "
-             "order). support is the number of positive labels.")
-           .def(Value::Array{Value("precision"), Value("recall"), Value("f1-score")})
-           .choices({"precision", "recall", "f1-score", "support"}),
-       param("num_classes", ParamType::Int,
-             "Number of classes C. Required when neither the predictions nor gt_labels is a "
-             "[N, C] matrix; must match their columns when given.")
-           .optional(),
-       label_format_param()},
-      {InputSpec{kScores, "Scores [N, C], float32 or float64 (thr or topk picks the classes).",
-                 false},
-       InputSpec{kPredLabels,
-                 "Predicted classes instead of scores: a 0/1 indicator [N, C] (integer or bool), "
-                 "class ids [N], or per-sample lists of class ids (ragged).",
-                 false},
-       InputSpec{kGtLabels,
-                 "True classes: a 0/1 indicator [N, C] (integer or bool), class ids [N], or "
-                 "per-sample lists of class ids (ragged).",
-                 true}},
-      {"MultiLabelPrecisionRecallF1score"});
+  return with_results(
+      metric<MultiLabelMetric>(
+          "MultiLabelMetric",
+          "Precision, recall, F1-score and support of multi-label classification, per class or "
+          "macro/micro averaged, as scikit-learn's precision_recall_fscore_support on indicator "
+          "matrices (zero_division=0). mmeval's MultiLabelMetric: thr or topk, its key names, "
+          "fractions instead of percent.",
+          {param(
+               "thr", ParamType::Float,
+               "A class is predicted when its score is >= thr (compared in the scores' precision). "
+               "Defaults to 0.5 when topk is not given; keys get _thr-{thr:.2f} unless thr is 0.5.")
+               .optional()
+               .nullable(),
+           param("topk", ParamType::Int,
+                 "Predict the k highest-scoring classes of each sample (equal scores: the lower "
+                 "class "
+                 "id first); keys get _top{k}. Not together with thr.")
+               .optional()
+               .nullable(),
+           param(
+               "average", ParamType::String,
+               "macro: mean over all classes; micro: from the counts summed over classes; none (or "
+               "null): per-class arrays, keys suffixed _classwise.")
+               .def("macro")
+               .nullable()
+               .choices({"macro", "micro", "none"}),
+           param("items", ParamType::StringList,
+                 "The values to report, among precision, recall, f1-score, support (always in that "
+                 "order). support is the number of positive labels.")
+               .def(Value::Array{Value("precision"), Value("recall"), Value("f1-score")})
+               .choices({"precision", "recall", "f1-score", "support"}),
+           param("num_classes", ParamType::Int,
+                 "Number of classes C. Required when neither the predictions nor gt_labels is a "
+                 "[N, C] matrix; must match their columns when given.")
+               .optional(),
+           label_format_param()},
+          {InputSpec{kScores, "Scores [N, C], float32 or float64 (thr or topk picks the classes).",
+                     false},
+           InputSpec{
+               kPredLabels,
+               "Predicted classes instead of scores: a 0/1 indicator [N, C] (integer or bool), "
+               "class ids [N], or per-sample lists of class ids (ragged).",
+               false},
+           InputSpec{kGtLabels,
+                     "True classes: a 0/1 indicator [N, C] (integer or bool), class ids [N], or "
+                     "per-sample lists of class ids (ragged).",
+                     true}},
+          {"MultiLabelPrecisionRecallF1score"}),
+      prf_results("positive labels of each class", "positive labels, summed over the classes"));
 }
+TALLY_COMPONENT(multi_label_metric_info)
 
 }  // namespace tally::classification

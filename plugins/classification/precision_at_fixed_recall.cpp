@@ -76,17 +76,23 @@ class PrecisionAtFixedRecall final : public CurveMetric {
 }  // namespace
 
 ComponentInfo precision_at_fixed_recall_info() {
-  return metric<PrecisionAtFixedRecall>(
-      "PrecisionAtFixedRecall",
-      "The highest precision at a threshold whose recall reaches min_recall, and that threshold "
-      "(NaN when the precision is 0), of a binary, multiclass (per class) or multilabel (per "
-      "label) task, exact or binned. "
-      "Reference: torchmetrics 1.9.0 torchmetrics.functional.precision_at_fixed_recall(preds, "
-      "target, task, min_recall=min_recall, thresholds=thresholds, num_classes=num_classes, "
-      "num_labels=num_labels, ignore_index=ignore_index).",
-      operating_point_params("min_recall",
-                             "The least recall a threshold must reach, in [0, 1] (required)."),
-      tm::task_inputs(false));
+  return with_results(
+      metric<PrecisionAtFixedRecall>(
+          "PrecisionAtFixedRecall",
+          "The highest precision at a threshold whose recall reaches min_recall, and that "
+          "threshold "
+          "(NaN when the precision is 0), of a binary, multiclass (per class) or multilabel (per "
+          "label) task, exact or binned. "
+          "Reference: torchmetrics 1.9.0 torchmetrics.functional.precision_at_fixed_recall(preds, "
+          "target, task, min_recall=min_recall, thresholds=thresholds, num_classes=num_classes, "
+          "num_labels=num_labels, ignore_index=ignore_index).",
+          operating_point_params("min_recall",
+                                 "The least recall a threshold must reach, in [0, 1] (required)."),
+          tm::task_inputs({.labels = false})),
+      {{"precision", Better::Higher, Plot::None, "best precision at the minimum recall"},
+       {"threshold", Better::Neither, Plot::None,
+        "the threshold of that point (array: per class / label)"}});
 }
+TALLY_COMPONENT(precision_at_fixed_recall_info)
 
 }  // namespace tally::classification

@@ -78,14 +78,19 @@ class PrecisionRecallCurve final : public CurveMetric {
 }  // namespace
 
 ComponentInfo precision_recall_curve_info() {
-  return metric<PrecisionRecallCurve>(
-      "PrecisionRecallCurve",
-      "Precision and recall at every threshold (exact: every distinct score; or binned) of a "
-      "binary, multiclass (per class) or multilabel (per label) task. "
-      "Reference: torchmetrics 1.9.0 torchmetrics.functional.precision_recall_curve(preds, "
-      "target, task, thresholds=thresholds, num_classes=num_classes, num_labels=num_labels, "
-      "average=average, ignore_index=ignore_index).",
-      curve_params_with_average(), tm::task_inputs(false));
+  return with_results(
+      metric<PrecisionRecallCurve>(
+          "PrecisionRecallCurve",
+          "Precision and recall at every threshold (exact: every distinct score; or binned) of a "
+          "binary, multiclass (per class) or multilabel (per label) task. "
+          "Reference: torchmetrics 1.9.0 torchmetrics.functional.precision_recall_curve(preds, "
+          "target, task, thresholds=thresholds, num_classes=num_classes, num_labels=num_labels, "
+          "average=average, ignore_index=ignore_index).",
+          curve_params_with_average(), tm::task_inputs({.labels = false})),
+      {{"precision", Better::Neither, Plot::None, "precision at each threshold (curve)"},
+       {"recall", Better::Neither, Plot::None, "recall at each threshold (curve)"},
+       {"thresholds", Better::Neither, Plot::None, "the thresholds, increasing"}});
 }
+TALLY_COMPONENT(precision_recall_curve_info)
 
 }  // namespace tally::classification

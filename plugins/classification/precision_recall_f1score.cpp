@@ -105,5 +105,6 @@ ComponentInfo precision_recall_f1score_info() {
   c.results = single.results;
   return c;
 }
+TALLY_COMPONENT(precision_recall_f1score_info)
 
 }  // namespace tally::classification

@@ -79,17 +79,22 @@ class RecallAtFixedPrecision final : public CurveMetric {
 }  // namespace
 
 ComponentInfo recall_at_fixed_precision_info() {
-  return metric<RecallAtFixedPrecision>(
-      "RecallAtFixedPrecision",
-      "The highest recall at a threshold whose precision reaches min_precision, and that "
-      "threshold (NaN when the recall is 0), of a binary, multiclass (per class) or multilabel "
-      "(per label) task, exact or binned. "
-      "Reference: torchmetrics 1.9.0 torchmetrics.functional.recall_at_fixed_precision(preds, "
-      "target, task, min_precision=min_precision, thresholds=thresholds, "
-      "num_classes=num_classes, num_labels=num_labels, ignore_index=ignore_index).",
-      operating_point_params("min_precision",
-                             "The least precision a threshold must reach, in [0, 1] (required)."),
-      tm::task_inputs(false));
+  return with_results(
+      metric<RecallAtFixedPrecision>(
+          "RecallAtFixedPrecision",
+          "The highest recall at a threshold whose precision reaches min_precision, and that "
+          "threshold (NaN when the recall is 0), of a binary, multiclass (per class) or multilabel "
+          "(per label) task, exact or binned. "
+          "Reference: torchmetrics 1.9.0 torchmetrics.functional.recall_at_fixed_precision(preds, "
+          "target, task, min_precision=min_precision, thresholds=thresholds, "
+          "num_classes=num_classes, num_labels=num_labels, ignore_index=ignore_index).",
+          operating_point_params(
+              "min_precision", "The least precision a threshold must reach, in [0, 1] (required)."),
+          tm::task_inputs({.labels = false})),
+      {{"recall", Better::Higher, Plot::None, "best recall at the minimum precision"},
+       {"threshold", Better::Neither, Plot::None,
+        "the threshold of that point (array: per class / label)"}});
 }
+TALLY_COMPONENT(recall_at_fixed_precision_info)
 
 }  // namespace tally::classification

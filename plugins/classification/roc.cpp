@@ -85,15 +85,20 @@ class ROC final : public CurveMetric {
 }  // namespace
 
 ComponentInfo roc_info() {
-  return metric<ROC>(
-      "ROC",
-      "Receiver operating characteristic: false and true positive rates at every threshold "
-      "(exact: every distinct score; or binned) of a binary, multiclass (per class) or "
-      "multilabel (per label) task. "
-      "Reference: torchmetrics 1.9.0 torchmetrics.functional.roc(preds, target, task, "
-      "thresholds=thresholds, num_classes=num_classes, num_labels=num_labels, "
-      "average=average, ignore_index=ignore_index).",
-      curve_params_with_average(), tm::task_inputs(false));
+  return with_results(
+      metric<ROC>(
+          "ROC",
+          "Receiver operating characteristic: false and true positive rates at every threshold "
+          "(exact: every distinct score; or binned) of a binary, multiclass (per class) or "
+          "multilabel (per label) task. "
+          "Reference: torchmetrics 1.9.0 torchmetrics.functional.roc(preds, target, task, "
+          "thresholds=thresholds, num_classes=num_classes, num_labels=num_labels, "
+          "average=average, ignore_index=ignore_index).",
+          curve_params_with_average(), tm::task_inputs({.labels = false})),
+      {{"fpr", Better::Neither, Plot::None, "false positive rate at each threshold (curve)"},
+       {"tpr", Better::Neither, Plot::None, "true positive rate at each threshold (curve)"},
+       {"thresholds", Better::Neither, Plot::None, "the thresholds, decreasing"}});
 }
+TALLY_COMPONENT(roc_info)
 
 }  // namespace tally::classification

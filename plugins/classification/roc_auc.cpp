@@ -153,29 +153,36 @@ class RocAuc final : public TypedMetric<RankingState> {
 }  // namespace
 
 ComponentInfo roc_auc_info() {
-  return metric<RocAuc>(
-      "ROCAUC",
-      "Area under the ROC curve as scikit-learn's roc_auc_score (tied scores form one point): "
-      "binary (scores [N]), multi-class one-vs-rest or one-vs-one (class ids [N]), multi-label "
-      "(indicator [N, C] or lists of class ids). Keys: AUC, or AUC_classwise with average none. "
-      "Undefined values (a class with no positives or no negatives) are NaN (null in JSON), as "
-      "scikit-learn's.",
-      {param("average", ParamType::String,
-             "macro: mean over the classes (or one-vs-one pairs); weighted: weighted by the "
-             "positives of each class (ovo: the samples of each pair); micro: one curve over all "
-             "(score, indicator) pairs (ovr and multi-label only); none (or null): "
-             "AUC_classwise (ovr and multi-label only). Ignored for binary scores [N].")
-           .def("macro")
-           .nullable()
-           .choices({"macro", "weighted", "micro", "none"}),
-       param("multi_class", ParamType::String,
-             "For class ids [N] with scores [N, C]: ovr (one-vs-rest) or ovo (one-vs-one, Hand & "
-             "Till, over the classes present in the labels). scikit-learn's default is 'raise'. "
-             "Ignored for binary and multi-label inputs.")
-           .def("ovr")
-           .choices({"ovr", "ovo"}),
-       label_format_param()},
-      ranking_inputs());
+  return with_results(
+      metric<RocAuc>(
+          "ROCAUC",
+          "Area under the ROC curve as scikit-learn's roc_auc_score (tied scores form one point): "
+          "binary (scores [N]), multi-class one-vs-rest or one-vs-one (class ids [N]), multi-label "
+          "(indicator [N, C] or lists of class ids). Keys: AUC, or AUC_classwise with average "
+          "none. "
+          "Undefined values (a class with no positives or no negatives) are NaN (null in JSON), as "
+          "scikit-learn's.",
+          {param(
+               "average", ParamType::String,
+               "macro: mean over the classes (or one-vs-one pairs); weighted: weighted by the "
+               "positives of each class (ovo: the samples of each pair); micro: one curve over all "
+               "(score, indicator) pairs (ovr and multi-label only); none (or null): "
+               "AUC_classwise (ovr and multi-label only). Ignored for binary scores [N].")
+               .def("macro")
+               .nullable()
+               .choices({"macro", "weighted", "micro", "none"}),
+           param(
+               "multi_class", ParamType::String,
+               "For class ids [N] with scores [N, C]: ovr (one-vs-rest) or ovo (one-vs-one, Hand & "
+               "Till, over the classes present in the labels). scikit-learn's default is 'raise'. "
+               "Ignored for binary and multi-label inputs.")
+               .def("ovr")
+               .choices({"ovr", "ovo"}),
+           label_format_param()},
+          ranking_inputs()),
+      {{"AUC_classwise", Better::Higher, Plot::Bars, "ROC AUC per class"},
+       {"AUC", Better::Higher, Plot::None, "area under the ROC curve"}});
 }
+TALLY_COMPONENT(roc_auc_info)
 
 }  // namespace tally::classification

@@ -46,18 +46,23 @@ class SensitivityAtSpecificity final : public CurveMetric {
 }  // namespace
 
 ComponentInfo sensitivity_at_specificity_info() {
-  return metric<SensitivityAtSpecificity>(
-      "SensitivityAtSpecificity",
-      "The highest sensitivity (true positive rate) at a threshold whose specificity reaches "
-      "min_specificity, and that threshold (0 and 1e6 when none does), of a binary, multiclass "
-      "(per class) or multilabel (per label) task, exact or binned. "
-      "Reference: torchmetrics 1.9.0 torchmetrics.functional.sensitivity_at_specificity(preds, "
-      "target, task, min_specificity=min_specificity, thresholds=thresholds, "
-      "num_classes=num_classes, num_labels=num_labels, ignore_index=ignore_index).",
-      operating_point_params("min_specificity",
-                             "The least specificity a threshold must reach, in [0, 1] "
-                             "(required)."),
-      tm::task_inputs(false));
+  return with_results(
+      metric<SensitivityAtSpecificity>(
+          "SensitivityAtSpecificity",
+          "The highest sensitivity (true positive rate) at a threshold whose specificity reaches "
+          "min_specificity, and that threshold (0 and 1e6 when none does), of a binary, multiclass "
+          "(per class) or multilabel (per label) task, exact or binned. "
+          "Reference: torchmetrics 1.9.0 torchmetrics.functional.sensitivity_at_specificity(preds, "
+          "target, task, min_specificity=min_specificity, thresholds=thresholds, "
+          "num_classes=num_classes, num_labels=num_labels, ignore_index=ignore_index).",
+          operating_point_params("min_specificity",
+                                 "The least specificity a threshold must reach, in [0, 1] "
+                                 "(required)."),
+          tm::task_inputs({.labels = false})),
+      {{"sensitivity", Better::Higher, Plot::None, "best sensitivity at the minimum specificity"},
+       {"threshold", Better::Neither, Plot::None,
+        "the threshold of that point (array: per class / label)"}});
 }
+TALLY_COMPONENT(sensitivity_at_specificity_info)
 
 }  // namespace tally::classification

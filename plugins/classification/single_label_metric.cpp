@@ -287,42 +287,46 @@ class SingleLabelMetric final : public TypedMetric<SingleLabelState> {
 }  // namespace
 
 ComponentInfo single_label_metric_info() {
-  return metric<SingleLabelMetric>(
-      "SingleLabelMetric",
-      "Precision, recall, F1-score and support of single-label classification (prediction = "
-      "argmax of the scores, or the given labels), per class or macro/micro averaged as "
-      "scikit-learn's precision_recall_fscore_support(labels=range(C), zero_division=0). "
-      "mmeval's SingleLabelMetric and its key names.",
-      {param("average", ParamType::String,
-             "macro: mean over all classes; micro: from the counts summed over classes; none "
-             "(or null, as mmeval's None): per-class arrays, keys suffixed _classwise.")
-           .def("macro")
-           .nullable()
-           .choices({"macro", "micro", "none"}),
-       param("num_classes", ParamType::Int,
-             "Number of classes C. Required with pred_labels; with pred_scores it defaults to "
-             "the number of columns and must equal it when given.")
-           .optional(),
-       param("thrs", ParamType::FloatList,
-             "Score thresholds: a sample whose max score is <= thr predicts no class; null "
-             "means no threshold. Defaults to [null] (mmeval: 0.0, wrong for raw logits). "
-             "Several thresholds suffix the keys with _no-thr / _thr-{thr:.2f}.")
-           .def(Value::Array{Value()})
-           .nullable(),
-       param("items", ParamType::StringList,
-             "The values to report, among precision, recall, f1-score, support (always "
-             "reported in that order).")
-           .def(Value::Array{Value("precision"), Value("recall"), Value("f1-score")})
-           .choices({"precision", "recall", "f1-score", "support"}),
-       threads_param()},
-      {InputSpec{kScores, "Class scores [N, C], float32 or float64; the prediction is the argmax.",
-                 false},
-       InputSpec{kPredLabels,
-                 "Predicted class ids [N], any integer dtype, in [0, num_classes); used when "
-                 "pred_scores is absent.",
-                 false},
-       InputSpec{kGtLabels, "True class ids [N], any integer dtype, in [0, C).", true}},
-      {"SingleLabelPrecisionRecallF1score"});
+  return with_results(
+      metric<SingleLabelMetric>(
+          "SingleLabelMetric",
+          "Precision, recall, F1-score and support of single-label classification (prediction = "
+          "argmax of the scores, or the given labels), per class or macro/micro averaged as "
+          "scikit-learn's precision_recall_fscore_support(labels=range(C), zero_division=0). "
+          "mmeval's SingleLabelMetric and its key names.",
+          {param("average", ParamType::String,
+                 "macro: mean over all classes; micro: from the counts summed over classes; none "
+                 "(or null, as mmeval's None): per-class arrays, keys suffixed _classwise.")
+               .def("macro")
+               .nullable()
+               .choices({"macro", "micro", "none"}),
+           param("num_classes", ParamType::Int,
+                 "Number of classes C. Required with pred_labels; with pred_scores it defaults to "
+                 "the number of columns and must equal it when given.")
+               .optional(),
+           param("thrs", ParamType::FloatList,
+                 "Score thresholds: a sample whose max score is <= thr predicts no class; null "
+                 "means no threshold. Defaults to [null] (mmeval: 0.0, wrong for raw logits). "
+                 "Several thresholds suffix the keys with _no-thr / _thr-{thr:.2f}.")
+               .def(Value::Array{Value()})
+               .nullable(),
+           param("items", ParamType::StringList,
+                 "The values to report, among precision, recall, f1-score, support (always "
+                 "reported in that order).")
+               .def(Value::Array{Value("precision"), Value("recall"), Value("f1-score")})
+               .choices({"precision", "recall", "f1-score", "support"}),
+           threads_param()},
+          {InputSpec{kScores,
+                     "Class scores [N, C], float32 or float64; the prediction is the argmax.",
+                     false},
+           InputSpec{kPredLabels,
+                     "Predicted class ids [N], any integer dtype, in [0, num_classes); used when "
+                     "pred_scores is absent.",
+                     false},
+           InputSpec{kGtLabels, "True class ids [N], any integer dtype, in [0, C).", true}},
+          {"SingleLabelPrecisionRecallF1score"}),
+      prf_results("samples of each true class", "samples evaluated"));
 }
+TALLY_COMPONENT(single_label_metric_info)
 
 }  // namespace tally::classification

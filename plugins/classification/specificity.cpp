@@ -53,13 +53,16 @@ class Specificity final : public CountMetric {
 }  // namespace
 
 ComponentInfo specificity_info() {
-  return metric<Specificity>(
-      "Specificity",
-      "Specificity tn / (tn + fp) of a binary, multiclass or multilabel task (0 where no "
-      "negatives); key specificity. Reference: torchmetrics 1.9.0 "
-      "torchmetrics.functional.specificity(preds, target, task, threshold, num_classes, "
-      "num_labels, average, top_k=top_k, ignore_index=ignore_index).",
-      task_params(stat_score_options()), task_inputs());
+  return with_results(
+      metric<Specificity>(
+          "Specificity",
+          "Specificity tn / (tn + fp) of a binary, multiclass or multilabel task (0 where no "
+          "negatives); key specificity. Reference: torchmetrics 1.9.0 "
+          "torchmetrics.functional.specificity(preds, target, task, threshold, num_classes, "
+          "num_labels, average, top_k=top_k, ignore_index=ignore_index).",
+          task_params(stat_score_options()), task_inputs()),
+      {{"specificity", Better::Higher, Plot::None, "tn / (tn + fp) (array: per class)"}});
 }
+TALLY_COMPONENT(specificity_info)
 
 }  // namespace tally::classification

@@ -46,18 +46,23 @@ class SpecificityAtSensitivity final : public CurveMetric {
 }  // namespace
 
 ComponentInfo specificity_at_sensitivity_info() {
-  return metric<SpecificityAtSensitivity>(
-      "SpecificityAtSensitivity",
-      "The highest specificity (1 - false positive rate) at a threshold whose sensitivity "
-      "reaches min_sensitivity, and that threshold (0 and 1e6 when none does), of a binary, "
-      "multiclass (per class) or multilabel (per label) task, exact or binned. "
-      "Reference: torchmetrics 1.9.0 torchmetrics.functional.specificity_at_sensitivity(preds, "
-      "target, task, min_sensitivity=min_sensitivity, thresholds=thresholds, "
-      "num_classes=num_classes, num_labels=num_labels, ignore_index=ignore_index).",
-      operating_point_params("min_sensitivity",
-                             "The least sensitivity a threshold must reach, in [0, 1] "
-                             "(required)."),
-      tm::task_inputs(false));
+  return with_results(
+      metric<SpecificityAtSensitivity>(
+          "SpecificityAtSensitivity",
+          "The highest specificity (1 - false positive rate) at a threshold whose sensitivity "
+          "reaches min_sensitivity, and that threshold (0 and 1e6 when none does), of a binary, "
+          "multiclass (per class) or multilabel (per label) task, exact or binned. "
+          "Reference: torchmetrics 1.9.0 torchmetrics.functional.specificity_at_sensitivity(preds, "
+          "target, task, min_sensitivity=min_sensitivity, thresholds=thresholds, "
+          "num_classes=num_classes, num_labels=num_labels, ignore_index=ignore_index).",
+          operating_point_params("min_sensitivity",
+                                 "The least sensitivity a threshold must reach, in [0, 1] "
+                                 "(required)."),
+          tm::task_inputs({.labels = false})),
+      {{"specificity", Better::Higher, Plot::None, "best specificity at the minimum sensitivity"},
+       {"threshold", Better::Neither, Plot::None,
+        "the threshold of that point (array: per class / label)"}});
 }
+TALLY_COMPONENT(specificity_at_sensitivity_info)
 
 }  // namespace tally::classification

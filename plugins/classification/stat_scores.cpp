@@ -63,14 +63,21 @@ class StatScores final : public CountMetric {
 }  // namespace
 
 ComponentInfo stat_scores_info() {
-  return metric<StatScores>(
-      "StatScores",
-      "True positives, false positives, true negatives, false negatives and support of a "
-      "binary, multiclass or multilabel task (integers; macro / weighted averages as floats). "
-      "Reference: torchmetrics 1.9.0 torchmetrics.functional.stat_scores(preds, target, "
-      "task, threshold, num_classes, num_labels, average, top_k=top_k, "
-      "ignore_index=ignore_index).",
-      task_params(stat_score_options()), task_inputs());
+  return with_results(
+      metric<StatScores>(
+          "StatScores",
+          "True positives, false positives, true negatives, false negatives and support of a "
+          "binary, multiclass or multilabel task (integers; macro / weighted averages as floats). "
+          "Reference: torchmetrics 1.9.0 torchmetrics.functional.stat_scores(preds, target, "
+          "task, threshold, num_classes, num_labels, average, top_k=top_k, "
+          "ignore_index=ignore_index).",
+          task_params(stat_score_options()), task_inputs()),
+      {{"tp", Better::Higher, Plot::None, "true positives"},
+       {"fp", Better::Lower, Plot::None, "false positives"},
+       {"tn", Better::Higher, Plot::None, "true negatives"},
+       {"fn", Better::Lower, Plot::None, "false negatives"},
+       {"support", Better::Neither, Plot::None, "tp + fn"}});
 }
+TALLY_COMPONENT(stat_scores_info)
 
 }  // namespace tally::classification

@@ -189,8 +189,14 @@ inline TaskParams read_task(const Params& p, const TaskOptions& o) {
   return t;
 }
 
+/// Whether a metric takes hard labels as preds, or only scores (the curves and their areas).
+struct TaskInputs {
+  bool labels = true;
+};
+
 /// The component doc's tail: the inputs of each task.
-inline std::vector<InputSpec> task_inputs(bool labels_allowed = true) {
+inline std::vector<InputSpec> task_inputs(TaskInputs what = {}) {
+  const bool labels_allowed = what.labels;
   return {InputSpec{kPreds,
                     std::string("Predictions: binary [N] probabilities or logits") +
                         (labels_allowed ? " (or 0/1 labels)" : "") + "; multiclass [N, C] scores" +

@@ -73,5 +73,6 @@ ComponentInfo adjusted_mutual_info_info() {
       {average_method_param()}, pair_inputs(), {},
       {{"adjusted_mutual_info_score", Better::Higher, Plot::None, "AMI, <= 1; 0 = chance"}});
 }
+TALLY_COMPONENT(adjusted_mutual_info_info)
 
 }  // namespace tally::clustering

@@ -54,5 +54,6 @@ ComponentInfo adjusted_rand_info() {
       {}, pair_inputs(), {"AdjustedRandIndex"},
       {{"adjusted_rand_score", Better::Higher, Plot::None, "ARI in [-0.5, 1]; 0 = chance"}});
 }
+TALLY_COMPONENT(adjusted_rand_info)
 
 }  // namespace tally::clustering

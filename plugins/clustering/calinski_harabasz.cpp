@@ -264,5 +264,6 @@ ComponentInfo calinski_harabasz_info() {
       {}, points_inputs(), {"CalinskiHarabaszIndex"},
       {{"calinski_harabasz_score", Better::Higher, Plot::None, "variance ratio, >= 0"}});
 }
+TALLY_COMPONENT(calinski_harabasz_info)
 
 }  // namespace tally::clustering

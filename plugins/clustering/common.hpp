@@ -43,19 +43,6 @@ inline constexpr const char* kTarget = "target";
 inline constexpr const char* kData = "data";
 inline constexpr const char* kLabels = "labels";
 
-ComponentInfo adjusted_rand_info();
-ComponentInfo rand_info();
-ComponentInfo mutual_info_info();
-ComponentInfo normalized_mutual_info_info();
-ComponentInfo adjusted_mutual_info_info();
-ComponentInfo homogeneity_info();
-ComponentInfo completeness_info();
-ComponentInfo v_measure_info();
-ComponentInfo fowlkes_mallows_info();
-ComponentInfo calinski_harabasz_info();
-ComponentInfo davies_bouldin_info();
-ComponentInfo dunn_info();
-
 // ---- the contingency state ----------------------------------------------------------------------
 
 /// (target, pred) -> count in an open-addressing hash table (linear probing, a count of 0 marks

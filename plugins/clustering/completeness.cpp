@@ -37,5 +37,6 @@ ComponentInfo completeness_info() {
       {}, pair_inputs(), {},
       {{"completeness_score", Better::Higher, Plot::None, "completeness in [0, 1]"}});
 }
+TALLY_COMPONENT(completeness_info)
 
 }  // namespace tally::clustering

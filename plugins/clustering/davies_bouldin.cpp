@@ -101,5 +101,6 @@ ComponentInfo davies_bouldin_info() {
       {}, points_inputs(), {"DaviesBouldinIndex"},
       {{"davies_bouldin_score", Better::Lower, Plot::None, "Davies-Bouldin index, >= 0"}});
 }
+TALLY_COMPONENT(davies_bouldin_info)
 
 }  // namespace tally::clustering

@@ -93,5 +93,6 @@ ComponentInfo dunn_info() {
            .def(2.0)},
       points_inputs(), {}, {{"dunn_index", Better::Higher, Plot::None, "Dunn index, >= 0"}});
 }
+TALLY_COMPONENT(dunn_info)
 
 }  // namespace tally::clustering

@@ -48,5 +48,6 @@ ComponentInfo fowlkes_mallows_info() {
       {}, pair_inputs(), {"FowlkesMallowsScore"},
       {{"fowlkes_mallows_index", Better::Higher, Plot::None, "FMI in [0, 1]"}});
 }
+TALLY_COMPONENT(fowlkes_mallows_info)
 
 }  // namespace tally::clustering

@@ -37,5 +37,6 @@ ComponentInfo homogeneity_info() {
       {}, pair_inputs(), {},
       {{"homogeneity_score", Better::Higher, Plot::None, "homogeneity in [0, 1]"}});
 }
+TALLY_COMPONENT(homogeneity_info)
 
 }  // namespace tally::clustering

@@ -41,5 +41,6 @@ ComponentInfo mutual_info_info() {
       {}, pair_inputs(), {},
       {{"mutual_info_score", Better::Higher, Plot::None, "mutual information (nats), >= 0"}});
 }
+TALLY_COMPONENT(mutual_info_info)
 
 }  // namespace tally::clustering

@@ -51,5 +51,6 @@ ComponentInfo normalized_mutual_info_info() {
       {average_method_param()}, pair_inputs(), {},
       {{"normalized_mutual_info_score", Better::Higher, Plot::None, "NMI in [0, 1]"}});
 }
+TALLY_COMPONENT(normalized_mutual_info_info)
 
 }  // namespace tally::clustering

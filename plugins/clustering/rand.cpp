@@ -42,5 +42,6 @@ ComponentInfo rand_info() {
       {}, pair_inputs(), {"RandIndex"},
       {{"rand_score", Better::Higher, Plot::None, "Rand index in [0, 1]"}});
 }
+TALLY_COMPONENT(rand_info)
 
 }  // namespace tally::clustering

@@ -54,5 +54,6 @@ ComponentInfo v_measure_info() {
       pair_inputs(), {"VMeasure"},
       {{"v_measure_score", Better::Higher, Plot::None, "V-measure in [0, 1]"}});
 }
+TALLY_COMPONENT(v_measure_info)
 
 }  // namespace tally::clustering

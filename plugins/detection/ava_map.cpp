@@ -488,5 +488,6 @@ ComponentInfo ava_map_info() {
                {"AP@0.5IOU_classwise", Better::Higher, Plot::None, "per class name"}};
   return c;
 }
+TALLY_COMPONENT(ava_map_info)
 
 }  // namespace tally::detection

@@ -76,7 +76,7 @@
 #include <fmt/format.h>
 #include "coco_eval.hpp"
 #include "common.hpp"
-#include "detection.hpp"
+#include "tally/sdk/plugin.hpp"
 
 #include "tally/sdk/metric.hpp"
 #include "tally/sdk/numpy_math.hpp"
@@ -1034,5 +1034,7 @@ ComponentInfo coco_detection_info() {
   info.results = detection_results("COCO");
   return info;
 }
+TALLY_COMPONENT(coco_detection_info)
+TALLY_COMPONENT(lvis_detection_info)
 
 }  // namespace tally::detection

@@ -52,7 +52,6 @@
 #include <fmt/format.h>
 
 #include "common.hpp"
-#include "detection.hpp"
 #include "rotated_iou.hpp"
 #include "tally/sdk/metric.hpp"
 #include "tally/sdk/parallel.hpp"
@@ -395,5 +394,6 @@ ComponentInfo dota_mean_ap_info() {
   info.results = voc::result_specs();
   return info;
 }
+TALLY_COMPONENT(dota_mean_ap_info)
 
 }  // namespace tally::detection

@@ -68,7 +68,6 @@
 #include <nlohmann/json.hpp>
 
 #include "common.hpp"
-#include "detection.hpp"
 #include "param_files.hpp"
 #include "tally/sdk/metric.hpp"
 #include "tally/sdk/plugin.hpp"
@@ -558,5 +557,6 @@ ComponentInfo oid_mean_ap_info() {
   info.results = voc::result_specs();
   return info;
 }
+TALLY_COMPONENT(oid_mean_ap_info)
 
 }  // namespace tally::detection

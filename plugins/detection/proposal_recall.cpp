@@ -29,7 +29,6 @@
 
 #include "coco_eval.hpp"
 #include "common.hpp"
-#include "detection.hpp"
 #include "tally/sdk/metric.hpp"
 #include "tally/sdk/numpy_math.hpp"
 #include "tally/sdk/plugin.hpp"
@@ -189,5 +188,6 @@ ComponentInfo proposal_recall_info() {
   info.results = {{"AR@*", Better::Higher, Plot::None, "average recall at n proposals"}};
   return info;
 }
+TALLY_COMPONENT(proposal_recall_info)
 
 }  // namespace tally::detection

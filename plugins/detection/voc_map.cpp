@@ -45,7 +45,6 @@
 
 #include "coco_eval.hpp"
 #include "common.hpp"
-#include "detection.hpp"
 #include "tally/sdk/metric.hpp"
 #include "tally/sdk/numpy_math.hpp"
 #include "tally/sdk/plugin.hpp"
@@ -275,5 +274,6 @@ ComponentInfo voc_mean_ap_info() {
   info.results = voc::result_specs();
   return info;
 }
+TALLY_COMPONENT(voc_mean_ap_info)
 
 }  // namespace tally::detection

@@ -203,32 +203,33 @@ class EndPointError final : public TypedMetric<FlowState> {
   bool has_max_flow_ = false;
 };
 
-std::vector<ComponentInfo> flow_components() {
-  auto epe = metric<EndPointError>(
-      "EndPointError",
-      "End-point error of optical flow: the mean Euclidean distance between predicted and true "
-      "flow vectors over the valid pixels, per-sample means weighted by their valid pixels. "
-      "mmeval's EndPointError (bit for bit, float32 or float64 as the flows); key EPE, in "
-      "pixels. A sample with no valid pixel is skipped (mmeval: NaN).",
-      {param("max_flow", ParamType::Float,
-             "Not in mmeval: when set, pixels whose true flow is at least this long are not "
-             "counted (RAFT's and mmflow's rule, e.g. 400). Null: every valid pixel counts.")
-           .optional()
-           .nullable()},
-      {InputSpec{kPred, "Predicted flow [N, H, W, 2] (u, v), float32 or float64.", true},
-       InputSpec{kGt,
-                 "True flow [N, H, W, 2], float32 or float64; NaN is allowed at pixels the "
-                 "valid_mask excludes.",
-                 true},
-       InputSpec{kValid,
-                 "Valid pixels [N, H, W]: float (valid when >= 0.5, mmeval's rule), bool or "
-                 "integers (valid when >= 1); absent: every pixel is valid.",
-                 false}});
-  epe.results = {{"EPE", Better::Lower, Plot::None, "mean end-point error, in pixels"}};
-  return {std::move(epe)};
+ComponentInfo end_point_error_info() {
+  return with_results(
+      metric<EndPointError>(
+          "EndPointError",
+          "End-point error of optical flow: the mean Euclidean distance between predicted and true "
+          "flow vectors over the valid pixels, per-sample means weighted by their valid pixels. "
+          "mmeval's EndPointError (bit for bit, float32 or float64 as the flows); key EPE, in "
+          "pixels. A sample with no valid pixel is skipped (mmeval: NaN).",
+          {param("max_flow", ParamType::Float,
+                 "Not in mmeval: when set, pixels whose true flow is at least this long are not "
+                 "counted (RAFT's and mmflow's rule, e.g. 400). Null: every valid pixel counts.")
+               .optional()
+               .nullable()},
+          {InputSpec{kPred, "Predicted flow [N, H, W, 2] (u, v), float32 or float64.", true},
+           InputSpec{kGt,
+                     "True flow [N, H, W, 2], float32 or float64; NaN is allowed at pixels the "
+                     "valid_mask excludes.",
+                     true},
+           InputSpec{kValid,
+                     "Valid pixels [N, H, W]: float (valid when >= 0.5, mmeval's rule), bool or "
+                     "integers (valid when >= 1); absent: every pixel is valid.",
+                     false}}),
+      {{"EPE", Better::Lower, Plot::None, "mean end-point error, in pixels"}});
 }
+TALLY_COMPONENT(end_point_error_info)
 
 }  // namespace
 }  // namespace tally::flow
 
-TALLY_PLUGIN("flow", "0.1.0", tally::flow::flow_components)
+TALLY_PLUGIN("flow", "0.1.0")

@@ -32,16 +32,6 @@ inline constexpr const char* kPreds = "preds";
 inline constexpr const char* kTarget = "target";
 inline constexpr const char* kImg = "img";
 
-ComponentInfo ms_ssim_info();
-ComponentInfo uqi_info();
-ComponentInfo sam_info();
-ComponentInfo ergas_info();
-ComponentInfo rase_info();
-ComponentInfo tv_info();
-ComponentInfo scc_info();
-ComponentInfo d_lambda_info();
-ComponentInfo vif_info();
-
 // ---- sums -----------------------------------------------------------------------------------
 
 /// Neumaier's compensated sum: per-image sums over pixels, accurate to about one rounding in any
@@ -522,12 +512,17 @@ inline void check_sums(const ExactSums& total, std::size_t k, const std::string&
     tally::throw_owned<RuntimeError>(owner, std::string("the state is corrupt"));
 }
 
+/// What a per-image metric reads: a (preds, target) pair, or only the images in `preds`.
+struct ImageInputs {
+  bool pair = true;
+};
+
 /// Base of the metrics whose result reduces one value per image (torchmetrics: a per-image score,
 /// then reduce(scores, reduction)). Subclasses give image_value().
 class PerImageMetric : public TypedMetric<PerImageState> {
  public:
-  PerImageMetric(const Params& p, const char* type, std::string key, bool pair = true)
-      : check_(p.owner_or(type)), key_(std::move(key)), reduce_(reduction_of(p)), pair_(pair) {}
+  PerImageMetric(const Params& p, const char* type, std::string key, ImageInputs in = {})
+      : check_(p.owner_or(type)), key_(std::move(key)), reduce_(reduction_of(p)), pair_(in.pair) {}
 
  protected:
   /// The value of image i of the batch (preds / target, or img in `preds` when not a pair);

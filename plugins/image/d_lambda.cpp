@@ -132,5 +132,6 @@ ComponentInfo d_lambda_info() {
       pair_inputs(", every image of one size"), {"D_lambda"},
       {{kDLambdaKey, Better::Lower, Plot::None, "0 is perfect"}});
 }
+TALLY_COMPONENT(d_lambda_info)
 
 }  // namespace tally::image

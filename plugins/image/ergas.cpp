@@ -81,5 +81,6 @@ ComponentInfo ergas_info() {
       pair_inputs(""), {"ERGAS"},
       {{kErgasKey, Better::Lower, Plot::None, "0 is perfect; mean over images"}});
 }
+TALLY_COMPONENT(ergas_info)
 
 }  // namespace tally::image

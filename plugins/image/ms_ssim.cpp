@@ -307,5 +307,6 @@ ComponentInfo ms_ssim_info() {
       pair_inputs(""), {"MS_SSIM", "MultiScaleSSIM"},
       {{kMsSsimKey, Better::Higher, Plot::None, "in [0, 1] with relu; mean over images"}});
 }
+TALLY_COMPONENT(ms_ssim_info)
 
 }  // namespace tally::image

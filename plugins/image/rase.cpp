@@ -147,5 +147,6 @@ ComponentInfo rase_info() {
       pair_inputs(", every image of one size"), {"RASE"},
       {{kRaseKey, Better::Lower, Plot::None, "0 is perfect"}});
 }
+TALLY_COMPONENT(rase_info)
 
 }  // namespace tally::image

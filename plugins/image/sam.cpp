@@ -112,5 +112,6 @@ ComponentInfo sam_info() {
       {reduction_param({"elementwise_mean", "sum"}, "pixel")}, pair_inputs(", C > 1 bands"),
       {"SAM"}, {{kSamKey, Better::Lower, Plot::None, "radians in [0, pi]; mean over every pixel"}});
 }
+TALLY_COMPONENT(sam_info)
 
 }  // namespace tally::image

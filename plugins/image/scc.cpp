@@ -131,5 +131,6 @@ ComponentInfo scc_info() {
       pair_inputs(""), {"SCC"},
       {{kSccKey, Better::Higher, Plot::None, "in [-1, 1]; mean over images"}});
 }
+TALLY_COMPONENT(scc_info)
 
 }  // namespace tally::image

@@ -27,7 +27,7 @@ constexpr const char* kTvKey = "total_variation";
 
 class TotalVariation final : public PerImageMetric {
  public:
-  explicit TotalVariation(const Params& p) : PerImageMetric(p, kTvType, kTvKey, false) {}
+  explicit TotalVariation(const Params& p) : PerImageMetric(p, kTvType, kTvKey, {.pair = false}) {}
 
  protected:
   double image_value(const ImageField& p, const ImageField&, std::int64_t i,
@@ -61,5 +61,6 @@ ComponentInfo tv_info() {
       {InputSpec{kImg, "Images [N, C, H, W], float32 or float64 (computed in float64).", true}},
       {"TV"}, {{kTvKey, Better::Lower, Plot::None, "sum over images by default"}});
 }
+TALLY_COMPONENT(tv_info)
 
 }  // namespace tally::image

@@ -110,5 +110,6 @@ ComponentInfo uqi_info() {
       pair_inputs(""), {"UQI"},
       {{kUqiKey, Better::Higher, Plot::None, "in [-1, 1]; mean over every pixel"}});
 }
+TALLY_COMPONENT(uqi_info)
 
 }  // namespace tally::image

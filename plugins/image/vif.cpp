@@ -133,5 +133,6 @@ ComponentInfo vif_info() {
       pair_inputs(", at least 41x41"), {"VIF"},
       {{kVifKey, Better::Higher, Plot::None, "1 for identical images; mean over images"}});
 }
+TALLY_COMPONENT(vif_info)
 
 }  // namespace tally::image

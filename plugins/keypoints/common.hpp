@@ -44,14 +44,6 @@ inline constexpr const char* kBbox = "bbox_size";
 inline constexpr const char* kHead = "head_size";
 inline constexpr const char* kTorso = "torso_size";
 
-// The component infos, one per metric file.
-ComponentInfo pck_accuracy_info();
-ComponentInfo mpii_pck_accuracy_info();
-ComponentInfo jhmdb_pck_accuracy_info();
-ComponentInfo keypoint_auc_info();
-ComponentInfo keypoint_epe_info();
-ComponentInfo keypoint_nme_info();
-
 inline InputSpec pred_input() {
   return {kPred, "Predicted keypoint coordinates [N, K, D], float32 or float64 (no NaN).", true};
 }

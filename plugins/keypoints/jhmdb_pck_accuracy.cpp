@@ -76,12 +76,16 @@ class JhmdbPCKAccuracy final : public CountMetric {
 }  // namespace
 
 ComponentInfo jhmdb_pck_accuracy_info() {
-  return metric<JhmdbPCKAccuracy>(
-      "JhmdbPCKAccuracy",
-      "PCK for the 15 JHMDB keypoints with JHMDB's per-joint summary (Head, Sho, Elb, Wri, Hip, "
-      "Knee, Ank, Mean) for the bbox (PCK) and torso (tPCK) normalisers. mmeval's "
-      "JhmdbPCKAccuracy; fractions.",
-      {thr_param(0.5), norm_item_param("bbox")}, pck_inputs());
+  return with_results(
+      metric<JhmdbPCKAccuracy>(
+          "JhmdbPCKAccuracy",
+          "PCK for the 15 JHMDB keypoints with JHMDB's per-joint summary (Head, Sho, Elb, Wri, "
+          "Hip, "
+          "Knee, Ank, Mean) for the bbox (PCK) and torso (tPCK) normalisers. mmeval's "
+          "JhmdbPCKAccuracy; fractions.",
+          {thr_param(0.5), norm_item_param("bbox")}, pck_inputs()),
+      {{"*", Better::Higher, Plot::None, "PCK per joint group, fractions"}});
 }
+TALLY_COMPONENT(jhmdb_pck_accuracy_info)
 
 }  // namespace tally::keypoints

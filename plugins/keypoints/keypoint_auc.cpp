@@ -74,18 +74,22 @@ class KeypointAUC final : public CountMetric {
 }  // namespace
 
 ComponentInfo keypoint_auc_info() {
-  return metric<KeypointAUC>(
-      "KeypointAUC",
-      "Area under the PCK-accuracy curve over num_thrs thresholds i / num_thrs, distances "
-      "divided by a fixed norm_factor. mmeval's KeypointAUC; key AUC@{num_thrs}, a fraction. "
-      "2-D coordinates.",
-      {param("norm_factor", ParamType::Float,
-             "The normaliser, in pixels, of both axes (mmeval's default 30). A negative value "
-             "is replaced by 1e6, as mmeval does; 0 is refused (mmeval's result for 0 is "
-             "(num_thrs - 1) / num_thrs).")
-           .def(30.0),
-       param("num_thrs", ParamType::Int, "Number of thresholds (0, 1/T, ..., (T-1)/T).").def(20)},
-      {pred_input(), gt_input(), mask_input()});
+  return with_results(
+      metric<KeypointAUC>(
+          "KeypointAUC",
+          "Area under the PCK-accuracy curve over num_thrs thresholds i / num_thrs, distances "
+          "divided by a fixed norm_factor. mmeval's KeypointAUC; key AUC@{num_thrs}, a fraction. "
+          "2-D coordinates.",
+          {param("norm_factor", ParamType::Float,
+                 "The normaliser, in pixels, of both axes (mmeval's default 30). A negative value "
+                 "is replaced by 1e6, as mmeval does; 0 is refused (mmeval's result for 0 is "
+                 "(num_thrs - 1) / num_thrs).")
+               .def(30.0),
+           param("num_thrs", ParamType::Int, "Number of thresholds (0, 1/T, ..., (T-1)/T).")
+               .def(20)},
+          {pred_input(), gt_input(), mask_input()}),
+      {{"AUC@*", Better::Higher, Plot::None, "area under the PCK curve, in [0, 1]"}});
 }
+TALLY_COMPONENT(keypoint_auc_info)
 
 }  // namespace tally::keypoints

@@ -42,12 +42,15 @@ class KeypointEndPointError final : public DistanceMetric {
 }  // namespace
 
 ComponentInfo keypoint_epe_info() {
-  return metric<KeypointEndPointError>(
-      "KeypointEndPointError",
-      "End-point error of keypoints: the mean Euclidean distance between predicted and true "
-      "coordinates over the visible keypoints (float32, as mmeval). mmeval's "
-      "KeypointEndPointError; key EPE, lower is better.",
-      {}, {pred_input(), gt_input(), mask_input()});
+  return with_results(
+      metric<KeypointEndPointError>(
+          "KeypointEndPointError",
+          "End-point error of keypoints: the mean Euclidean distance between predicted and true "
+          "coordinates over the visible keypoints (float32, as mmeval). mmeval's "
+          "KeypointEndPointError; key EPE, lower is better.",
+          {}, {pred_input(), gt_input(), mask_input()}),
+      {{"EPE", Better::Lower, Plot::None, "mean keypoint distance, in pixels"}});
 }
+TALLY_COMPONENT(keypoint_epe_info)
 
 }  // namespace tally::keypoints

@@ -128,33 +128,37 @@ class KeypointNME final : public DistanceMetric {
 }  // namespace
 
 ComponentInfo keypoint_nme_info() {
-  return metric<KeypointNME>(
-      "KeypointNME",
-      "Normalised mean error of keypoints: the mean over visible keypoints of the distance "
-      "divided by a per-instance normaliser (a field, or the distance between two ground-truth "
-      "keypoints). mmeval's KeypointNME; key NME, lower is better. 2-D coordinates.",
-      {param("norm_mode", ParamType::String,
-             "use_norm_item: the normaliser is the field named by norm_item; keypoint_distance: "
-             "the distance between the ground-truth keypoints keypoint_indices.")
-           .choices({"use_norm_item", "keypoint_distance"}),
-       param("norm_item", ParamType::String,
-             "With use_norm_item: the batch field holding the normaliser, [N] or [N, 1] float "
-             "(e.g. box_size).")
-           .optional(),
-       param("keypoint_indices", ParamType::IntList,
-             "With keypoint_distance: the pair of keypoints whose ground-truth distance "
-             "normalises (e.g. [36, 45], the outer eye corners of 300W).")
-           .optional(),
-       param("dataset_name", ParamType::String,
-             "With keypoint_distance and no keypoint_indices: take mmeval's default pair for "
-             "this dataset.")
-           .optional()
-           .choices({"horse10", "300w", "coco_wholebody_face", "cofw", "wflw"})},
-      {pred_input(),
-       gt_input(),
-       mask_input(),
-       {"<norm_item>", "With use_norm_item: the field named by norm_item, [N] or [N, 1] float.",
-        false}});
+  return with_results(
+      metric<KeypointNME>(
+          "KeypointNME",
+          "Normalised mean error of keypoints: the mean over visible keypoints of the distance "
+          "divided by a per-instance normaliser (a field, or the distance between two ground-truth "
+          "keypoints). mmeval's KeypointNME; key NME, lower is better. 2-D coordinates.",
+          {param(
+               "norm_mode", ParamType::String,
+               "use_norm_item: the normaliser is the field named by norm_item; keypoint_distance: "
+               "the distance between the ground-truth keypoints keypoint_indices.")
+               .choices({"use_norm_item", "keypoint_distance"}),
+           param("norm_item", ParamType::String,
+                 "With use_norm_item: the batch field holding the normaliser, [N] or [N, 1] float "
+                 "(e.g. box_size).")
+               .optional(),
+           param("keypoint_indices", ParamType::IntList,
+                 "With keypoint_distance: the pair of keypoints whose ground-truth distance "
+                 "normalises (e.g. [36, 45], the outer eye corners of 300W).")
+               .optional(),
+           param("dataset_name", ParamType::String,
+                 "With keypoint_distance and no keypoint_indices: take mmeval's default pair for "
+                 "this dataset.")
+               .optional()
+               .choices({"horse10", "300w", "coco_wholebody_face", "cofw", "wflw"})},
+          {pred_input(),
+           gt_input(),
+           mask_input(),
+           {"<norm_item>", "With use_norm_item: the field named by norm_item, [N] or [N, 1] float.",
+            false}}),
+      {{"NME", Better::Lower, Plot::None, "mean normalised keypoint distance"}});
 }
+TALLY_COMPONENT(keypoint_nme_info)
 
 }  // namespace tally::keypoints

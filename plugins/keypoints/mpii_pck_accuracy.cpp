@@ -126,13 +126,18 @@ class MpiiPCKAccuracy final : public CountMetric {
 }  // namespace
 
 ComponentInfo mpii_pck_accuracy_info() {
-  return metric<MpiiPCKAccuracy>(
-      "MpiiPCKAccuracy",
-      "PCKh for the 16 MPII keypoints with MPII's per-joint summary: Head, Shoulder, Elbow, "
-      "Wrist, Hip, Knee, Ankle, PCKh and PCKh@0.1, in PERCENT (0-100) as mmeval reports them "
-      "(predictions shifted by +1, MATLAB-style). mmeval's MpiiPCKAccuracy; with norm_item bbox "
-      "or torso also PCK@{thr} / tPCK@{thr} (fractions).",
-      {thr_param(0.5), norm_item_param("head")}, pck_inputs());
+  return with_results(
+      metric<MpiiPCKAccuracy>(
+          "MpiiPCKAccuracy",
+          "PCKh for the 16 MPII keypoints with MPII's per-joint summary: Head, Shoulder, Elbow, "
+          "Wrist, Hip, Knee, Ankle, PCKh and PCKh@0.1, in PERCENT (0-100) as mmeval reports them "
+          "(predictions shifted by +1, MATLAB-style). mmeval's MpiiPCKAccuracy; with norm_item "
+          "bbox "
+          "or torso also PCK@{thr} / tPCK@{thr} (fractions).",
+          {thr_param(0.5), norm_item_param("head")}, pck_inputs()),
+      {{"*", Better::Higher, Plot::None,
+        "PCKh per joint group and overall in percent; PCK@/tPCK@ as fractions"}});
 }
+TALLY_COMPONENT(mpii_pck_accuracy_info)
 
 }  // namespace tally::keypoints

@@ -56,12 +56,16 @@ class PCKAccuracy final : public CountMetric {
 }  // namespace
 
 ComponentInfo pck_accuracy_info() {
-  return metric<PCKAccuracy>(
-      "PCKAccuracy",
-      "Percentage of Correct Keypoints: the mean over keypoints of the fraction of visible "
-      "instances whose distance, divided by the bbox / head / torso size, is below thr. "
-      "mmeval's PCKAccuracy; keys PCK@{thr}, PCKh@{thr}, tPCK@{thr}.",
-      {thr_param(0.2), norm_item_param("bbox")}, pck_inputs());
+  return with_results(
+      metric<PCKAccuracy>(
+          "PCKAccuracy",
+          "Percentage of Correct Keypoints: the mean over keypoints of the fraction of visible "
+          "instances whose distance, divided by the bbox / head / torso size, is below thr. "
+          "mmeval's PCKAccuracy; keys PCK@{thr}, PCKh@{thr}, tPCK@{thr}.",
+          {thr_param(0.2), norm_item_param("bbox")}, pck_inputs()),
+      {{"*", Better::Higher, Plot::None,
+        "mean over keypoints of the fraction within thr x the normaliser"}});
 }
+TALLY_COMPONENT(pck_accuracy_info)
 
 }  // namespace tally::keypoints

@@ -186,27 +186,29 @@ class Perplexity final : public TypedMetric<PerplexityState> {
   std::vector<std::int64_t> ignore_;
 };
 
-std::vector<ComponentInfo> language_components() {
-  auto ppl = metric<Perplexity>(
-      "Perplexity",
-      "Perplexity of a language model: exp of the mean negative log-likelihood of the target "
-      "tokens under the softmax of the logits (log-softmax in float64), tokens whose target is "
-      "in ignore_labels left out. mmeval's Perplexity; key perplexity, lower is better.",
-      {param("ignore_labels", ParamType::IntList,
-             "Target ids that do not count (padding, e.g. -100); an integer or a list. Any "
-             "other target must lie in [0, V).")
-           .optional()
-           .nullable()},
-      {InputSpec{kLogits,
-                 "Logits [N, L, V] (or ragged: one [L_i, V] per sample), float32 or float64; "
-                 "softmax over V gives the token probabilities. No NaN or +inf.",
-                 true},
-       InputSpec{kTargets, "Target token ids [N, L] (or ragged [L_i]), any integer dtype.", true}});
-  ppl.results = {{"perplexity", Better::Lower, Plot::None, "exp(mean token NLL)"}};
-  return {std::move(ppl)};
+ComponentInfo perplexity_info() {
+  return with_results(
+      metric<Perplexity>(
+          "Perplexity",
+          "Perplexity of a language model: exp of the mean negative log-likelihood of the target "
+          "tokens under the softmax of the logits (log-softmax in float64), tokens whose target is "
+          "in ignore_labels left out. mmeval's Perplexity; key perplexity, lower is better.",
+          {param("ignore_labels", ParamType::IntList,
+                 "Target ids that do not count (padding, e.g. -100); an integer or a list. Any "
+                 "other target must lie in [0, V).")
+               .optional()
+               .nullable()},
+          {InputSpec{kLogits,
+                     "Logits [N, L, V] (or ragged: one [L_i, V] per sample), float32 or float64; "
+                     "softmax over V gives the token probabilities. No NaN or +inf.",
+                     true},
+           InputSpec{kTargets, "Target token ids [N, L] (or ragged [L_i]), any integer dtype.",
+                     true}}),
+      {{"perplexity", Better::Lower, Plot::None, "exp(mean token NLL)"}});
 }
+TALLY_COMPONENT(perplexity_info)
 
 }  // namespace
 }  // namespace tally::language
 
-TALLY_PLUGIN("language", "0.1.0", tally::language::language_components)
+TALLY_PLUGIN("language", "0.1.0")

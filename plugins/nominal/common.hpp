@@ -27,12 +27,6 @@ inline constexpr const char* kRatings = "ratings";
 /// The table is num_classes^2 int64 counts, summed across ranks: 2048 classes is 32 MiB.
 inline constexpr std::int64_t kMaxClasses = 2048;
 
-ComponentInfo cramers_v_info();
-ComponentInfo tschuprows_t_info();
-ComponentInfo pearsons_contingency_coefficient_info();
-ComponentInfo theils_u_info();
-ComponentInfo fleiss_kappa_info();
-
 // ---- parameters and inputs ----------------------------------------------------------------------
 
 inline ParamSpec num_classes_param() {
@@ -62,9 +56,12 @@ inline std::vector<ParamSpec> nan_params() {
 /// The parameters of an association of two series (CramersV, TschuprowsT,
 /// PearsonsContingencyCoefficient, TheilsU): num_classes, bias_correction where the metric has
 /// it, and the NaN handling.
-inline std::vector<ParamSpec> association_params(bool bias_correction) {
+struct AssociationParams {
+  bool bias_correction = false;  // the metric offers bias_correction
+};
+inline std::vector<ParamSpec> association_params(AssociationParams what = {}) {
   std::vector<ParamSpec> out{num_classes_param()};
-  if (bias_correction) out.push_back(bias_correction_param());
+  if (what.bias_correction) out.push_back(bias_correction_param());
   for (auto& p : nan_params()) out.push_back(std::move(p));
   return out;
 }

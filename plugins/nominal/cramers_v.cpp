@@ -52,12 +52,15 @@ class CramersV final : public TableMetric {
 }  // namespace
 
 ComponentInfo cramers_v_info() {
-  return metric<CramersV>(
-      "CramersV",
-      "Cramer's V association of two categorical series, from their contingency table, with "
-      "optional bias correction; key cramers_v. Reference: torchmetrics 1.9.0 "
-      "torchmetrics.nominal.CramersV(num_classes, bias_correction).",
-      association_params(true), pair_inputs());
+  return with_results(
+      metric<CramersV>(
+          "CramersV",
+          "Cramer's V association of two categorical series, from their contingency table, with "
+          "optional bias correction; key cramers_v. Reference: torchmetrics 1.9.0 "
+          "torchmetrics.nominal.CramersV(num_classes, bias_correction).",
+          association_params({.bias_correction = true}), pair_inputs()),
+      {{"cramers_v", Better::Higher, Plot::None, "Cramer's V in [0, 1]"}});
 }
+TALLY_COMPONENT(cramers_v_info)
 
 }  // namespace tally::nominal

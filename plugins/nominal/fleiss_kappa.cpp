@@ -159,19 +159,23 @@ class FleissKappa final : public TypedMetric<FleissState> {
 }  // namespace
 
 ComponentInfo fleiss_kappa_info() {
-  return metric<FleissKappa>(
-      "FleissKappa",
-      "Fleiss' kappa, the agreement of several raters over categories, from per-sample counts "
-      "(mode counts) or per-rater scores (mode probs); key fleiss_kappa. Reference: torchmetrics "
-      "1.9.0 torchmetrics.nominal.FleissKappa(mode).",
-      {param("mode", ParamType::String,
-             "counts: ratings [N, C] integer counts of raters per category; probs: ratings [N, "
-             "C, R] float scores, each rater's argmax is their category.")
-           .def("counts")
-           .choices({"counts", "probs"})},
-      {InputSpec{kRatings,
-                 "[N, C] integer counts (mode counts) or [N, C, R] float scores (mode probs).",
-                 true}});
+  return with_results(
+      metric<FleissKappa>(
+          "FleissKappa",
+          "Fleiss' kappa, the agreement of several raters over categories, from per-sample counts "
+          "(mode counts) or per-rater scores (mode probs); key fleiss_kappa. Reference: "
+          "torchmetrics "
+          "1.9.0 torchmetrics.nominal.FleissKappa(mode).",
+          {param("mode", ParamType::String,
+                 "counts: ratings [N, C] integer counts of raters per category; probs: ratings [N, "
+                 "C, R] float scores, each rater's argmax is their category.")
+               .def("counts")
+               .choices({"counts", "probs"})},
+          {InputSpec{kRatings,
+                     "[N, C] integer counts (mode counts) or [N, C, R] float scores (mode probs).",
+                     true}}),
+      {{"fleiss_kappa", Better::Higher, Plot::None, "Fleiss' kappa, at most 1"}});
 }
+TALLY_COMPONENT(fleiss_kappa_info)
 
 }  // namespace tally::nominal

@@ -37,12 +37,16 @@ class PearsonsContingencyCoefficient final : public TableMetric {
 }  // namespace
 
 ComponentInfo pearsons_contingency_coefficient_info() {
-  return metric<PearsonsContingencyCoefficient>(
-      "PearsonsContingencyCoefficient",
-      "Pearson's contingency coefficient sqrt(phi^2 / (1 + phi^2)) of two categorical series; "
-      "key pearsons_contingency_coefficient. Reference: torchmetrics 1.9.0 "
-      "torchmetrics.nominal.PearsonsContingencyCoefficient(num_classes).",
-      association_params(false), pair_inputs());
+  return with_results(
+      metric<PearsonsContingencyCoefficient>(
+          "PearsonsContingencyCoefficient",
+          "Pearson's contingency coefficient sqrt(phi^2 / (1 + phi^2)) of two categorical series; "
+          "key pearsons_contingency_coefficient. Reference: torchmetrics 1.9.0 "
+          "torchmetrics.nominal.PearsonsContingencyCoefficient(num_classes).",
+          association_params(), pair_inputs()),
+      {{"pearsons_contingency_coefficient", Better::Higher, Plot::None,
+        "Pearson's contingency coefficient in [0, 1)"}});
 }
+TALLY_COMPONENT(pearsons_contingency_coefficient_info)
 
 }  // namespace tally::nominal

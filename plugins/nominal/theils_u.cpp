@@ -51,12 +51,16 @@ class TheilsU final : public TableMetric {
 }  // namespace
 
 ComponentInfo theils_u_info() {
-  return metric<TheilsU>(
-      "TheilsU",
-      "Theil's U, the uncertainty coefficient U(preds | target) = (H(preds) - H(preds | target)) "
-      "/ H(preds) of two categorical series; key theils_u. Reference: torchmetrics 1.9.0 "
-      "torchmetrics.nominal.TheilsU(num_classes).",
-      association_params(false), pair_inputs(), {"UncertaintyCoefficient"});
+  return with_results(
+      metric<TheilsU>(
+          "TheilsU",
+          "Theil's U, the uncertainty coefficient U(preds | target) = (H(preds) - H(preds | "
+          "target)) "
+          "/ H(preds) of two categorical series; key theils_u. Reference: torchmetrics 1.9.0 "
+          "torchmetrics.nominal.TheilsU(num_classes).",
+          association_params(), pair_inputs(), {"UncertaintyCoefficient"}),
+      {{"theils_u", Better::Higher, Plot::None, "Theil's U(preds | target) in [0, 1]"}});
 }
+TALLY_COMPONENT(theils_u_info)
 
 }  // namespace tally::nominal

@@ -49,12 +49,15 @@ class TschuprowsT final : public TableMetric {
 }  // namespace
 
 ComponentInfo tschuprows_t_info() {
-  return metric<TschuprowsT>(
-      "TschuprowsT",
-      "Tschuprow's T association of two categorical series, from their contingency table, with "
-      "optional bias correction; key tschuprows_t. Reference: torchmetrics 1.9.0 "
-      "torchmetrics.nominal.TschuprowsT(num_classes, bias_correction).",
-      association_params(true), pair_inputs());
+  return with_results(
+      metric<TschuprowsT>(
+          "TschuprowsT",
+          "Tschuprow's T association of two categorical series, from their contingency table, with "
+          "optional bias correction; key tschuprows_t. Reference: torchmetrics 1.9.0 "
+          "torchmetrics.nominal.TschuprowsT(num_classes, bias_correction).",
+          association_params({.bias_correction = true}), pair_inputs()),
+      {{"tschuprows_t", Better::Higher, Plot::None, "Tschuprow's T in [0, 1]"}});
 }
+TALLY_COMPONENT(tschuprows_t_info)
 
 }  // namespace tally::nominal

@@ -62,5 +62,6 @@ ComponentInfo modified_panoptic_quality_info() {
   info.results = {{"*", Better::Higher, Plot::None, "fraction in [0, 1]"}};
   return info;
 }
+TALLY_COMPONENT(modified_panoptic_quality_info)
 
 }  // namespace tally::panoptic

@@ -126,5 +126,6 @@ ComponentInfo panoptic_quality_info() {
                   {"*", Better::Higher, Plot::None, "fraction in [0, 1]"}};
   return info;
 }
+TALLY_COMPONENT(panoptic_quality_info)
 
 }  // namespace tally::panoptic

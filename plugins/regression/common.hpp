@@ -29,28 +29,6 @@ inline constexpr const char* kPred = "pred";
 inline constexpr const char* kTarget = "target";
 inline constexpr const char* kWeight = "sample_weight";
 
-ComponentInfo mae_info();
-ComponentInfo mse_info();
-ComponentInfo rmse_info();
-ComponentInfo r2_info();
-// torchmetrics' regression metrics (inputs preds / target, or preds / targets, or p / q, as its
-// update() names them).
-ComponentInfo pearson_info();
-ComponentInfo spearman_info();
-ComponentInfo kendall_info();
-ComponentInfo concordance_info();
-ComponentInfo explained_variance_info();
-ComponentInfo mape_info();
-ComponentInfo smape_info();
-ComponentInfo wmape_info();
-ComponentInfo msle_info();
-ComponentInfo cosine_info();
-ComponentInfo tweedie_info();
-ComponentInfo log_cosh_info();
-ComponentInfo minkowski_info();
-ComponentInfo kl_divergence_info();
-ComponentInfo rse_info();
-
 /// The inputs of one batch as float64: pred and target [n, outputs] row-major, weight [n] (all
 /// 1 when the batch has no sample_weight). InputError for a missing field, a shape mismatch, a
 /// NaN or an infinity (scikit-learn's check_array rejects them too).
@@ -124,7 +102,13 @@ inline void check_consistent(const InputChecker& check, std::int64_t& outputs,
   weighted = static_cast<std::int64_t>(r.weighted);
 }
 
-inline ParamSpec multioutput_param(bool variance_weighted) {
+/// The multioutput choices a metric offers beyond uniform_average and raw_values.
+struct MultioutputChoices {
+  bool variance_weighted = false;  // scikit-learn's variance_weighted (r2_score)
+};
+
+inline ParamSpec multioutput_param(MultioutputChoices offers = {}) {
+  const bool variance_weighted = offers.variance_weighted;
   std::vector<std::string> choices{"uniform_average", "raw_values"};
   if (variance_weighted) choices.push_back("variance_weighted");
   return param("multioutput", ParamType::String,
@@ -706,13 +690,19 @@ struct RowValuesState {
 /// value a row (row_value), and reduces them.
 class RowValuesMetric : public TypedMetric<RowValuesState> {
  public:
-  RowValuesMetric(const Params& p, const char* type, const char* a, const char* b, Allow allow,
-                  bool same_cols)
+  /// `same_cols`: a and b must have as many columns (rows compared element by element).
+  struct Rows {
+    const char* a;
+    const char* b;
+    Allow allow = Allow::Finite;
+    bool same_cols = false;
+  };
+  RowValuesMetric(const Params& p, const char* type, Rows rows)
       : check_(p.owner_or(type)),
-        a_(a),
-        b_(b),
-        allow_(allow),
-        same_cols_(same_cols),
+        a_(rows.a),
+        b_(rows.b),
+        allow_(rows.allow),
+        same_cols_(rows.same_cols),
         reduction_(p.get_string("reduction")) {}
 
  protected:

@@ -53,5 +53,6 @@ ComponentInfo concordance_info() {
       {{"concordance_corrcoef", Better::Higher, Plot::None,
         "concordance correlation in [-1, 1] (array: per output)"}});
 }
+TALLY_COMPONENT(concordance_info)
 
 }  // namespace tally::regression

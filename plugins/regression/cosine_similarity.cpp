@@ -40,7 +40,7 @@ double dot2(const double* x, const double* y, std::size_t d) {
 class CosineSimilarity final : public RowValuesMetric {
  public:
   explicit CosineSimilarity(const Params& p)
-      : RowValuesMetric(p, "CosineSimilarity", kPreds, kTarget, Allow::Finite, true) {}
+      : RowValuesMetric(p, "CosineSimilarity", {.a = kPreds, .b = kTarget, .same_cols = true}) {}
 
  protected:
   double row_value(const double* x, const double* y, std::size_t d,
@@ -77,5 +77,6 @@ ComponentInfo cosine_info() {
       {{"cosine_similarity", Better::Higher, Plot::None,
         "cosine similarity: summed, averaged, or per sample"}});
 }
+TALLY_COMPONENT(cosine_info)
 
 }  // namespace tally::regression

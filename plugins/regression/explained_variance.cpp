@@ -88,5 +88,6 @@ ComponentInfo explained_variance_info() {
       {{"explained_variance", Better::Higher, Plot::None,
         "explained variance score (array: per output)"}});
 }
+TALLY_COMPONENT(explained_variance_info)
 
 }  // namespace tally::regression

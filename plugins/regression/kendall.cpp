@@ -134,5 +134,6 @@ ComponentInfo kendall_info() {
         "Kendall's tau in [-1, 1] (array: per output)"},
        {"p_value", Better::Neither, Plot::None, "p-value of the test of tau = 0"}});
 }
+TALLY_COMPONENT(kendall_info)
 
 }  // namespace tally::regression

@@ -27,8 +27,9 @@ namespace {
 class KLDivergence final : public RowValuesMetric {
  public:
   explicit KLDivergence(const Params& p)
-      : RowValuesMetric(p, "KLDivergence", "p", "q",
-                        p.get_bool("log_prob") ? Allow::NegInf : Allow::Finite, false),
+      : RowValuesMetric(
+            p, "KLDivergence",
+            {.a = "p", .b = "q", .allow = p.get_bool("log_prob") ? Allow::NegInf : Allow::Finite}),
         log_prob_(p.get_bool("log_prob")) {}
 
  protected:
@@ -82,5 +83,6 @@ ComponentInfo kl_divergence_info() {
        InputSpec{"q", "The approximating distribution Q [N, D], the shape of p.", true}},
       {}, {{"kl_divergence", Better::Lower, Plot::None, "KL divergence: mean, sum or per sample"}});
 }
+TALLY_COMPONENT(kl_divergence_info)
 
 }  // namespace tally::regression

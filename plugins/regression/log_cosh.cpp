@@ -61,5 +61,6 @@ ComponentInfo log_cosh_info() {
       {num_outputs_param()}, preds_target_inputs("[N] or [N, D]"), {},
       {{"log_cosh_error", Better::Lower, Plot::None, "mean log-cosh error (array: per output)"}});
 }
+TALLY_COMPONENT(log_cosh_info)
 
 }  // namespace tally::regression

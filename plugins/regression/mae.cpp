@@ -30,11 +30,14 @@ class RegressionMae final : public ErrorMetric {
 }  // namespace
 
 ComponentInfo mae_info() {
-  return metric<RegressionMae>(
-      "RegressionMAE",
-      "Mean absolute error of arrays, optionally weighted: scikit-learn's mean_absolute_error; "
-      "key mae. (MAE is the image metric, mmeval's MeanAbsoluteError on pixels / 255.)",
-      {multioutput_param(false)}, regression_inputs());
+  return with_results(
+      metric<RegressionMae>(
+          "RegressionMAE",
+          "Mean absolute error of arrays, optionally weighted: scikit-learn's mean_absolute_error; "
+          "key mae. (MAE is the image metric, mmeval's MeanAbsoluteError on pixels / 255.)",
+          {multioutput_param()}, regression_inputs()),
+      {{"mae", Better::Lower, Plot::None, "mean absolute error (array: per output)"}});
 }
+TALLY_COMPONENT(mae_info)
 
 }  // namespace tally::regression

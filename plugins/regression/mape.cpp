@@ -51,5 +51,6 @@ ComponentInfo mape_info() {
       {{"mean_absolute_percentage_error", Better::Lower, Plot::None,
         "mean absolute percentage error (a fraction)"}});
 }
+TALLY_COMPONENT(mape_info)
 
 }  // namespace tally::regression

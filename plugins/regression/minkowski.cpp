@@ -53,5 +53,6 @@ ComponentInfo minkowski_info() {
        InputSpec{"targets", "True values, the shape of preds.", true}},
       {}, {{"minkowski_distance", Better::Lower, Plot::None, "the L^p distance"}});
 }
+TALLY_COMPONENT(minkowski_info)
 
 }  // namespace tally::regression

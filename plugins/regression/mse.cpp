@@ -28,11 +28,14 @@ class RegressionMse final : public ErrorMetric {
 }  // namespace
 
 ComponentInfo mse_info() {
-  return metric<RegressionMse>(
-      "RegressionMSE",
-      "Mean squared error of arrays, optionally weighted: scikit-learn's mean_squared_error; "
-      "key mse. (MSE is the image metric, mmeval's MeanSquaredError on pixels / 255.)",
-      {multioutput_param(false)}, regression_inputs());
+  return with_results(
+      metric<RegressionMse>(
+          "RegressionMSE",
+          "Mean squared error of arrays, optionally weighted: scikit-learn's mean_squared_error; "
+          "key mse. (MSE is the image metric, mmeval's MeanSquaredError on pixels / 255.)",
+          {multioutput_param()}, regression_inputs()),
+      {{"mse", Better::Lower, Plot::None, "mean squared error (array: per output)"}});
 }
+TALLY_COMPONENT(mse_info)
 
 }  // namespace tally::regression

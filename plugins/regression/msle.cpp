@@ -53,5 +53,6 @@ ComponentInfo msle_info() {
       {}, preds_target_inputs("[N, ...]"), {"MSLE"},
       {{"mean_squared_log_error", Better::Lower, Plot::None, "mean squared log error"}});
 }
+TALLY_COMPONENT(msle_info)
 
 }  // namespace tally::regression

@@ -51,5 +51,6 @@ ComponentInfo pearson_info() {
       {{"pearson_corrcoef", Better::Higher, Plot::None,
         "Pearson's r in [-1, 1] (array: per output)"}});
 }
+TALLY_COMPONENT(pearson_info)
 
 }  // namespace tally::regression

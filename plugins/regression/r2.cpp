@@ -128,12 +128,16 @@ class R2 final : public TypedMetric<R2State> {
 }  // namespace
 
 ComponentInfo r2_info() {
-  return metric<R2>(
-      "R2",
-      "Coefficient of determination 1 - SS_res / SS_tot, optionally weighted, with "
-      "scikit-learn's conventions for constant targets (force_finite): scikit-learn's r2_score; "
-      "key r2.",
-      {multioutput_param(true)}, regression_inputs(), {"R2Score"});
+  return with_results(
+      metric<R2>("R2",
+                 "Coefficient of determination 1 - SS_res / SS_tot, optionally weighted, with "
+                 "scikit-learn's conventions for constant targets (force_finite): scikit-learn's "
+                 "r2_score; "
+                 "key r2.",
+                 {multioutput_param({.variance_weighted = true})}, regression_inputs(),
+                 {"R2Score"}),
+      {{"r2", Better::Higher, Plot::None, "coefficient of determination (array: per output)"}});
 }
+TALLY_COMPONENT(r2_info)
 
 }  // namespace tally::regression

@@ -24,11 +24,14 @@ class Rmse final : public ErrorMetric {
 }  // namespace
 
 ComponentInfo rmse_info() {
-  return metric<Rmse>(
-      "RMSE",
-      "Root mean squared error of arrays (the root per output, then averaged), optionally "
-      "weighted: scikit-learn's root_mean_squared_error; key rmse.",
-      {multioutput_param(false)}, regression_inputs());
+  return with_results(
+      metric<Rmse>(
+          "RMSE",
+          "Root mean squared error of arrays (the root per output, then averaged), optionally "
+          "weighted: scikit-learn's root_mean_squared_error; key rmse.",
+          {multioutput_param()}, regression_inputs()),
+      {{"rmse", Better::Lower, Plot::None, "root mean squared error (array: per output)"}});
 }
+TALLY_COMPONENT(rmse_info)
 
 }  // namespace tally::regression

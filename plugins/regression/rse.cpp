@@ -70,5 +70,6 @@ ComponentInfo rse_info() {
       {{"relative_squared_error", Better::Lower, Plot::None,
         "relative squared error (mean over outputs)"}});
 }
+TALLY_COMPONENT(rse_info)
 
 }  // namespace tally::regression

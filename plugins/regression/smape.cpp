@@ -49,5 +49,6 @@ ComponentInfo smape_info() {
       {{"symmetric_mean_absolute_percentage_error", Better::Lower, Plot::None,
         "symmetric mean absolute percentage error, in [0, 2]"}});
 }
+TALLY_COMPONENT(smape_info)
 
 }  // namespace tally::regression

@@ -66,5 +66,6 @@ ComponentInfo spearman_info() {
       {{"spearman_corrcoef", Better::Higher, Plot::None,
         "Spearman's rho in [-1, 1] (array: per output)"}});
 }
+TALLY_COMPONENT(spearman_info)
 
 }  // namespace tally::regression

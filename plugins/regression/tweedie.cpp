@@ -94,5 +94,6 @@ ComponentInfo tweedie_info() {
       {"MeanTweedieDeviance"},
       {{"tweedie_deviance_score", Better::Lower, Plot::None, "mean Tweedie deviance"}});
 }
+TALLY_COMPONENT(tweedie_info)
 
 }  // namespace tally::regression

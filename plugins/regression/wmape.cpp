@@ -46,5 +46,6 @@ ComponentInfo wmape_info() {
       {{"weighted_mean_absolute_percentage_error", Better::Lower, Plot::None,
         "weighted mean absolute percentage error (a fraction)"}});
 }
+TALLY_COMPONENT(wmape_info)
 
 }  // namespace tally::regression

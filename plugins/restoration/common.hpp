@@ -26,13 +26,6 @@ inline constexpr const char* kPred = "pred_img";
 inline constexpr const char* kGt = "gt_img";
 inline constexpr const char* kMask = "mask";
 
-ComponentInfo psnr_info();
-ComponentInfo snr_info();
-ComponentInfo ssim_info();
-ComponentInfo mae_info();
-ComponentInfo mse_info();
-ComponentInfo niqe_info();
-
 // ---- sums -----------------------------------------------------------------------------------
 
 /// Neumaier's compensated sum: for sums over pixels, whose order differs from numpy's anyway;

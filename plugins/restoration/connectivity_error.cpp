@@ -31,9 +31,11 @@ namespace {
 
 class ConnectivityError final : public MattingMetric {
  public:
-  explicit ConnectivityError(const Params& p)
-      : MattingMetric(p, "ConnectivityError", "connectivity_error", true, true),
-        norm_(norm_const(p)) {
+  static constexpr MattingIdentity kIdentity{.name = "ConnectivityError",
+                                             .key = "connectivity_error",
+                                             .key_doc = "sum / norm_const, mean over images",
+                                             .two_d = true};
+  explicit ConnectivityError(const Params& p) : MattingMetric(p, kIdentity), norm_(norm_const(p)) {
     const double step = p.get_number("step", NumberBounds{1e-4, 1.0, false, false});
     // numpy.arange(0, 1 + step, step): ceil((stop - start) / step) values, value j = 0 + j * step.
     const auto count = static_cast<std::int64_t>(std::ceil((1.0 + step) / step));
@@ -109,8 +111,7 @@ class ConnectivityError final : public MattingMetric {
 }  // namespace
 
 ComponentInfo connectivity_error_info() {
-  return metric<ConnectivityError>(
-      "ConnectivityError",
+  return matting_component<ConnectivityError>(
       "Connectivity error of alpha mattes (the largest 4-connected component of the thresholded "
       "intersection at each step) over the unknown trimap pixels (128), divided by norm_const, "
       "averaged over images; key connectivity_error. Reference: mmeval 0.2.1 "
@@ -119,8 +120,8 @@ ComponentInfo connectivity_error_info() {
              "Step between the thresholds 0, step, 2 step, ... (numpy.arange(0, 1 + step, step)), "
              "in [0.0001, 1].")
            .def(0.1),
-       norm_const_param()},
-      matting_inputs(true, true));
+       norm_const_param()});
 }
+TALLY_COMPONENT(connectivity_error_info)
 
 }  // namespace tally::restoration

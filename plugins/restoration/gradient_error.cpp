@@ -32,8 +32,11 @@ namespace {
 
 class GradientError final : public MattingMetric {
  public:
-  explicit GradientError(const Params& p)
-      : MattingMetric(p, "GradientError", "gradient_error", true, true), norm_(norm_const(p)) {
+  static constexpr MattingIdentity kIdentity{.name = "GradientError",
+                                             .key = "gradient_error",
+                                             .key_doc = "sum / norm_const, mean over images",
+                                             .two_d = true};
+  explicit GradientError(const Params& p) : MattingMetric(p, kIdentity), norm_(norm_const(p)) {
     const double sigma = p.get_double("sigma");
     // mmeval's kernel radius needs sqrt(2 pi) sigma epsilon < 1 (else the log is >= 0 and the
     // square root NaN); 20 keeps the kernel at most 2 * 87 + 1 taps.
@@ -132,8 +135,7 @@ class GradientError final : public MattingMetric {
 }  // namespace
 
 ComponentInfo gradient_error_info() {
-  return metric<GradientError>(
-      "GradientError",
+  return matting_component<GradientError>(
       "Squared difference of the Gaussian-gradient magnitudes of the min-max normalised mattes "
       "over the unknown trimap pixels (128), divided by norm_const, averaged over images; key "
       "gradient_error. Reference: mmeval 0.2.1 GradientError(sigma, norm_const)(pred_alphas, "
@@ -142,8 +144,8 @@ ComponentInfo gradient_error_info() {
              "Standard deviation of the Gaussian whose derivative filters the mattes (mmeval's "
              "sigma), in (0, 20].")
            .def(1.4),
-       norm_const_param()},
-      matting_inputs(true, true));
+       norm_const_param()});
 }
+TALLY_COMPONENT(gradient_error_info)
 
 }  // namespace tally::restoration

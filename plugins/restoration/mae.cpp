@@ -33,12 +33,15 @@ class Mae final : public PixelError {
 }  // namespace
 
 ComponentInfo mae_info() {
-  return metric<Mae>(
-      "MAE",
-      "Mean absolute error of images on the 0..1 scale (pixels / 255), optionally masked, "
-      "averaged over images. mmeval's MeanAbsoluteError; key mae. For scikit-learn's "
-      "mean_absolute_error on arrays use RegressionMAE.",
-      {}, pixel_error_inputs(), {"MeanAbsoluteError"});
+  return with_results(
+      metric<Mae>(
+          "MAE",
+          "Mean absolute error of images on the 0..1 scale (pixels / 255), optionally masked, "
+          "averaged over images. mmeval's MeanAbsoluteError; key mae. For scikit-learn's "
+          "mean_absolute_error on arrays use RegressionMAE.",
+          {}, pixel_error_inputs(), {"MeanAbsoluteError"}),
+      {{"mae", Better::Lower, Plot::None, "0..1 scale, mean over images"}});
 }
+TALLY_COMPONENT(mae_info)
 
 }  // namespace tally::restoration

@@ -24,11 +24,6 @@ inline constexpr const char* kPredAlpha = "pred_alpha";
 inline constexpr const char* kGtAlpha = "gt_alpha";
 inline constexpr const char* kTrimap = "trimap";
 
-ComponentInfo sad_info();
-ComponentInfo matting_mse_info();
-ComponentInfo gradient_error_info();
-ComponentInfo connectivity_error_info();
-
 /// One image of a matting batch in float64: alphas and (when read) the trimap, C order.
 struct MattingImage {
   std::int64_t sample = 0;  // number in the rank's shard, for messages
@@ -38,13 +33,23 @@ struct MattingImage {
   const double* trimap = nullptr;  // nullptr for SAD
 };
 
+/// What makes one matting metric itself, declared once by its class (`static constexpr
+/// MattingIdentity kIdentity`) and read by its constructor and its component alike.
+struct MattingIdentity {
+  const char* name;     // the config type
+  const char* key;      // its one result key (lower is better)
+  const char* key_doc;  // what the key means
+  bool trimap = true;   // reads the trimap: scores the unknown pixels only
+  bool two_d = false;   // mattes are [H, W] only (no channels)
+};
+
 /// Base of the four: reads each sample's pred_alpha, gt_alpha (and trimap), checks them, and
 /// stores value(image) per sample. `two_d`: the metric filters the matte as an image, so a sample
 /// must be [H, W] (else 2 to 4 dimensions of any layout: the sums do not care).
 class MattingMetric : public TypedMetric<PerSampleState> {
  public:
-  MattingMetric(const Params& p, const char* type, std::string key, bool reads_trimap, bool two_d)
-      : check_(p.owner_or(type)), key_(std::move(key)), trimap_(reads_trimap), two_d_(two_d) {}
+  MattingMetric(const Params& p, const MattingIdentity& id)
+      : check_(p.owner_or(id.name)), key_(id.key), trimap_(id.trimap), two_d_(id.two_d) {}
 
  protected:
   virtual double value(const MattingImage& img) = 0;
@@ -134,8 +139,8 @@ double numpy_sum_of(std::int64_t n, std::vector<double>& buffer, F&& term) {
   return numpy::sum(buffer.data(), buffer.size());
 }
 
-inline std::vector<InputSpec> matting_inputs(bool trimap, bool two_d) {
-  const std::string shape = two_d ? "[H, W]" : "[H, W] (or more dimensions: [H, W, C], ...)";
+inline std::vector<InputSpec> matting_inputs(const MattingIdentity& id) {
+  const std::string shape = id.two_d ? "[H, W]" : "[H, W] (or more dimensions: [H, W, C], ...)";
   std::vector<InputSpec> in{
       InputSpec{kPredAlpha,
                 "Predicted alpha mattes, one a sample " + shape +
@@ -143,7 +148,7 @@ inline std::vector<InputSpec> matting_inputs(bool trimap, bool two_d) {
                     "given (mmagic passes alpha / 255, floats in [0, 1]).",
                 true},
       InputSpec{kGtAlpha, "Ground-truth alpha mattes, the shape of pred_alpha.", true}};
-  if (trimap)
+  if (id.trimap)
     in.push_back(InputSpec{kTrimap,
                            "Trimaps, the shape of the mattes, any numeric dtype: 0 background, "
                            "128 unknown (the pixels scored), 255 foreground.",
@@ -156,6 +161,16 @@ inline ParamSpec norm_const_param() {
                "Each image's sum is divided by this (mmeval's norm_const), to keep the numbers "
                "small.")
       .def(1000.0);
+}
+
+/// The component of matting metric M (M::kIdentity): its doc, parameters and aliases, the
+/// inputs it reads and its result key.
+template <class M>
+ComponentInfo matting_component(const std::string& doc, std::vector<ParamSpec> params,
+                                std::vector<std::string> aliases = {}) {
+  constexpr const MattingIdentity& id = M::kIdentity;
+  return metric<M>(id.name, doc, std::move(params), matting_inputs(id), std::move(aliases),
+                   {{id.key, Better::Lower, Plot::None, id.key_doc}});
 }
 
 }  // namespace tally::restoration

@@ -20,8 +20,11 @@ namespace {
 
 class MattingMse final : public MattingMetric {
  public:
-  explicit MattingMse(const Params& p)
-      : MattingMetric(p, "MattingMSE", "matting_mse", true, false) {}
+  static constexpr MattingIdentity kIdentity{
+      .name = "MattingMSE",
+      .key = "matting_mse",
+      .key_doc = "per unknown trimap pixel, mean over images"};
+  explicit MattingMse(const Params& p) : MattingMetric(p, kIdentity) {}
 
  protected:
   double value(const MattingImage& img) override {
@@ -42,12 +45,12 @@ class MattingMse final : public MattingMetric {
 }  // namespace
 
 ComponentInfo matting_mse_info() {
-  return metric<MattingMse>(
-      "MattingMSE",
+  return matting_component<MattingMse>(
       "Squared error of alpha mattes summed over every pixel, divided by the number of unknown "
       "trimap pixels (128; 0 when there is none), averaged over images; key matting_mse. "
       "Reference: mmeval 0.2.1 MattingMeanSquaredError()(pred_alphas, gt_alphas, trimaps).",
-      {}, matting_inputs(true, false), {"MattingMeanSquaredError"});
+      {}, {"MattingMeanSquaredError"});
 }
+TALLY_COMPONENT(matting_mse_info)
 
 }  // namespace tally::restoration

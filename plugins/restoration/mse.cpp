@@ -33,12 +33,15 @@ class Mse final : public PixelError {
 }  // namespace
 
 ComponentInfo mse_info() {
-  return metric<Mse>(
-      "MSE",
-      "Mean squared error of images on the 0..1 scale (pixels / 255), optionally masked, "
-      "averaged over images. mmeval's MeanSquaredError; key mse. For scikit-learn's "
-      "mean_squared_error on arrays use RegressionMSE.",
-      {}, pixel_error_inputs(), {"MeanSquaredError"});
+  return with_results(
+      metric<Mse>(
+          "MSE",
+          "Mean squared error of images on the 0..1 scale (pixels / 255), optionally masked, "
+          "averaged over images. mmeval's MeanSquaredError; key mse. For scikit-learn's "
+          "mean_squared_error on arrays use RegressionMSE.",
+          {}, pixel_error_inputs(), {"MeanSquaredError"}),
+      {{"mse", Better::Lower, Plot::None, "0..1 scale, mean over images"}});
 }
+TALLY_COMPONENT(mse_info)
 
 }  // namespace tally::restoration

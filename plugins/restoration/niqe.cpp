@@ -573,42 +573,49 @@ class Niqe final : public TypedMetric<NiqeState> {
 }  // namespace
 
 ComponentInfo niqe_info() {
-  return metric<Niqe>(
-      "NIQE",
-      "Natural Image Quality Evaluator: a no-reference quality score of each image (lower is "
-      "better), the distance of its natural-scene statistics (MSCN coefficients in 96x96 "
-      "blocks at 2 scales) from LIVE's pristine-image model, averaged over images (a video: over "
-      "its frames). mmeval's NaturalImageQualityEvaluator, step by step in its float32/float64 "
-      "precision; key niqe.",
-      {
-          param("crop_border", ParamType::Int,
-                "Pixels cropped from each border of every image (frame) before NIQE is computed; "
-                "0 keeps all (mmeval's crop_border).")
-              .def(0),
-          param("input_order", ParamType::String,
-                "Layout of a 3-D image (or of each frame of a video [T, ...]): HWC or CHW. "
-                "Defaults to HWC, the layout of tally's image readers; mmeval's default is CHW.")
-              .def("HWC")
-              .choices({"HWC", "CHW"}),
-          param("convert_to", ParamType::String,
-                "The one channel NIQE reads from a 3-channel image: gray (OpenCV's RGB2GRAY, "
-                "0.299 R + 0.587 G + 0.114 B, in float32 as mmeval computes it) or y (BasicSR's "
-                "Y channel, ITU-R BT.601). A one-channel image is used as it is.")
-              .def("gray")
-              .choices({"gray", "Gray", "GRAY", "y", "Y"}),
-          param("channel_order", ParamType::String,
-                "Order of the 3 channels: rgb or bgr (mmeval's channel_order).")
-              .def("rgb")
-              .choices({"rgb", "bgr"}),
-      },
-      {InputSpec{kPred,
-                 "Images to score: dense [N, H, W, C] / [N, H, W] / videos [N, T, H, W, C], or "
-                 "ragged, one [H, W, C] / [H, W] / [T, H, W, C] tensor a sample (C first with "
-                 "input_order CHW; C is 3, or 1 for a gray image); uint8, uint16, float32 or "
-                 "float64, on the 0..255 scale; at least 96x96 and two 96x96 blocks after the "
-                 "crop.",
-                 true}},
-      {"NaturalImageQualityEvaluator"});
+  return with_results(
+      metric<Niqe>(
+          "NIQE",
+          "Natural Image Quality Evaluator: a no-reference quality score of each image (lower is "
+          "better), the distance of its natural-scene statistics (MSCN coefficients in 96x96 "
+          "blocks at 2 scales) from LIVE's pristine-image model, averaged over images (a video: "
+          "over "
+          "its frames). mmeval's NaturalImageQualityEvaluator, step by step in its float32/float64 "
+          "precision; key niqe.",
+          {
+              param(
+                  "crop_border", ParamType::Int,
+                  "Pixels cropped from each border of every image (frame) before NIQE is computed; "
+                  "0 keeps all (mmeval's crop_border).")
+                  .def(0),
+              param(
+                  "input_order", ParamType::String,
+                  "Layout of a 3-D image (or of each frame of a video [T, ...]): HWC or CHW. "
+                  "Defaults to HWC, the layout of tally's image readers; mmeval's default is CHW.")
+                  .def("HWC")
+                  .choices({"HWC", "CHW"}),
+              param(
+                  "convert_to", ParamType::String,
+                  "The one channel NIQE reads from a 3-channel image: gray (OpenCV's RGB2GRAY, "
+                  "0.299 R + 0.587 G + 0.114 B, in float32 as mmeval computes it) or y (BasicSR's "
+                  "Y channel, ITU-R BT.601). A one-channel image is used as it is.")
+                  .def("gray")
+                  .choices({"gray", "Gray", "GRAY", "y", "Y"}),
+              param("channel_order", ParamType::String,
+                    "Order of the 3 channels: rgb or bgr (mmeval's channel_order).")
+                  .def("rgb")
+                  .choices({"rgb", "bgr"}),
+          },
+          {InputSpec{kPred,
+                     "Images to score: dense [N, H, W, C] / [N, H, W] / videos [N, T, H, W, C], or "
+                     "ragged, one [H, W, C] / [H, W] / [T, H, W, C] tensor a sample (C first with "
+                     "input_order CHW; C is 3, or 1 for a gray image); uint8, uint16, float32 or "
+                     "float64, on the 0..255 scale; at least 96x96 and two 96x96 blocks after the "
+                     "crop.",
+                     true}},
+          {"NaturalImageQualityEvaluator"}),
+      {{"niqe", Better::Lower, Plot::None, "no-reference, mean over images"}});
 }
+TALLY_COMPONENT(niqe_info)
 
 }  // namespace tally::restoration

@@ -117,12 +117,16 @@ class Psnr final : public PerSampleMetric {
 }  // namespace
 
 ComponentInfo psnr_info() {
-  return metric<Psnr>(
-      "PSNR",
-      "Peak signal-to-noise ratio in dB against a peak of 255: 20 log10(255 / sqrt(mse)) per "
-      "image (mean over frames for a video), averaged over images. mmeval's "
-      "PeakSignalNoiseRatio; key psnr (+inf, written null, when an image is reproduced exactly).",
-      transform_params("PSNR"), image_inputs(), {"PeakSignalNoiseRatio"});
+  return with_results(
+      metric<Psnr>(
+          "PSNR",
+          "Peak signal-to-noise ratio in dB against a peak of 255: 20 log10(255 / sqrt(mse)) per "
+          "image (mean over frames for a video), averaged over images. mmeval's "
+          "PeakSignalNoiseRatio; key psnr (+inf, written null, when an image is reproduced "
+          "exactly).",
+          transform_params("PSNR"), image_inputs(), {"PeakSignalNoiseRatio"}),
+      {{"psnr", Better::Higher, Plot::None, "dB, mean over images"}});
 }
+TALLY_COMPONENT(psnr_info)
 
 }  // namespace tally::restoration

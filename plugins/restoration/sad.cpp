@@ -17,8 +17,12 @@ namespace {
 
 class Sad final : public MattingMetric {
  public:
-  explicit Sad(const Params& p)
-      : MattingMetric(p, "SAD", "sad", false, false), norm_(norm_const(p)) {}
+  static constexpr MattingIdentity kIdentity{
+      .name = "SAD",
+      .key = "sad",
+      .key_doc = "sum over pixels / norm_const, mean over images",
+      .trimap = false};
+  explicit Sad(const Params& p) : MattingMetric(p, kIdentity), norm_(norm_const(p)) {}
 
  protected:
   double value(const MattingImage& img) override {
@@ -35,12 +39,12 @@ class Sad final : public MattingMetric {
 }  // namespace
 
 ComponentInfo sad_info() {
-  return metric<Sad>(
-      "SAD",
+  return matting_component<Sad>(
       "Sum of absolute differences of alpha mattes over every pixel, divided by norm_const, "
       "averaged over images; key sad. Reference: mmeval 0.2.1 "
       "SumAbsoluteDifferences(norm_const)(predictions, groundtruths).",
-      {norm_const_param()}, matting_inputs(false, false), {"SumAbsoluteDifferences"});
+      {norm_const_param()}, {"SumAbsoluteDifferences"});
 }
+TALLY_COMPONENT(sad_info)
 
 }  // namespace tally::restoration

@@ -55,11 +55,14 @@ class Snr final : public PerSampleMetric {
 }  // namespace
 
 ComponentInfo snr_info() {
-  return metric<Snr>(
-      "SNR",
-      "Signal-to-noise ratio in dB: 10 log10(mean(gt^2) / mean((gt - pred)^2)) per image (mean "
-      "over frames for a video), averaged over images. mmeval's SignalNoiseRatio; key snr.",
-      transform_params("SNR"), image_inputs(), {"SignalNoiseRatio"});
+  return with_results(
+      metric<Snr>(
+          "SNR",
+          "Signal-to-noise ratio in dB: 10 log10(mean(gt^2) / mean((gt - pred)^2)) per image (mean "
+          "over frames for a video), averaged over images. mmeval's SignalNoiseRatio; key snr.",
+          transform_params("SNR"), image_inputs(), {"SignalNoiseRatio"}),
+      {{"snr", Better::Higher, Plot::None, "dB, mean over images"}});
 }
+TALLY_COMPONENT(snr_info)
 
 }  // namespace tally::restoration

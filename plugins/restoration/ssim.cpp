@@ -153,13 +153,16 @@ class Ssim final : public PerSampleMetric {
 }  // namespace
 
 ComponentInfo ssim_info() {
-  return metric<Ssim>(
-      "SSIM",
-      "Structural similarity with an 11x11 Gaussian window (sigma 1.5) over the valid region, "
-      "per channel, averaged over channels, frames and images. mmeval's StructuralSimilarity, "
-      "equal to scikit-image's structural_similarity(gaussian_weights=True, sigma=1.5, "
-      "use_sample_covariance=False, data_range=255); key ssim.",
-      transform_params("SSIM"), image_inputs(), {"StructuralSimilarity"});
+  return with_results(
+      metric<Ssim>(
+          "SSIM",
+          "Structural similarity with an 11x11 Gaussian window (sigma 1.5) over the valid region, "
+          "per channel, averaged over channels, frames and images. mmeval's StructuralSimilarity, "
+          "equal to scikit-image's structural_similarity(gaussian_weights=True, sigma=1.5, "
+          "use_sample_covariance=False, data_range=255); key ssim.",
+          transform_params("SSIM"), image_inputs(), {"StructuralSimilarity"}),
+      {{"ssim", Better::Higher, Plot::None, "in [-1, 1], mean over images"}});
 }
+TALLY_COMPONENT(ssim_info)
 
 }  // namespace tally::restoration

@@ -27,8 +27,11 @@ namespace {
 
 class RetrievalAUROC final : public RetrievalMetric<std::uint8_t> {
  public:
-  explicit RetrievalAUROC(const Params& p)
-      : RetrievalMetric(p, "RetrievalAUROC", "retrieval_auroc", true, false) {
+  static constexpr Identity kIdentity{
+      .name = "RetrievalAUROC",
+      .key = "retrieval_auroc",
+      .key_doc = "mean over queries of the area under the ROC curve"};
+  explicit RetrievalAUROC(const Params& p) : RetrievalMetric(p, kIdentity) {
     if (p.has("max_fpr")) {
       max_fpr_ = p.get_number("max_fpr", kPositiveFraction);
     }
@@ -95,22 +98,19 @@ class RetrievalAUROC final : public RetrievalMetric<std::uint8_t> {
 }  // namespace
 
 ComponentInfo auroc_info() {
-  auto params = common_params(true, "with no relevant document");
-  params.insert(params.begin() + 1,
-                param("max_fpr", ParamType::Float,
-                      "If set, in (0, 1]: the standardized partial AUC up to this false positive "
-                      "rate (McClish's correction, torchmetrics' and scikit-learn's max_fpr); "
-                      "null: the whole curve.")
-                    .nullable()
-                    .optional());
   return retrieval_component<RetrievalAUROC>(
-      "RetrievalAUROC",
       "Area under the ROC curve of each query's documents by score (optionally partial, up to "
       "max_fpr), aggregated over queries. Reference: torchmetrics 1.9.0 "
       "torchmetrics.retrieval.RetrievalAUROC(...)(preds, target, indexes=indexes); scikit-learn "
       "1.7.2 sklearn.metrics.roc_auc_score per query.",
-      std::move(params), false, {}, "retrieval_auroc", Better::Higher,
-      "mean over queries of the area under the ROC curve");
+      {},
+      {param("max_fpr", ParamType::Float,
+             "If set, in (0, 1]: the standardized partial AUC up to this false positive "
+             "rate (McClish's correction, torchmetrics' and scikit-learn's max_fpr); "
+             "null: the whole curve.")
+           .nullable()
+           .optional()});
 }
+TALLY_COMPONENT(auroc_info)
 
 }  // namespace tally::retrieval

@@ -45,16 +45,6 @@ inline constexpr const char* kPreds = "preds";
 inline constexpr const char* kTarget = "target";
 inline constexpr const char* kIndexes = "indexes";
 
-ComponentInfo map_info();
-ComponentInfo mrr_info();
-ComponentInfo ndcg_info();
-ComponentInfo precision_info();
-ComponentInfo recall_info();
-ComponentInfo hit_rate_info();
-ComponentInfo fall_out_info();
-ComponentInfo r_precision_info();
-ComponentInfo auroc_info();
-
 /// Every kept sample (ignore_index removed) in dataset order: its query id, score and relevance
 /// (T: uint8 for the binary metrics, double for graded nDCG), concatenated across ranks in rank
 /// order; `seen` counts the rows read (for the sample numbers of messages).
@@ -176,22 +166,35 @@ inline Options read_options(const Params& p, bool has_top_k) {
   return o;
 }
 
-/// The parameters every retrieval metric takes (torchmetrics' names and defaults); `empty_doc`
-/// says what an empty query is for this metric, `empty_default` is torchmetrics' default action.
-inline std::vector<ParamSpec> common_params(bool has_top_k, const std::string& empty_doc,
-                                            const std::string& empty_default = "neg") {
+/// What makes one retrieval metric itself, declared once by its class (`static constexpr
+/// Identity kIdentity`) and read by its constructor and its component alike.
+struct Identity {
+  const char* name;     // the config type
+  const char* key;      // its one result key
+  const char* key_doc;  // what the key means (for tally compare and the reports)
+  Better better = Better::Higher;
+  bool top_k = true;    // takes torchmetrics' top_k
+  bool graded = false;  // target is graded relevance (nDCG), not 0 / 1
+  /// The queries empty_target_action applies to, and torchmetrics' default action for them.
+  const char* empty_doc = "with no relevant document";
+  const char* empty_default = "neg";
+};
+
+/// The parameters every retrieval metric takes (torchmetrics' names and defaults), shaped by its
+/// identity.
+inline std::vector<ParamSpec> common_params(const Identity& id) {
   std::vector<ParamSpec> ps;
-  if (has_top_k)
+  if (id.top_k)
     ps.push_back(param("top_k", ParamType::Int,
                        "Only the top_k highest-scored documents of each query count "
                        "(torchmetrics' top_k); null: all of them.")
                      .nullable()
                      .optional());
   ps.push_back(param("empty_target_action", ParamType::String,
-                     "What a query " + empty_doc +
+                     std::string("What a query ") + id.empty_doc +
                          " counts as: neg (0), pos (1), skip (left out of the aggregation; 0 "
                          "when every query is left out) or error (an input error naming it).")
-                   .def(empty_default)
+                   .def(id.empty_default)
                    .choices({"neg", "pos", "skip", "error"}));
   ps.push_back(param("ignore_index", ParamType::Int,
                      "Samples whose target equals it are dropped before anything else "
@@ -231,11 +234,11 @@ inline std::vector<InputSpec> retrieval_inputs(bool graded) {
 template <class T>
 class RetrievalMetric : public TypedMetric<State<T>> {
  public:
-  RetrievalMetric(const Params& p, const char* type, std::string key, bool has_top_k, bool graded)
-      : check_(p.owner_or(type)),
-        key_(std::move(key)),
-        opt_(read_options(p, has_top_k)),
-        graded_(graded) {}
+  RetrievalMetric(const Params& p, const Identity& id)
+      : check_(p.owner_or(id.name)),
+        key_(id.key),
+        opt_(read_options(p, id.top_k)),
+        graded_(id.graded) {}
 
  protected:
   /// Per-query scratch buffers, reused across queries.
@@ -459,16 +462,16 @@ class RetrievalMetric : public TypedMetric<State<T>> {
   std::vector<unsigned char> keep_;
 };
 
-/// The component info of a retrieval metric: its doc (ending with the reference), parameters
-/// (the common ones plus `extra`), the inputs, aliases and its one result key.
+/// The component of retrieval metric M (M::kIdentity): its doc (ending with the reference), the
+/// common parameters with M's own (`extra`, after top_k), the inputs, aliases and its result key.
 template <class M>
-ComponentInfo retrieval_component(const char* name, const std::string& doc,
-                                  std::vector<ParamSpec> params, bool graded,
-                                  std::vector<std::string> aliases, const std::string& key,
-                                  Better better, const std::string& key_doc) {
-  auto c = metric<M>(name, doc, std::move(params), retrieval_inputs(graded), std::move(aliases));
-  c.results = {{key, better, Plot::None, key_doc}};
-  return c;
+ComponentInfo retrieval_component(const std::string& doc, std::vector<std::string> aliases = {},
+                                  std::vector<ParamSpec> extra = {}) {
+  constexpr const Identity& id = M::kIdentity;
+  auto params = common_params(id);
+  params.insert(params.begin() + (id.top_k ? 1 : 0), extra.begin(), extra.end());
+  return metric<M>(id.name, doc, std::move(params), retrieval_inputs(id.graded), std::move(aliases),
+                   {{id.key, id.better, Plot::None, id.key_doc}});
 }
 
 }  // namespace tally::retrieval

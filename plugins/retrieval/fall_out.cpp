@@ -22,8 +22,13 @@ namespace {
 
 class RetrievalFallOut final : public RetrievalMetric<std::uint8_t> {
  public:
-  explicit RetrievalFallOut(const Params& p)
-      : RetrievalMetric(p, "RetrievalFallOut", "retrieval_fall_out", true, false) {}
+  static constexpr Identity kIdentity{.name = "RetrievalFallOut",
+                                      .key = "retrieval_fall_out",
+                                      .key_doc = "mean over queries of fall-out at top_k",
+                                      .better = Better::Lower,
+                                      .empty_doc = "with no non-relevant document",
+                                      .empty_default = "pos"};
+  explicit RetrievalFallOut(const Params& p) : RetrievalMetric(p, kIdentity) {}
 
  protected:
   bool empty(const std::uint8_t* t, std::size_t m) const override {
@@ -51,12 +56,10 @@ class RetrievalFallOut final : public RetrievalMetric<std::uint8_t> {
 
 ComponentInfo fall_out_info() {
   return retrieval_component<RetrievalFallOut>(
-      "RetrievalFallOut",
       "Fraction of each query's non-relevant documents that rank in its top_k by score, "
       "aggregated over queries (lower is better). Reference: torchmetrics 1.9.0 "
-      "torchmetrics.retrieval.RetrievalFallOut(...)(preds, target, indexes=indexes).",
-      common_params(true, "with no non-relevant document", "pos"), false, {}, "retrieval_fall_out",
-      Better::Lower, "mean over queries of fall-out at top_k");
+      "torchmetrics.retrieval.RetrievalFallOut(...)(preds, target, indexes=indexes).");
 }
+TALLY_COMPONENT(fall_out_info)
 
 }  // namespace tally::retrieval

@@ -20,8 +20,10 @@ namespace {
 
 class RetrievalHitRate final : public RetrievalMetric<std::uint8_t> {
  public:
-  explicit RetrievalHitRate(const Params& p)
-      : RetrievalMetric(p, "RetrievalHitRate", "retrieval_hit_rate", true, false) {}
+  static constexpr Identity kIdentity{.name = "RetrievalHitRate",
+                                      .key = "retrieval_hit_rate",
+                                      .key_doc = "mean over queries of hit (0 or 1) at top_k"};
+  explicit RetrievalHitRate(const Params& p) : RetrievalMetric(p, kIdentity) {}
 
  protected:
   double query_value(const double* p, const std::uint8_t* t, std::size_t m,
@@ -38,12 +40,10 @@ class RetrievalHitRate final : public RetrievalMetric<std::uint8_t> {
 
 ComponentInfo hit_rate_info() {
   return retrieval_component<RetrievalHitRate>(
-      "RetrievalHitRate",
       "Fraction of queries with a relevant document among their top_k by score. Reference: "
       "torchmetrics 1.9.0 torchmetrics.retrieval.RetrievalHitRate(...)(preds, target, "
-      "indexes=indexes).",
-      common_params(true, "with no relevant document"), false, {}, "retrieval_hit_rate",
-      Better::Higher, "mean over queries of hit (0 or 1) at top_k");
+      "indexes=indexes).");
 }
+TALLY_COMPONENT(hit_rate_info)
 
 }  // namespace tally::retrieval

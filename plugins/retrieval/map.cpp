@@ -22,8 +22,10 @@ namespace {
 
 class RetrievalMAP final : public RetrievalMetric<std::uint8_t> {
  public:
-  explicit RetrievalMAP(const Params& p)
-      : RetrievalMetric(p, "RetrievalMAP", "retrieval_average_precision", true, false) {}
+  static constexpr Identity kIdentity{.name = "RetrievalMAP",
+                                      .key = "retrieval_average_precision",
+                                      .key_doc = "mean over queries of average precision"};
+  explicit RetrievalMAP(const Params& p) : RetrievalMetric(p, kIdentity) {}
 
  protected:
   double query_value(const double* p, const std::uint8_t* t, std::size_t m,
@@ -47,13 +49,12 @@ class RetrievalMAP final : public RetrievalMetric<std::uint8_t> {
 
 ComponentInfo map_info() {
   return retrieval_component<RetrievalMAP>(
-      "RetrievalMAP",
       "Mean average precision of the ranking of each query's documents by score, aggregated "
       "over queries; a relevant document scored <= 0 counts as not relevant, as in torchmetrics. "
       "Reference: torchmetrics 1.9.0 torchmetrics.retrieval.RetrievalMAP(...)(preds, target, "
       "indexes=indexes).",
-      common_params(true, "with no relevant document"), false, {"RetrievalMeanAveragePrecision"},
-      "retrieval_average_precision", Better::Higher, "mean over queries of average precision");
+      {"RetrievalMeanAveragePrecision"});
 }
+TALLY_COMPONENT(map_info)
 
 }  // namespace tally::retrieval

@@ -21,8 +21,10 @@ namespace {
 
 class RetrievalMRR final : public RetrievalMetric<std::uint8_t> {
  public:
-  explicit RetrievalMRR(const Params& p)
-      : RetrievalMetric(p, "RetrievalMRR", "retrieval_reciprocal_rank", true, false) {}
+  static constexpr Identity kIdentity{.name = "RetrievalMRR",
+                                      .key = "retrieval_reciprocal_rank",
+                                      .key_doc = "mean over queries of 1 / rank of the first hit"};
+  explicit RetrievalMRR(const Params& p) : RetrievalMetric(p, kIdentity) {}
 
  protected:
   double query_value(const double* p, const std::uint8_t* t, std::size_t m,
@@ -41,14 +43,12 @@ class RetrievalMRR final : public RetrievalMetric<std::uint8_t> {
 
 ComponentInfo mrr_info() {
   return retrieval_component<RetrievalMRR>(
-      "RetrievalMRR",
       "Mean reciprocal rank of each query's first relevant document, aggregated over queries; a "
       "relevant document scored <= 0 counts as not relevant, as in torchmetrics. Reference: "
       "torchmetrics 1.9.0 torchmetrics.retrieval.RetrievalMRR(...)(preds, target, "
       "indexes=indexes).",
-      common_params(true, "with no relevant document"), false, {"MeanReciprocalRank"},
-      "retrieval_reciprocal_rank", Better::Higher,
-      "mean over queries of 1 / rank of the first hit");
+      {"MeanReciprocalRank"});
 }
+TALLY_COMPONENT(mrr_info)
 
 }  // namespace tally::retrieval

@@ -31,8 +31,12 @@ namespace {
 
 class RetrievalNormalizedDCG final : public RetrievalMetric<double> {
  public:
-  explicit RetrievalNormalizedDCG(const Params& p)
-      : RetrievalMetric(p, "RetrievalNormalizedDCG", "retrieval_normalized_dcg", true, true) {}
+  static constexpr Identity kIdentity{.name = "RetrievalNormalizedDCG",
+                                      .key = "retrieval_normalized_dcg",
+                                      .key_doc = "mean over queries of nDCG (nDCG@top_k)",
+                                      .graded = true,
+                                      .empty_doc = "whose targets are all 0"};
+  explicit RetrievalNormalizedDCG(const Params& p) : RetrievalMetric(p, kIdentity) {}
 
  protected:
   /// Queries of up to this many documents take the short path when their scores are distinct.
@@ -105,13 +109,12 @@ class RetrievalNormalizedDCG final : public RetrievalMetric<double> {
 
 ComponentInfo ndcg_info() {
   return retrieval_component<RetrievalNormalizedDCG>(
-      "RetrievalNormalizedDCG",
       "Normalized discounted cumulative gain of each query's ranking by score, graded relevance, "
       "tied scores averaged, aggregated over queries. Reference: torchmetrics 1.9.0 "
       "torchmetrics.retrieval.RetrievalNormalizedDCG(...)(preds, target, indexes=indexes); "
       "scikit-learn 1.7.2 sklearn.metrics.ndcg_score per query.",
-      common_params(true, "whose targets are all 0"), true, {"NDCG"}, "retrieval_normalized_dcg",
-      Better::Higher, "mean over queries of nDCG (nDCG@top_k)");
+      {"NDCG"});
 }
+TALLY_COMPONENT(ndcg_info)
 
 }  // namespace tally::retrieval

@@ -22,9 +22,11 @@ namespace {
 
 class RetrievalPrecision final : public RetrievalMetric<std::uint8_t> {
  public:
+  static constexpr Identity kIdentity{.name = "RetrievalPrecision",
+                                      .key = "retrieval_precision",
+                                      .key_doc = "mean over queries of precision at top_k"};
   explicit RetrievalPrecision(const Params& p)
-      : RetrievalMetric(p, "RetrievalPrecision", "retrieval_precision", true, false),
-        adaptive_(p.get_bool("adaptive_k")) {}
+      : RetrievalMetric(p, kIdentity), adaptive_(p.get_bool("adaptive_k")) {}
 
  protected:
   double query_value(const double* p, const std::uint8_t* t, std::size_t m,
@@ -48,19 +50,16 @@ class RetrievalPrecision final : public RetrievalMetric<std::uint8_t> {
 }  // namespace
 
 ComponentInfo precision_info() {
-  auto params = common_params(true, "with no relevant document");
-  params.insert(params.begin() + 1,
-                param("adaptive_k", ParamType::Bool,
-                      "When top_k exceeds a query's documents, divide by their number instead of "
-                      "top_k (torchmetrics' adaptive_k).")
-                    .def(false));
   return retrieval_component<RetrievalPrecision>(
-      "RetrievalPrecision",
       "Precision at top_k of each query's ranking by score, aggregated over queries; a relevant "
       "document scored <= 0 counts as not relevant, as in torchmetrics. Reference: torchmetrics "
       "1.9.0 torchmetrics.retrieval.RetrievalPrecision(...)(preds, target, indexes=indexes).",
-      std::move(params), false, {}, "retrieval_precision", Better::Higher,
-      "mean over queries of precision at top_k");
+      {},
+      {param("adaptive_k", ParamType::Bool,
+             "When top_k exceeds a query's documents, divide by their number instead of "
+             "top_k (torchmetrics' adaptive_k).")
+           .def(false)});
 }
+TALLY_COMPONENT(precision_info)
 
 }  // namespace tally::retrieval

@@ -21,8 +21,11 @@ namespace {
 
 class RetrievalRPrecision final : public RetrievalMetric<std::uint8_t> {
  public:
-  explicit RetrievalRPrecision(const Params& p)
-      : RetrievalMetric(p, "RetrievalRPrecision", "retrieval_r_precision", false, false) {}
+  static constexpr Identity kIdentity{.name = "RetrievalRPrecision",
+                                      .key = "retrieval_r_precision",
+                                      .key_doc = "mean over queries of precision at R",
+                                      .top_k = false};
+  explicit RetrievalRPrecision(const Params& p) : RetrievalMetric(p, kIdentity) {}
 
  protected:
   double query_value(const double* p, const std::uint8_t* t, std::size_t m,
@@ -41,12 +44,10 @@ class RetrievalRPrecision final : public RetrievalMetric<std::uint8_t> {
 
 ComponentInfo r_precision_info() {
   return retrieval_component<RetrievalRPrecision>(
-      "RetrievalRPrecision",
       "Precision at R (each query's number of relevant documents) of the ranking by score, "
       "aggregated over queries. Reference: torchmetrics 1.9.0 "
-      "torchmetrics.retrieval.RetrievalRPrecision(...)(preds, target, indexes=indexes).",
-      common_params(false, "with no relevant document"), false, {}, "retrieval_r_precision",
-      Better::Higher, "mean over queries of precision at R");
+      "torchmetrics.retrieval.RetrievalRPrecision(...)(preds, target, indexes=indexes).");
 }
+TALLY_COMPONENT(r_precision_info)
 
 }  // namespace tally::retrieval

@@ -22,8 +22,10 @@ namespace {
 
 class RetrievalRecall final : public RetrievalMetric<std::uint8_t> {
  public:
-  explicit RetrievalRecall(const Params& p)
-      : RetrievalMetric(p, "RetrievalRecall", "retrieval_recall", true, false) {}
+  static constexpr Identity kIdentity{.name = "RetrievalRecall",
+                                      .key = "retrieval_recall",
+                                      .key_doc = "mean over queries of recall at top_k"};
+  explicit RetrievalRecall(const Params& p) : RetrievalMetric(p, kIdentity) {}
 
  protected:
   double query_value(const double* p, const std::uint8_t* t, std::size_t m,
@@ -44,12 +46,10 @@ class RetrievalRecall final : public RetrievalMetric<std::uint8_t> {
 
 ComponentInfo recall_info() {
   return retrieval_component<RetrievalRecall>(
-      "RetrievalRecall",
       "Recall at top_k of each query's ranking by score, aggregated over queries; a relevant "
       "document scored <= 0 counts as not retrieved, as in torchmetrics. Reference: torchmetrics "
-      "1.9.0 torchmetrics.retrieval.RetrievalRecall(...)(preds, target, indexes=indexes).",
-      common_params(true, "with no relevant document"), false, {}, "retrieval_recall",
-      Better::Higher, "mean over queries of recall at top_k");
+      "1.9.0 torchmetrics.retrieval.RetrievalRecall(...)(preds, target, indexes=indexes).");
 }
+TALLY_COMPONENT(recall_info)
 
 }  // namespace tally::retrieval

@@ -178,26 +178,31 @@ class DiceScore final : public TypedMetric<DiceState> {
 }  // namespace
 
 ComponentInfo dice_score_info() {
-  return metric<DiceScore>(
-      "DiceScore",
-      "Dice coefficient 2|P & T| / (|P| + |T|) of segmentation maps per image and class, "
-      "averaged (micro, macro, weighted or none) per image and then over images (samplewise) or "
-      "over the summed counts (global); key dice_score. Reference: torchmetrics 1.9.0 "
-      "torchmetrics.segmentation.DiceScore(num_classes, include_background, average, "
-      "aggregation_level, input_format).",
-      {seg_num_classes_param(), include_background_param(true),
-       param("average", ParamType::String,
-             "micro (pooled over classes), macro (mean over classes, NaN classes left out), "
-             "weighted (by |T| per class) or none (an array over classes).")
-           .def("macro")
-           .choices({"micro", "macro", "weighted", "none"}),
-       param("aggregation_level", ParamType::String,
-             "samplewise (a score per image, then their nanmean) or global (counts summed over "
-             "all images first).")
-           .def("samplewise")
-           .choices({"samplewise", "global"}),
-       input_format_param()},
-      seg_inputs());
+  return with_results(
+      metric<DiceScore>(
+          "DiceScore",
+          "Dice coefficient 2|P & T| / (|P| + |T|) of segmentation maps per image and class, "
+          "averaged (micro, macro, weighted or none) per image and then over images (samplewise) "
+          "or "
+          "over the summed counts (global); key dice_score. Reference: torchmetrics 1.9.0 "
+          "torchmetrics.segmentation.DiceScore(num_classes, include_background, average, "
+          "aggregation_level, input_format).",
+          {seg_num_classes_param(), include_background_param(true),
+           param("average", ParamType::String,
+                 "micro (pooled over classes), macro (mean over classes, NaN classes left out), "
+                 "weighted (by |T| per class) or none (an array over classes).")
+               .def("macro")
+               .choices({"micro", "macro", "weighted", "none"}),
+           param("aggregation_level", ParamType::String,
+                 "samplewise (a score per image, then their nanmean) or global (counts summed over "
+                 "all images first).")
+               .def("samplewise")
+               .choices({"samplewise", "global"}),
+           input_format_param()},
+          seg_inputs()),
+      {{"dice_score", Better::Higher, Plot::None,
+        "Dice score in [0, 1] (an array over classes with average none)"}});
 }
+TALLY_COMPONENT(dice_score_info)
 
 }  // namespace tally::segmentation

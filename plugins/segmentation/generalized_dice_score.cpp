@@ -109,22 +109,27 @@ class GeneralizedDiceScore final : public TypedMetric<GeneralizedDiceState> {
 }  // namespace
 
 ComponentInfo generalized_dice_score_info() {
-  return metric<GeneralizedDiceScore>(
-      "GeneralizedDiceScore",
-      "Generalized Dice score: per image sum_c 2 w_c |P & T| / sum_c w_c (|P| + |T|) with "
-      "class weights from the target's size (square, simple, linear), averaged over images; key "
-      "generalized_dice_score. Reference: torchmetrics 1.9.0 "
-      "torchmetrics.segmentation.GeneralizedDiceScore(num_classes, include_background, "
-      "per_class, weight_type, input_format), one image an update.",
-      {seg_num_classes_param(), include_background_param(true),
-       param("per_class", ParamType::Bool, "An array of per-class scores instead of one score.")
-           .def(false),
-       param("weight_type", ParamType::String,
-             "Class weights: square (1 / |T|^2), simple (1 / |T|) or linear (1).")
-           .def("square")
-           .choices({"square", "simple", "linear"}),
-       input_format_param()},
-      seg_inputs());
+  return with_results(
+      metric<GeneralizedDiceScore>(
+          "GeneralizedDiceScore",
+          "Generalized Dice score: per image sum_c 2 w_c |P & T| / sum_c w_c (|P| + |T|) with "
+          "class weights from the target's size (square, simple, linear), averaged over images; "
+          "key "
+          "generalized_dice_score. Reference: torchmetrics 1.9.0 "
+          "torchmetrics.segmentation.GeneralizedDiceScore(num_classes, include_background, "
+          "per_class, weight_type, input_format), one image an update.",
+          {seg_num_classes_param(), include_background_param(true),
+           param("per_class", ParamType::Bool, "An array of per-class scores instead of one score.")
+               .def(false),
+           param("weight_type", ParamType::String,
+                 "Class weights: square (1 / |T|^2), simple (1 / |T|) or linear (1).")
+               .def("square")
+               .choices({"square", "simple", "linear"}),
+           input_format_param()},
+          seg_inputs()),
+      {{"generalized_dice_score", Better::Higher, Plot::None,
+        "generalized Dice score in [0, 1] (an array over classes with per_class)"}});
 }
+TALLY_COMPONENT(generalized_dice_score_info)
 
 }  // namespace tally::segmentation

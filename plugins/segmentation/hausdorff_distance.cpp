@@ -318,27 +318,32 @@ class HausdorffDistance final : public TypedMetric<HausdorffState> {
 }  // namespace
 
 ComponentInfo hausdorff_distance_info() {
-  return metric<HausdorffDistance>(
-      "HausdorffDistance",
-      "Hausdorff distance between the edges of the predicted and true segments of each class "
-      "in 2-D images (euclidean, chessboard or taxicab, optional pixel spacing, optionally "
-      "directed), averaged over images and classes; key hausdorff_distance. Reference: "
-      "torchmetrics 1.9.0 torchmetrics.segmentation.HausdorffDistance(num_classes, "
-      "include_background, distance_metric, spacing, directed, input_format).",
-      {seg_num_classes_param(), include_background_param(false),
-       param("distance_metric", ParamType::String,
-             "Pixel distance: euclidean, chessboard (max of the axis offsets) or taxicab (their "
-             "sum).")
-           .def("euclidean")
-           .choices({"euclidean", "chessboard", "taxicab"}),
-       param("spacing", ParamType::FloatList,
-             "Pixel size along rows and columns [s0, s1] (default: 1, 1).")
-           .optional(),
-       param("directed", ParamType::Bool,
-             "Only h(preds edges, target edges) instead of the larger of both directions.")
-           .def(false),
-       input_format_param()},
-      seg_inputs());
+  return with_results(
+      metric<HausdorffDistance>(
+          "HausdorffDistance",
+          "Hausdorff distance between the edges of the predicted and true segments of each class "
+          "in 2-D images (euclidean, chessboard or taxicab, optional pixel spacing, optionally "
+          "directed), averaged over images and classes; key hausdorff_distance. Reference: "
+          "torchmetrics 1.9.0 torchmetrics.segmentation.HausdorffDistance(num_classes, "
+          "include_background, distance_metric, spacing, directed, input_format).",
+          {seg_num_classes_param(), include_background_param(false),
+           param(
+               "distance_metric", ParamType::String,
+               "Pixel distance: euclidean, chessboard (max of the axis offsets) or taxicab (their "
+               "sum).")
+               .def("euclidean")
+               .choices({"euclidean", "chessboard", "taxicab"}),
+           param("spacing", ParamType::FloatList,
+                 "Pixel size along rows and columns [s0, s1] (default: 1, 1).")
+               .optional(),
+           param("directed", ParamType::Bool,
+                 "Only h(preds edges, target edges) instead of the larger of both directions.")
+               .def(false),
+           input_format_param()},
+          seg_inputs()),
+      {{"hausdorff_distance", Better::Lower, Plot::None,
+        "mean Hausdorff distance between segment edges (pixels, or spacing units)"}});
 }
+TALLY_COMPONENT(hausdorff_distance_info)
 
 }  // namespace tally::segmentation

@@ -494,5 +494,6 @@ ComponentInfo mean_iou_info() {
       {"*", Better::Higher, Plot::None, "fraction in [0, 1]"}};
   return info;
 }
+TALLY_COMPONENT(mean_iou_info)
 
 }  // namespace tally::segmentation

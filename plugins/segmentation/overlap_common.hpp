@@ -24,10 +24,6 @@ namespace tally::segmentation {
 inline constexpr const char* kPreds = "preds";
 inline constexpr const char* kTarget = "target";
 
-ComponentInfo dice_score_info();
-ComponentInfo generalized_dice_score_info();
-ComponentInfo hausdorff_distance_info();
-
 inline ParamSpec seg_num_classes_param() {
   return param("num_classes", ParamType::Int,
                "Number of classes C (torchmetrics' num_classes): index maps hold ids in [0, C), "

@@ -346,5 +346,6 @@ ComponentInfo bleu_info() {
        InputSpec{kRefs, "References: a text field, one or more strings per sample.", true}},
       {}, {{"bleu", Better::Higher, Plot::None, "corpus BLEU, a fraction in [0, 1]"}});
 }
+TALLY_COMPONENT(bleu_info)
 
 }  // namespace tally::text

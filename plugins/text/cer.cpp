@@ -35,5 +35,6 @@ ComponentInfo cer_info() {
       {}, edit_rate_inputs(), {},
       {{"cer", Better::Lower, Plot::None, "character error rate (may exceed 1)"}});
 }
+TALLY_COMPONENT(cer_info)
 
 }  // namespace tally::text

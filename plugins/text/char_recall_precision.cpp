@@ -103,5 +103,6 @@ ComponentInfo char_recall_precision_info() {
        InputSpec{kGt, "Ground-truth text: one string per sample.", true}},
       {}, {{"*", Better::Higher, Plot::None, "a fraction of characters"}});
 }
+TALLY_COMPONENT(char_recall_precision_info)
 
 }  // namespace tally::text

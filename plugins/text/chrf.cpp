@@ -251,5 +251,6 @@ ComponentInfo chrf_score_info() {
       {"CHRF", "chrF"},
       {{"chrf_score", Better::Higher, Plot::None, "corpus chrF(++), a fraction in [0, 1]"}});
 }
+TALLY_COMPONENT(chrf_score_info)
 
 }  // namespace tally::text

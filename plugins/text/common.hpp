@@ -22,13 +22,6 @@ inline constexpr const char* kPred = "pred";
 inline constexpr const char* kRefs = "refs";
 inline constexpr const char* kGt = "gt";
 
-ComponentInfo bleu_info();
-ComponentInfo rouge_info();
-ComponentInfo word_accuracy_info();
-ComponentInfo char_recall_precision_info();
-ComponentInfo wer_info();
-ComponentInfo cer_info();
-
 // ---- inputs ---------------------------------------------------------------------------------
 
 /// The text field `field`: InputError (naming the metric, the field and the sample) when it is

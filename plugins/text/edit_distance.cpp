@@ -111,5 +111,6 @@ ComponentInfo edit_distance_info() {
       {{"edit_distance", Better::Lower, Plot::None,
         "edit distance: per-sample mean, sum, or one per sample"}});
 }
+TALLY_COMPONENT(edit_distance_info)
 
 }  // namespace tally::text

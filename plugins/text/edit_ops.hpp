@@ -17,15 +17,6 @@ namespace tally::text {
 inline constexpr const char* kPreds = "preds";
 inline constexpr const char* kTarget = "target";
 
-ComponentInfo chrf_score_info();
-ComponentInfo translation_edit_rate_info();
-ComponentInfo edit_distance_info();
-ComponentInfo extended_edit_distance_info();
-ComponentInfo match_error_rate_info();
-ComponentInfo word_info_lost_info();
-ComponentInfo word_info_preserved_info();
-ComponentInfo squad_info();
-
 /// Exact float sums merged across ranks (the regression plugin's header-only accumulator).
 
 /// jiwer's wer_default transform: RemoveMultipleSpaces (a run of two or more whitespace

@@ -277,5 +277,6 @@ ComponentInfo extended_edit_distance_info() {
        InputSpec{kTarget, "References: one or more strings per sample.", true}},
       {"EED"}, {{"extended_edit_distance", Better::Lower, Plot::None, "mean EED, in [0, 1]"}});
 }
+TALLY_COMPONENT(extended_edit_distance_info)
 
 }  // namespace tally::text

@@ -18,5 +18,6 @@ ComponentInfo match_error_rate_info() {
       {}, word_info_inputs(), {"MER"},
       {{"match_error_rate", Better::Lower, Plot::None, "match error rate, in [0, 1]"}});
 }
+TALLY_COMPONENT(match_error_rate_info)
 
 }  // namespace tally::text

@@ -282,5 +282,6 @@ ComponentInfo rouge_info() {
        InputSpec{kRefs, "References: a text field, one or more strings per sample.", true}},
       {}, {{"rouge*", Better::Higher, Plot::None, "mean over the samples, a fraction"}});
 }
+TALLY_COMPONENT(rouge_info)
 
 }  // namespace tally::text

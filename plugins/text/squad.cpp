@@ -175,5 +175,6 @@ ComponentInfo squad_info() {
       {{"exact_match", Better::Higher, Plot::None, "fraction of exact matches, in [0, 1]"},
        {"f1", Better::Higher, Plot::None, "mean token F1, in [0, 1]"}});
 }
+TALLY_COMPONENT(squad_info)
 
 }  // namespace tally::text

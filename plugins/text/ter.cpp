@@ -293,5 +293,6 @@ ComponentInfo translation_edit_rate_info() {
        InputSpec{kTarget, "References: one or more strings per sample.", true}},
       {"TER"}, {{"translation_edit_rate", Better::Lower, Plot::None, "corpus TER (may exceed 1)"}});
 }
+TALLY_COMPONENT(translation_edit_rate_info)
 
 }  // namespace tally::text

@@ -32,5 +32,6 @@ ComponentInfo wer_info() {
       {}, edit_rate_inputs(), {},
       {{"wer", Better::Lower, Plot::None, "word error rate (may exceed 1)"}});
 }
+TALLY_COMPONENT(wer_info)
 
 }  // namespace tally::text

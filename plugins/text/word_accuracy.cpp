@@ -108,5 +108,6 @@ ComponentInfo word_accuracy_info() {
        InputSpec{kGt, "Ground-truth text: one string per sample.", true}},
       {}, {{"*accuracy", Better::Higher, Plot::None, "fraction of samples read correctly"}});
 }
+TALLY_COMPONENT(word_accuracy_info)
 
 }  // namespace tally::text

@@ -17,5 +17,6 @@ ComponentInfo word_info_lost_info() {
       {}, word_info_inputs(), {"WIL"},
       {{"word_information_lost", Better::Lower, Plot::None, "word information lost, in [0, 1]"}});
 }
+TALLY_COMPONENT(word_info_lost_info)
 
 }  // namespace tally::text

@@ -19,5 +19,6 @@ ComponentInfo word_info_preserved_info() {
       {{"word_information_preserved", Better::Higher, Plot::None,
         "word information preserved, in [0, 1]"}});
 }
+TALLY_COMPONENT(word_info_preserved_info)
 
 }  // namespace tally::text

@@ -560,5 +560,6 @@ ComponentInfo hmean_iou_info() {
                {"*_per_thr", Better::Higher, Plot::None, "one value a threshold"}};
   return c;
 }
+TALLY_COMPONENT(hmean_iou_info)
 
 }  // namespace tally::text_detection

@@ -73,13 +73,16 @@ class ExampleErrorRate : public tally::TypedMetric<State> {
   std::int64_t classes_;
 };
 
-}  // namespace
-
-TALLY_PLUGIN("example_error_rate", "1.0.0", [] {
-  return std::vector<tally::ComponentInfo>{tally::metric<ExampleErrorRate>(
+tally::ComponentInfo example_error_rate() {
+  return tally::metric<ExampleErrorRate>(
       "ExampleErrorRate",
       "Fraction of samples whose top-scoring class is wrong, and errors per true class",
       {tally::param("num_classes", tally::ParamType::Int, "number of classes C")},
       {{"pred_scores", "f32[N, C] class scores", true},
-       {"gt_labels", "i64[N] true classes", true}})};
-})
+       {"gt_labels", "i64[N] true classes", true}});
+}
+TALLY_COMPONENT(example_error_rate)
+
+}  // namespace
+
+TALLY_PLUGIN("example_error_rate", "1.0.0")

@@ -182,6 +182,20 @@ TEST(Registry, PluginsBuiltWithTallyPluginPassTheAbiMarkerCheck) {
   EXPECT_GE(files.size(), 5u);
 }
 
+// TALLY_COMPONENT: each file registers its own components; the entry lists those of TALLY_PLUGIN's
+// own list first, then the registered ones in source order, each with its result specs.
+TEST(Registry, ComponentsRegisteredInTheirFilesAreListedInSourceOrder) {
+  const auto reg = Registry::load({kTestPlugins / "registered"});
+  std::vector<std::string> names;
+  for (const auto& c : reg.components())
+    if (c.plugin_name == "registered") names.push_back(c.info->name);
+  EXPECT_EQ(names, (std::vector<std::string>{"RegListed", "RegA", "RegB2", "RegB1"}));
+  const auto& b2 = reg.get(tally::ComponentKind::Metric, "RegB2");
+  ASSERT_EQ(b2.info->results.size(), 1u);
+  EXPECT_EQ(b2.info->results[0].better, tally::Better::Lower);
+  EXPECT_TRUE(reg.get(tally::ComponentKind::Metric, "RegA").info->results.empty());
+}
+
 namespace {
 // A copy of a real plugin with some bytes of its ELF headers overwritten.
 template <class Patch>

@@ -4,19 +4,27 @@
 // ABI's major and minor versions (tally_abi_v7, tally_abi_minor_0), which the registry reads from
 // the file before it loads the library (docs/abi.md). The entry returns the manifest: the ABI
 // version again (the first member), the plugin's version, and its components with their parameter
-// schemas and factories. Nothing registers itself at load time.
+// schemas and factories. Nothing runs at load time.
 //
-//   TALLY_PLUGIN("classification", "0.1.0", [] {
-//     return std::vector<tally::ComponentInfo>{
-//         tally::metric<Accuracy>("Accuracy", "Top-k accuracy ...", Accuracy::params(),
-//         Accuracy::inputs())};
-//   })
+// A component is declared in its own file, next to its class, and registered there with one line
+// (TALLY_COMPONENT); the plugin's one TALLY_PLUGIN line lists them all:
+//
+//   // accuracy.cpp
+//   tally::ComponentInfo accuracy_info() {
+//     return tally::metric<Accuracy>("Accuracy", "Top-k accuracy ...", Accuracy::params(),
+//                                    Accuracy::inputs(), {}, {{"top*", Better::Higher}});
+//   }
+//   TALLY_COMPONENT(accuracy_info)
+//
+//   // plugin.cpp
+//   TALLY_PLUGIN("classification", "0.1.0")
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tally/sdk/metric.hpp"
@@ -110,6 +118,12 @@ ComponentInfo metric(std::string name, std::string doc, std::vector<ParamSpec> p
   return c;
 }
 
+/// `c` with its result specs: what its keys mean for `tally compare` and the reports.
+inline ComponentInfo with_results(ComponentInfo c, std::vector<ResultSpec> results) {
+  c.results = std::move(results);
+  return c;
+}
+
 /// A reader component whose factory is `R(const Params&, const ShardInfo&)`.
 template <class R>
 ComponentInfo reader(std::string name, std::string doc, std::vector<ParamSpec> params) {
@@ -141,7 +155,33 @@ ComponentInfo backend(std::string name, std::string doc, std::vector<ParamSpec> 
 /// The signature of the exported entry.
 using PluginEntry = const PluginManifest*() noexcept;
 
+/// What TALLY_COMPONENT registers: a function that describes one component.
+using ComponentFn = ComponentInfo (*)();
+
+namespace internal {
+
+/// TALLY_PLUGIN's optional third argument: the components it lists by hand (none when absent).
+inline std::vector<ComponentInfo> listed() { return {}; }
+template <class F>
+std::vector<ComponentInfo> listed(F&& f) {
+  return std::forward<F>(f)();
+}
+
+}  // namespace internal
+
 }  // namespace tally
+
+// The registered components: TALLY_COMPONENT puts a pointer to each describing function into the
+// section `tally_components` of the plugin being linked (constant data; no code runs at load), and
+// the linker marks the section's bounds with these two symbols, hidden, so each plugin sees only
+// its own (weak: null in a plugin that registers none).
+extern "C" {
+extern const ::tally::ComponentFn
+    __start_tally_components[]  // NOLINT(bugprone-reserved-identifier)
+    __attribute__((weak, visibility("hidden")));
+extern const ::tally::ComponentFn __stop_tally_components[]  // NOLINT(bugprone-reserved-identifier)
+    __attribute__((weak, visibility("hidden")));
+}
 
 // TALLY_PLUGIN_ABI_VERSION (tally/sdk/version.hpp) is kAbiVersion as a preprocessor number, so that
 // it can be part of a symbol's name.
@@ -166,23 +206,38 @@ static_assert(TALLY_PLUGIN_ABI_VERSION == ::tally::kAbiVersion,
     return FN();                                                                         \
   }
 
-/// Defines and exports the plugin entry and the ABI marker. The third argument is a callable
-/// returning std::vector<tally::ComponentInfo> (it may contain commas: a lambda with a braced
-/// list); it runs once, on the first call of the entry, never at load.
-#define TALLY_PLUGIN(NAME, VERSION, ...)                                                 \
-  namespace tally_plugin_export {                                                        \
-  static const ::tally::PluginManifest* entry() noexcept {                               \
-    try {                                                                                \
-      static const ::tally::PluginManifest manifest{::tally::kAbiVersion, NAME, VERSION, \
-                                                    (__VA_ARGS__)()};                    \
-      return &manifest;                                                                  \
-    } catch (...) {                                                                      \
-      return nullptr;                                                                    \
-    }                                                                                    \
-  }                                                                                      \
-  }                                                                                      \
-  extern "C" __attribute__((visibility("default"), used))                                \
-  const ::std::uint32_t TALLY_PLUGIN_ABI_MARKER = TALLY_PLUGIN_ABI_VERSION;              \
-  extern "C" __attribute__((visibility("default"), used))                                \
-  const ::std::uint32_t TALLY_PLUGIN_ABI_MINOR_MARKER = TALLY_PLUGIN_ABI_MINOR;          \
+/// Registers `FN`, a `tally::ComponentInfo FN()` of this file, as a component of the plugin the
+/// file is linked into; at most once per function. The plugin's components are listed in link
+/// order (the order of the plugin's sources), a file's in the order of its TALLY_COMPONENT lines.
+#define TALLY_COMPONENT(FN)                                                         \
+  [[gnu::used, gnu::section("tally_components")]] static const ::tally::ComponentFn \
+      TALLY_PLUGIN_CAT(tally_component_, FN) = &FN;
+
+/// Defines and exports the plugin entry and the ABI marker. Its components are those its files
+/// registered (TALLY_COMPONENT), after those of the optional third argument: a callable returning
+/// std::vector<tally::ComponentInfo> (it may contain commas: a lambda with a braced list). Both
+/// run once, on the first call of the entry, never at load.
+#define TALLY_PLUGIN(NAME, VERSION, ...)                                                         \
+  namespace tally_plugin_export {                                                                \
+  static std::vector<::tally::ComponentInfo> components(std::vector<::tally::ComponentInfo> c) { \
+    if (__start_tally_components != nullptr)                                                     \
+      for (const auto* f = __start_tally_components; f != __stop_tally_components; ++f)          \
+        c.push_back((*f)());                                                                     \
+    return c;                                                                                    \
+  }                                                                                              \
+  static const ::tally::PluginManifest* entry() noexcept {                                       \
+    try {                                                                                        \
+      static const ::tally::PluginManifest manifest{                                             \
+          ::tally::kAbiVersion, NAME, VERSION,                                                   \
+          components(::tally::internal::listed(__VA_ARGS__))};                                   \
+      return &manifest;                                                                          \
+    } catch (...) {                                                                              \
+      return nullptr;                                                                            \
+    }                                                                                            \
+  }                                                                                              \
+  }                                                                                              \
+  extern "C" __attribute__((visibility("default"), used))                                        \
+  const ::std::uint32_t TALLY_PLUGIN_ABI_MARKER = TALLY_PLUGIN_ABI_VERSION;                      \
+  extern "C" __attribute__((visibility("default"), used))                                        \
+  const ::std::uint32_t TALLY_PLUGIN_ABI_MINOR_MARKER = TALLY_PLUGIN_ABI_MINOR;                  \
   TALLY_PLUGIN_EXPORT_ENTRY(tally_plugin_export::entry)
