@@ -246,7 +246,7 @@ std::shared_ptr<Reader> Evaluator::make_reader() const {
 
 void Evaluator::add(const Batch& batch) { impl_->add(batch); }
 
-void Evaluator::Impl::add(const Batch& batch, bool stable) {
+void Accumulation::add(const Batch& batch, bool stable) {
   auto& s = *this;
   const auto n = batch.size();
   if (n == 0) return;

@@ -64,8 +64,8 @@ checkpoint::Expected Evaluator::Impl::expectation() const {
 // Every metric's state from what save_states() packed, [0, [state...]]; InputError prefixed by
 // `where` when it is not that or a metric cannot read its part (the metrics before it are then
 // restored already: the caller resets or fails).
-void Evaluator::Impl::restore_states(const msgpack::object& o, ByteSpan bytes,
-                                     const std::string& where, bool merge) {
+void Accumulation::restore_states(const msgpack::object& o, ByteSpan bytes,
+                                  const std::string& where, bool merge) {
   if (o.type != msgpack::type::ARRAY || o.via.array.size != 2 ||
       o.via.array.ptr[0].type != msgpack::type::POSITIVE_INTEGER ||
       o.via.array.ptr[0].via.u64 != 0 || o.via.array.ptr[1].type != msgpack::type::ARRAY ||

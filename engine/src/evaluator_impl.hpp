@@ -104,9 +104,8 @@ class ReadPolicy {
   virtual bool save(bool done, std::int64_t batches) = 0;
 };
 
-struct Evaluator::Impl {
-  Config config;
-  Registry registry;
+/// The backend this evaluator syncs through and the engine's collectives over it.
+struct Transport {
   std::shared_ptr<DistBackend> backend;
   std::string backend_name;
   /// backend.type auto: what it chose and why ("gloo (RANK=0, ... (torchrun))"); else empty.
@@ -118,18 +117,18 @@ struct Evaluator::Impl {
     if (!collectives_) collectives_ = std::make_unique<Collectives>(*backend);
     return *collectives_;
   }
+};
+
+/// What this rank accumulates and owns: the metrics and their states, the records' shadow
+/// metrics, a padded sampler's held-back sample, the count of samples added, and the first
+/// failure (kept for compute() to report on every rank). Adding, saving and restoring the
+/// states are its operations; reading (read_shards and its ReadPolicy), the sync (sync::run),
+/// the records (gather_records) and the checkpoints (ReadCheckpointed) work through them.
+struct Accumulation {
   std::vector<MetricSlot> metrics;
   /// With output.records or intervals: every sample's contribution to every metric, taken by
   /// shadow metrics (unit_records.hpp).
   std::unique_ptr<UnitRecorder> recorder;
-  std::uint64_t fingerprint = 0;
-  // What a checkpoint's config fingerprint covers: the metrics (with their plugin versions), the
-  // data (reader, its plugin version and parameters: set by make_reader) and the backend type.
-  std::string metrics_canonical;
-  std::string data_canonical;
-  std::optional<std::pair<std::string, std::string>> data_plugin;  // name, version
-  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
-
   // With a padded sampler (EvaluatorOptions::padded_sampler, `hold_last`), the last sample added
   // on this rank is held back until the next add() or compute(): a
   // distributed sampler's padding, when compute(dataset_size) says there is some, is always a
@@ -161,8 +160,6 @@ struct Evaluator::Impl {
   /// instead of replacing them.
   void restore_states(const msgpack::object& packed, ByteSpan bytes, const std::string& where,
                       bool merge = false);
-  /// The reader of block `shard` of the config's data (ConfigError without a data: section).
-  std::shared_ptr<Reader> reader_for(ShardInfo shard);
 
   void record(int exit_code, const std::string& message) {
     if (!error) error = Failure{exit_code == 0 ? 1 : exit_code, message, {}};
@@ -193,20 +190,6 @@ struct Evaluator::Impl {
 
   /// `stable`: the batch comes from a StableBatchReader.
   void add(const Batch& batch, bool stable = false);
-  /// The metrics of the config (from_yaml); throws on the first that cannot be made.
-  void build_metrics(const std::string& source);
-  /// The start exchange (sync::exchange_start): throws on every rank what one rank's failure or
-  /// a disagreement on the data or on the settings (the config's agreed_settings() and the
-  /// caller's `settings`) makes every rank throw.
-  void agree_at_start(const Reader* reader,
-                      const std::vector<std::pair<std::string, std::string>>& settings = {});
-  /// The read loop: this rank's shard, batch by batch, in the rounds `policy` asks for
-  /// (`reader` may be null on a rank that has none: it reads nothing, and takes part).
-  void read_shards(Reader* reader, const ReadOptions& options, ReadPolicy& policy);
-  /// The policy of read_all() with the config's `checkpoint:` section (evaluator_checkpoint.cpp).
-  class ReadCheckpointed;
-  std::unique_ptr<ReadPolicy> checkpointed_reading(Reader* reader, const ReadOptions& options);
-  checkpoint::Expected expectation() const;
 
   /// The held-back sample, if any, to the metrics (it is not padding: something follows it).
   void apply_held() {
@@ -230,6 +213,42 @@ struct Evaluator::Impl {
     }
     if (recorder) recorder->record(batch);
   }
+};
+
+/// What identifies this evaluation: the fingerprint the ranks and a host state agree on, and
+/// what a checkpoint's config fingerprint covers.
+struct RunIdentity {
+  std::uint64_t fingerprint = 0;
+  // What a checkpoint's config fingerprint covers: the metrics (with their plugin versions), the
+  // data (reader, its plugin version and parameters: set by make_reader) and the backend type.
+  std::string metrics_canonical;
+  std::string data_canonical;
+  std::optional<std::pair<std::string, std::string>> data_plugin;  // name, version
+};
+
+/// The evaluator: its config and plugins, and the parts above, each owning its state.
+struct Evaluator::Impl : Transport, Accumulation, RunIdentity {
+  Config config;
+  Registry registry;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+
+  /// The reader of block `shard` of the config's data (ConfigError without a data: section).
+  std::shared_ptr<Reader> reader_for(ShardInfo shard);
+
+  /// The metrics of the config (from_yaml); throws on the first that cannot be made.
+  void build_metrics(const std::string& source);
+  /// The start exchange (sync::exchange_start): throws on every rank what one rank's failure or
+  /// a disagreement on the data or on the settings (the config's agreed_settings() and the
+  /// caller's `settings`) makes every rank throw.
+  void agree_at_start(const Reader* reader,
+                      const std::vector<std::pair<std::string, std::string>>& settings = {});
+  /// The read loop: this rank's shard, batch by batch, in the rounds `policy` asks for
+  /// (`reader` may be null on a rank that has none: it reads nothing, and takes part).
+  void read_shards(Reader* reader, const ReadOptions& options, ReadPolicy& policy);
+  /// The policy of read_all() with the config's `checkpoint:` section (evaluator_checkpoint.cpp).
+  class ReadCheckpointed;
+  std::unique_ptr<ReadPolicy> checkpointed_reading(Reader* reader, const ReadOptions& options);
+  checkpoint::Expected expectation() const;
 
   /// After the sync, with a recorder: every rank's records to rank 0 (rank order = dataset
   /// order), where they are merged and the intervals computed; collective. Fills
