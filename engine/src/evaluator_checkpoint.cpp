@@ -579,12 +579,9 @@ bool Evaluator::Impl::ReadCheckpointed::resume(std::int64_t& batches) {
       std::vector<PlanItem> items;
       if (from >= 0) {
         const auto meta_path = cc_.dir / ck::step_name(from) / ck::kMetadataName;
+        // Its dataset size was checked by rank 0 (choose_checkpoint), and every rank's reader
+        // agreed on that size at the start exchange.
         const auto m = ck::Metadata::parse(decision_.at("metadata").as_string(), meta_path);
-        if (const auto total = reader_->total_samples(); total != m.dataset_samples)
-          throw InputError(fmt::format(
-              "checkpoint {}: dataset size expected {} samples (the data now), found {}: the "
-              "data changed since it was written",
-              meta_path.string(), total, m.dataset_samples));
         items = plan_of(m);
         step_ = m.step;
       } else if (const auto block = ShardRange::of(reader_->total_samples(), {me_, world_});

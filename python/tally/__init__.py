@@ -232,7 +232,7 @@ class Evaluator:
                 raise InputError("load_state_dict: expected dicts from Evaluator.state_dict()")
         n = len(state)
         got = [(s.get("rank"), s.get("world_size")) for s in state]
-        if len(set(got)) != n or set(got) != {(r, n) for r in range(n)}:
+        if set(got) != {(r, n) for r in range(n)}:  # n entries: so each rank exactly once
             raise InputError(
                 f"load_state_dict: expected the state_dict of every rank 0 .. {n - 1} of a run on "
                 f"{n} ranks, found (rank, world_size) {got}"
