@@ -5,10 +5,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <new>
 #include <optional>
@@ -353,49 +355,83 @@ int validate(const std::string& config, const std::vector<std::string>& sets) {
   });
 }
 
-int plugins(bool json, const std::vector<std::string>& paths) {
+// One component of `tally plugins` as text: its kind, name, aliases and file, doc, inputs,
+// parameters and result keys. Names, docs and file names come from plugins and folders: escaped
+// for a terminal.
+std::string component_text(const tally::Component& c) {
+  const auto t = [](std::string_view text) { return tally::escape_for_terminal(text); };
+  const auto& i = *c.info;
+  std::vector<std::string> aliases;
+  for (const auto& x : i.aliases) aliases.push_back(t(x));
+  std::string out =
+      fmt::format("{} {}{}  [{} {}, {}]\n", tally::component_kind_name(i.kind), t(i.name),
+                  aliases.empty() ? "" : fmt::format(" (alias {})", fmt::join(aliases, ", ")),
+                  t(c.plugin_name), t(c.plugin_version), t(c.file.native()));
+  auto to = std::back_inserter(out);
+  if (!i.doc.empty()) fmt::format_to(to, "    {}\n", t(i.doc));
+  for (const auto& in : i.inputs)
+    fmt::format_to(to, "    input  {:<18} {}{}\n", t(in.name), in.required ? "" : "(optional) ",
+                   t(in.doc));
+  for (const auto& p : i.params) {
+    std::string def = p.required()                ? "required"
+                      : p.default_value.is_null() ? "optional"
+                                                  : "default " + p.default_value.to_json();
+    if (!p.choices.empty()) def += fmt::format("; one of {}", fmt::join(p.choices, " | "));
+    fmt::format_to(to, "    param  {:<18} {:<24} {}  ({})\n", t(p.name),
+                   tally::param_type_name(p.type), t(p.doc), t(def));
+  }
+  for (const auto& r : i.results)
+    fmt::format_to(to, "    result {:<18} {:<24} {}\n", t(r.key),
+                   fmt::format("{}, {}", tally::better_name(r.better), tally::plot_name(r.plot)),
+                   t(r.doc));
+  return out + "\n";
+}
+
+bool names_component(const tally::ComponentInfo& i, const std::string& name) {
+  return i.name == name || std::find(i.aliases.begin(), i.aliases.end(), name) != i.aliases.end();
+}
+
+// `tally plugins [NAME...] [--json]`: every component, or those NAMEs name (a name or an alias;
+// exit 2 naming the first that names none). Written whole; a reader that goes away (`| head`)
+// ends it quietly with 0.
+int plugins(bool json, const std::vector<std::string>& names,
+            const std::vector<std::string>& paths) {
   return printing_errors([&] {
     std::vector<fs::path> ps(paths.begin(), paths.end());
     const auto reg = tally::Registry::load(ps);
-    if (json) {
-      fmt::print("{}\n", tally::plugins_json(reg));
-      return 0;
+    for (const auto& n : names) {
+      const auto& cs = reg.components();
+      if (std::none_of(cs.begin(), cs.end(),
+                       [&](const auto& c) { return names_component(*c.info, n); }))
+        throw tally::ConfigError(
+            fmt::format("no plugin component is named '{}' (tally plugins lists them)",
+                        tally::escape_for_terminal(n)));
     }
-    // Names, docs and file names come from plugins and folders: shown escaped on a terminal.
-    const auto t = [](std::string_view text) { return tally::escape_for_terminal(text); };
-    const auto ts = [&](const std::vector<std::string>& texts) {
-      std::vector<std::string> out;
-      for (const auto& x : texts) out.push_back(t(x));
-      return out;
+    const auto wanted = [&](const tally::ComponentInfo& i) {
+      return names.empty() || std::any_of(names.begin(), names.end(),
+                                          [&](const auto& n) { return names_component(i, n); });
     };
-    for (auto kind : {tally::ComponentKind::Backend, tally::ComponentKind::Reader,
-                      tally::ComponentKind::Metric}) {
-      for (const auto& c : reg.components()) {
-        const auto& i = *c.info;
-        if (i.kind != kind) continue;
-        fmt::print(
-            "{} {}{}  [{} {}, {}]\n", tally::component_kind_name(kind), t(i.name),
-            i.aliases.empty() ? "" : fmt::format(" (alias {})", fmt::join(ts(i.aliases), ", ")),
-            t(c.plugin_name), t(c.plugin_version), t(c.file.native()));
-        if (!i.doc.empty()) fmt::print("    {}\n", t(i.doc));
-        for (const auto& in : i.inputs)
-          fmt::print("    input  {:<18} {}{}\n", t(in.name), in.required ? "" : "(optional) ",
-                     t(in.doc));
-        for (const auto& p : i.params) {
-          std::string def = p.required()                ? "required"
-                            : p.default_value.is_null() ? "optional"
-                                                        : "default " + p.default_value.to_json();
-          if (!p.choices.empty()) def += fmt::format("; one of {}", fmt::join(p.choices, " | "));
-          fmt::print("    param  {:<18} {:<24} {}  ({})\n", t(p.name),
-                     tally::param_type_name(p.type), t(p.doc), t(def));
-        }
-        for (const auto& r : i.results)
-          fmt::print("    result {:<18} {:<24} {}\n", t(r.key),
-                     fmt::format("{}, {}", tally::better_name(r.better), tally::plot_name(r.plot)),
-                     t(r.doc));
-        fmt::print("\n");
-      }
+    std::string out;
+    if (json && names.empty()) {
+      out = tally::plugins_json(reg) + "\n";
+    } else if (json) {
+      auto all = nlohmann::ordered_json::parse(tally::plugins_json(reg));
+      auto kept = nlohmann::ordered_json::array();
+      const auto& cs = reg.components();
+      for (std::size_t k = 0; k < all.size() && k < cs.size(); ++k)
+        if (wanted(*cs[k].info)) kept.push_back(std::move(all[k]));
+      out = (names.size() == 1 && kept.size() == 1 ? kept[0] : kept)
+                .dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) +
+            "\n";
+    } else {
+      for (auto kind : {tally::ComponentKind::Backend, tally::ComponentKind::Reader,
+                        tally::ComponentKind::Metric})
+        for (const auto& c : reg.components())
+          if (c.info->kind == kind && wanted(*c.info)) out += component_text(c);
     }
+    const int err = tally::write_all(STDOUT_FILENO, out);
+    if (err != 0 && err != EPIPE)
+      throw tally::RuntimeError(fmt::format("cannot write to stdout: {}", std::strerror(err)));
     return 0;
   });
 }
@@ -518,10 +554,11 @@ int main(int argc, char** argv) {
   val_cmd->add_option("--set", sets, "Override a config key: KEY=VALUE, repeatable");
 
   bool json = false;
-  std::vector<std::string> paths;
+  std::vector<std::string> paths, names;
   auto* plug_cmd =
       app.add_subcommand("plugins", "List every discovered plugin component with its parameters");
-  plug_cmd->add_flag("--json", json, "Machine-readable output");
+  plug_cmd->add_option("names", names, "Show only these components (a name or an alias)");
+  plug_cmd->add_flag("--json", json, "Machine-readable output (one object for one NAME)");
   plug_cmd->add_option("--path", paths,
                        "Also search this folder (before TALLY_PLUGIN_PATH), repeatable");
 
@@ -546,5 +583,5 @@ int main(int argc, char** argv) {
   if (*cmp_cmd) return compare(co);
   if (*val_cmd) return validate(config, sets);
   if (*new_cmd) return new_plugin(new_name, new_dir);
-  return plugins(json, paths);
+  return plugins(json, names, paths);
 }

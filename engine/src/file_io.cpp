@@ -277,6 +277,21 @@ fs::path folder_of(const fs::path& p) {
   return p.parent_path().empty() ? fs::path(".") : p.parent_path();
 }
 
+// Makes the missing folders of an output's path as given (mkdir -p: `-o reports/r.json` with no
+// reports/ yet), not the folders a symlink points into (a link to a missing folder stays an
+// error). ConfigError naming the output when a folder cannot be made (a file in the way, no
+// permission, a read-only file system).
+void make_folders(const fs::path& given, std::string_view name) {
+  if (given.filename().empty()) return;  // "dir/": resolve() names what is wrong with it
+  const fs::path dir = folder_of(given);
+  std::error_code ec;
+  if (fs::exists(fs::symlink_status(dir, ec)) || fs::is_directory(dir, ec)) return;
+  fs::create_directories(dir, ec);
+  if (ec)
+    throw ConfigError(
+        fmt::format("{}: cannot create the folder '{}': {}", name, dir.string(), ec.message()));
+}
+
 // The temporary name of `file` in its folder: ".NAME.tmp.PID.XXXXXX", NAME cut (at a UTF-8
 // character boundary) when the whole would be longer than the folder allows.
 std::string temp_name(const std::string& file, long name_max) {
@@ -350,8 +365,8 @@ bool same_contents(int fd, std::string_view bytes) {
   return true;
 }
 
-// Writes all of `bytes` to `fd`; SIGPIPE (a reader that went away) is an EPIPE error, not the
-// end of the process. Returns 0 or the errno.
+}  // namespace
+
 int write_all(int fd, std::string_view bytes) {
   sigset_t pipe_set, old;
   sigemptyset(&pipe_set);
@@ -380,8 +395,6 @@ int write_all(int fd, std::string_view bytes) {
   ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
   return err;
 }
-
-}  // namespace
 
 // ---- staged files removed on SIGTERM and SIGINT -----------------------------------------------
 
@@ -510,6 +523,7 @@ void OutputSet::stage(const fs::path& path, std::string_view bytes, std::string_
   auto e = std::make_unique<Entry>();
   e->what = std::string(what);
   e->given = path;
+  if (descriptor_of(path) == std::nullopt) make_folders(path, named(what, path));
   e->target = resolve(path, what);
   const auto fail = [&](const char* step, int err) {
     return RuntimeError(
@@ -668,8 +682,9 @@ void write_file_atomic(const fs::path& path, std::string_view bytes, std::string
 }
 
 void check_writable(const fs::path& path, std::string_view what) {
-  const Target t = resolve(path, what);
   const std::string name = named(what, path);
+  if (descriptor_of(path) == std::nullopt && !path.empty()) make_folders(path, name);
+  const Target t = resolve(path, what);
   switch (t.kind) {
     case Kind::Descriptor:
       if (::fcntl(t.fd, F_GETFD) < 0)

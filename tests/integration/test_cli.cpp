@@ -165,12 +165,18 @@ TEST_F(CliTest, BadInputsGiveExitTwoAndOneClearLine) {
   run_bad("run " + cfg + " --bogus", "--bogus");
   run_bad("run " + cfg + " --set data.fields.gt_labels=nope.npy", "nope.npy");
 
-  // Output to a folder that does not exist: refused before the run.
+  // Output into folders that do not exist yet: made (mkdir -p), before the run. A folder that
+  // cannot be made (a file in its way) is refused before the run, naming it.
   {
-    const auto r = tally("run " + cfg + " -o /nonexistent/dir/r.json");
+    const auto made = tally("run " + cfg + " -q -o " + (dir / "reports" / "a" / "r.json").string());
+    EXPECT_EQ(made.exit_code, 0) << made.err;
+    EXPECT_TRUE(fs::is_regular_file(dir / "reports" / "a" / "r.json"));
+    write_text(dir / "plain", "x");
+    const auto r = tally("run " + cfg + " -o " + (dir / "plain" / "sub" / "r.json").string());
     EXPECT_EQ(r.exit_code, 2);
-    EXPECT_NE(r.err.find(
-                  "output '/nonexistent/dir/r.json': the folder '/nonexistent/dir' does not exist"),
+    EXPECT_NE(r.err.find("output '" + (dir / "plain" / "sub" / "r.json").string() +
+                         "': cannot create the folder '" + (dir / "plain" / "sub").string() +
+                         "': Not a directory"),
               std::string::npos)
         << r.err;
   }

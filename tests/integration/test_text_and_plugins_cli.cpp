@@ -140,11 +140,13 @@ TEST_F(CliTest, ControlCharactersAreNeverPrintedRaw) {
   EXPECT_NE(r.out.find("\\x1b[31mred"), std::string::npos) << r.out;
 
   // Errors and warnings: an unknown metric type, a data file that does not exist, an output
-  // folder that does not exist, a bad --set, each with controls in the text.
+  // folder that cannot be made (a file in its way), a bad --set, each with controls in the text.
+  write_text(dir / "no\x1b[1Afile", "x");
   const std::string bad[] = {
       "run " + config("metrics:\n  - type: \"Acc\\e]0;pwned\\a\"\n", "", "bad_type.yaml").string(),
       "run " + config().string() + " --set " + quoted("data.fields.gt_labels=no\x1b[2J.npy"),
-      "run " + config().string() + " -o " + quoted((dir / "no\x1b[1Adir" / "r.json").string()),
+      "run " + config().string() + " -o " +
+          quoted((dir / "no\x1b[1Afile" / "dir" / "r.json").string()),
       "run " + config().string() + " --set " + quoted("metrics.\x1b[2J=1"),
       "compare " + quoted((dir / "gone\x1b[2J.json").string()) + " " + out.string(),
   };

@@ -44,10 +44,16 @@ while [ $# -gt 0 ]; do
 done
 [ $# -ge 1 ] || usage
 
-# A free port: one that nothing on this host accepts connections on (bash's /dev/tcp).
+# A free port: one that nothing on this host accepts connections on (bash's /dev/tcp), below
+# the kernel's ephemeral range (ip_local_port_range), where the client sockets of tests running
+# in parallel take their ports: a port picked inside it was sometimes taken by one of them
+# between this check and rank 0's bind ("Address already in use").
 if [ -z "$port" ]; then
+  low=32768
+  read -r low _ < /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || true
+  span=$((low > 12000 ? low - 10000 : 2000))
   for _ in $(seq 1 50); do
-    p=$((20000 + RANDOM % 40000))
+    p=$((10000 + (RANDOM * 32768 + RANDOM) % span))
     if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
       port=$p
       break

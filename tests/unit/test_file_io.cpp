@@ -182,13 +182,14 @@ TEST(OutputSet, WritesAllOrNothing) {
   EXPECT_EQ(read_file(dir / "b.xml"), "new b");
   EXPECT_TRUE(temporaries(dir.path).empty());
 
-  // A failure while staging (the third output's folder is missing), and the set destroyed
-  // without a commit: nothing written, no temporary left, earlier files intact.
+  // A failure while staging (the third output's folder cannot be made: a file is in its way),
+  // and the set destroyed without a commit: nothing written, no temporary left, earlier files
+  // intact.
   {
     tally::OutputSet out;
     out.stage(dir / "a.json", "newer a", "--output");
     out.stage(dir / "c.md", "c", "--markdown");
-    EXPECT_THROW(out.stage(dir / "missing" / "d.html", "d", "--html"), tally::RuntimeError);
+    EXPECT_THROW(out.stage(dir / "b.xml" / "sub" / "d.html", "d", "--html"), tally::ConfigError);
   }
   EXPECT_EQ(read_file(dir / "a.json"), "new a");
   EXPECT_FALSE(fs::exists(dir / "c.md"));
@@ -363,10 +364,15 @@ TEST(OutputSet, PathsThatCannotTakeOutputAreRefusedNamingTheOption) {
             "--junit '" + (dir.path / "folder" / "").string() +
                 "' is a folder, a file name was expected");
   EXPECT_HAS(refused(dir / "file" / "r.json", "--markdown"), "Not a directory");
-  EXPECT_HAS(error_of<tally::ConfigError>(
-                 [&] { tally::check_writable(dir / "none" / "r.json", "regression.baseline"); }),
-             "regression.baseline '" + (dir / "none" / "r.json").string() + "': the folder '" +
-                 (dir / "none").string() + "' does not exist");
+  // A folder that does not exist yet is made (mkdir -p), by the check as by the write.
+  tally::check_writable(dir / "none" / "deeper" / "r.json", "regression.baseline");
+  EXPECT_TRUE(fs::is_directory(dir / "none" / "deeper"));
+  EXPECT_HAS(error_of<tally::ConfigError>([&] {
+               tally::check_writable(dir / "file" / "sub" / "r.json", "regression.baseline");
+             }),
+             "regression.baseline '" + (dir / "file" / "sub" / "r.json").string() +
+                 "': cannot create the folder '" + (dir / "file" / "sub").string() +
+                 "': Not a directory");
   // A folder no one can create files in (checked by making one, as root passes access()).
   EXPECT_EQ(error_of<tally::ConfigError>([&] { tally::check_writable("/proc/r.json", "--html"); }),
             "--html '/proc/r.json': the folder '/proc' is not writable: No such file or directory");

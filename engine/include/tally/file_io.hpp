@@ -87,6 +87,11 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view bytes
 /// a long evaluation does not end with nowhere to put its results.
 void check_writable(const std::filesystem::path& path, std::string_view what = "output");
 
+/// Writes all of `bytes` to `fd`, retrying short writes and EINTR; SIGPIPE (a reader that went
+/// away: `tally plugins | head`) is an EPIPE error, not the end of the process. Returns 0 or the
+/// errno.
+int write_all(int fd, std::string_view bytes);
+
 /// fsync of a folder, making the entries created or renamed in it durable. File systems that
 /// cannot fsync a folder (EINVAL) are accepted. RuntimeError naming the folder on failure.
 void fsync_dir(const std::filesystem::path& dir);
