@@ -155,12 +155,13 @@ TEST_F(OutputsTest, AFailedRunLeavesNoOutputAndEarlierFilesIntact) {
   write_text(dir / "a-file", "");
   fs::create_directory(dir / "folder");
   const std::string both = " -o " + ok.string() + " --junit " + xml.string();
-  // Refused before the run: a report whose folder is missing, whose "folder" is a file, that is
-  // a folder, or a path of the config's output: section.
+  // Refused before the run: a report whose folder cannot be made (a file in its way), whose
+  // "folder" is a file, that is a folder, or a path of the config's output: section.
   expect_refused(bounded("run -q " + config().string() + both + " --html " +
-                         (dir / "missing" / "r.html").string()),
-                 "--html '" + (dir / "missing" / "r.html").string() + "': the folder '" +
-                     (dir / "missing").string() + "' does not exist");
+                         (dir / "a-file" / "sub" / "r.html").string()),
+                 "--html '" + (dir / "a-file" / "sub" / "r.html").string() +
+                     "': cannot create the folder '" + (dir / "a-file" / "sub").string() +
+                     "': Not a directory");
   expect_refused(bounded("run -q " + config().string() + both + " --markdown " +
                          (dir / "a-file" / "r.md").string()),
                  "--markdown '" + (dir / "a-file" / "r.md").string() + "': cannot use");

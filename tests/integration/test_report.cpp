@@ -703,8 +703,9 @@ TEST_F(ReportTest, ConfigAndCommandLineErrorsAreOneClearLine) {
       "regression.resamples expects an integer in [2, 1000000]");
   expect_error("run " + config().string() + " --update-baseline", "--update-baseline:");
   expect_error("run " + config().string() + " --color=sometimes", "--color");
-  expect_error("run " + config().string() + " --html " + (dir / "no" / "r.html").string(),
-               "the folder");
+  write_text(dir / "plain", "x");
+  expect_error("run " + config().string() + " --html " + (dir / "plain" / "no" / "r.html").string(),
+               "cannot create the folder");
   // Tolerances written inline are checked before the run, with their line.
   write_text(dir / "baseline.json", R"({"results": {}, "run": {}})");
   expect_error(

@@ -76,8 +76,9 @@ class TALLY_API OutputSet {
   bool committed_ = false;
 };
 
-/// One output written whole or not at all: an OutputSet of one (see there). RuntimeError naming
-/// the path when the write fails.
+/// One output written whole or not at all: an OutputSet of one (see there). The missing folders
+/// of the path as given are made first; ConfigError naming the path when one cannot be (or the
+/// path cannot take output), RuntimeError when the write fails.
 void write_file_atomic(const std::filesystem::path& path, std::string_view bytes,
                        std::string_view what = "output");
 
