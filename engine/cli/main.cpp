@@ -387,8 +387,27 @@ std::string component_text(const tally::Component& c) {
   return out + "\n";
 }
 
-bool names_component(const tally::ComponentInfo& i, const std::string& name) {
-  return i.name == name || std::find(i.aliases.begin(), i.aliases.end(), name) != i.aliases.end();
+// The components NAMEs name, each a name or an alias of some kind (Registry::find), in the
+// registry's order; every component when there are none. ConfigError naming the first NAME that
+// names nothing.
+std::vector<const tally::Component*> chosen_components(const tally::Registry& reg,
+                                                       const std::vector<std::string>& names) {
+  std::vector<const tally::Component*> found;
+  for (const auto& n : names) {
+    const auto before = found.size();
+    for (auto kind : {tally::ComponentKind::Backend, tally::ComponentKind::Reader,
+                      tally::ComponentKind::Metric})
+      if (const auto* c = reg.find(kind, n)) found.push_back(c);
+    if (found.size() == before)
+      throw tally::ConfigError(
+          fmt::format("no plugin component is named '{}' (tally plugins lists them)",
+                      tally::escape_for_terminal(n)));
+  }
+  std::vector<const tally::Component*> out;
+  for (const auto& c : reg.components())
+    if (names.empty() || std::find(found.begin(), found.end(), &c) != found.end())
+      out.push_back(&c);
+  return out;
 }
 
 // `tally plugins [NAME...] [--json]`: every component, or those NAMEs name (a name or an alias;
@@ -399,35 +418,15 @@ int plugins(bool json, const std::vector<std::string>& names,
   return printing_errors([&] {
     std::vector<fs::path> ps(paths.begin(), paths.end());
     const auto reg = tally::Registry::load(ps);
-    for (const auto& n : names) {
-      const auto& cs = reg.components();
-      if (std::none_of(cs.begin(), cs.end(),
-                       [&](const auto& c) { return names_component(*c.info, n); }))
-        throw tally::ConfigError(
-            fmt::format("no plugin component is named '{}' (tally plugins lists them)",
-                        tally::escape_for_terminal(n)));
-    }
-    const auto wanted = [&](const tally::ComponentInfo& i) {
-      return names.empty() || std::any_of(names.begin(), names.end(),
-                                          [&](const auto& n) { return names_component(i, n); });
-    };
+    const auto chosen = chosen_components(reg, names);
     std::string out;
-    if (json && names.empty()) {
-      out = tally::plugins_json(reg) + "\n";
-    } else if (json) {
-      auto all = nlohmann::ordered_json::parse(tally::plugins_json(reg));
-      auto kept = nlohmann::ordered_json::array();
-      const auto& cs = reg.components();
-      for (std::size_t k = 0; k < all.size() && k < cs.size(); ++k)
-        if (wanted(*cs[k].info)) kept.push_back(std::move(all[k]));
-      out = (names.size() == 1 && kept.size() == 1 ? kept[0] : kept)
-                .dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) +
-            "\n";
+    if (json) {
+      out = tally::plugins_json(chosen, names.size() == 1) + "\n";
     } else {
       for (auto kind : {tally::ComponentKind::Backend, tally::ComponentKind::Reader,
                         tally::ComponentKind::Metric})
-        for (const auto& c : reg.components())
-          if (c.info->kind == kind && wanted(*c.info)) out += component_text(c);
+        for (const auto* c : chosen)
+          if (c->info->kind == kind) out += component_text(*c);
     }
     const int err = tally::write_all(STDOUT_FILENO, out);
     if (err != 0 && err != EPIPE)

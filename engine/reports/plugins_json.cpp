@@ -39,8 +39,15 @@ const char* better_word(Better b) {
 }  // namespace
 
 std::string plugins_json(const Registry& reg) {
+  std::vector<const Component*> all;
+  for (const auto& c : reg.components()) all.push_back(&c);
+  return plugins_json(all);
+}
+
+std::string plugins_json(const std::vector<const Component*>& components, bool single) {
   auto out = nlohmann::ordered_json::array();
-  for (const auto& c : reg.components()) {
+  for (const Component* cp : components) {
+    const Component& c = *cp;
     const auto& i = *c.info;
     nlohmann::ordered_json j;
     j["kind"] = component_kind_name(i.kind);
@@ -77,7 +84,8 @@ std::string plugins_json(const Registry& reg) {
     }
     out.push_back(j);
   }
-  return out.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+  const auto& shown = single && out.size() == 1 ? out[0] : out;
+  return shown.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
 }  // namespace tally

@@ -281,11 +281,13 @@ fs::path folder_of(const fs::path& p) {
 // reports/ yet), not the folders a symlink points into (a link to a missing folder stays an
 // error). ConfigError naming the output when a folder cannot be made (a file in the way, no
 // permission, a read-only file system).
+// Nothing for a file descriptor (/dev/fd/N), an empty path or "dir/" (resolve() names what is
+// wrong with those).
 void make_folders(const fs::path& given, std::string_view name) {
-  if (given.filename().empty()) return;  // "dir/": resolve() names what is wrong with it
+  if (given.filename().empty() || descriptor_of(given)) return;
   const fs::path dir = folder_of(given);
   std::error_code ec;
-  if (fs::exists(fs::symlink_status(dir, ec)) || fs::is_directory(dir, ec)) return;
+  if (fs::exists(fs::symlink_status(dir, ec))) return;  // a folder, or what resolve() refuses
   fs::create_directories(dir, ec);
   if (ec)
     throw ConfigError(
@@ -523,7 +525,7 @@ void OutputSet::stage(const fs::path& path, std::string_view bytes, std::string_
   auto e = std::make_unique<Entry>();
   e->what = std::string(what);
   e->given = path;
-  if (descriptor_of(path) == std::nullopt) make_folders(path, named(what, path));
+  make_folders(path, named(what, path));
   e->target = resolve(path, what);
   const auto fail = [&](const char* step, int err) {
     return RuntimeError(
@@ -683,7 +685,7 @@ void write_file_atomic(const fs::path& path, std::string_view bytes, std::string
 
 void check_writable(const fs::path& path, std::string_view what) {
   const std::string name = named(what, path);
-  if (descriptor_of(path) == std::nullopt && !path.empty()) make_folders(path, name);
+  make_folders(path, name);
   const Target t = resolve(path, what);
   switch (t.kind) {
     case Kind::Descriptor:

@@ -21,6 +21,9 @@ namespace tally {
 /// plugin, version, file, doc, params (name, type, required, default, nullable, choices, doc);
 /// metrics also inputs and results (key, better, plot, doc).
 std::string plugins_json(const Registry& registry);
+/// The same for `components` alone, in their order (`tally plugins NAME... --json`); `single`:
+/// the one component as an object rather than an array of one.
+std::string plugins_json(const std::vector<const Component*>& components, bool single = false);
 /// "none", "bars", "heatmap", "curve".
 const char* plot_name(Plot p);
 
