@@ -400,8 +400,8 @@ std::vector<const tally::Component*> chosen_components(const tally::Registry& re
       if (const auto* c = reg.find(kind, n)) found.push_back(c);
     if (found.size() == before)
       throw tally::ConfigError(
-          fmt::format("no plugin component is named '{}' (tally plugins lists them)",
-                      tally::escape_for_terminal(n)));
+          fmt::format("no plugin component is named '{}' (tally plugins lists them){}",
+                      tally::escape_for_terminal(n), reg.unloaded_text()));
   }
   std::vector<const tally::Component*> out;
   for (const auto& c : reg.components())
@@ -427,6 +427,10 @@ int plugins(bool json, const std::vector<std::string>& names,
                         tally::ComponentKind::Metric})
         for (const auto* c : chosen)
           if (c->info->kind == kind) out += component_text(*c);
+      if (names.empty())
+        for (const auto& u : reg.unloaded())
+          out += fmt::format("not loaded: {} needs {}, which this machine does not have\n",
+                             tally::escape_for_terminal(u.file.native()), u.missing_library);
     }
     const int err = tally::write_all(STDOUT_FILENO, out);
     if (err != 0 && err != EPIPE)

@@ -19,6 +19,7 @@
 
 #include "report_common.hpp"
 #include "tally/file_io.hpp"
+#include "tally/registry.hpp"
 #include "tally/reports/reports.hpp"
 #include "tally/sdk/error.hpp"
 #include "tally/sdk/version.hpp"
@@ -749,11 +750,15 @@ std::optional<fs::path> find_chartjs() {
   std::error_code ec;
   if (const char* env = std::getenv("TALLY_CHARTJS"); env != nullptr && *env != '\0')
     return fs::path(env);
-  // Debian's libjs-chart.js: chart.min.js is the UMD build in 3.x; 4.x ships chart.umd.js.
-  for (const char* name : {"chart.umd.min.js", "chart.umd.js", "chart.min.js", "Chart.min.js"}) {
-    const fs::path p = fs::path("/usr/share/javascript/chart.js") / name;
-    if (fs::is_regular_file(p, ec)) return p;
-  }
+  // Beside libtally (<libdir>/tally/chart.js: the wheel ships Debian's copy there), then Debian's
+  // libjs-chart.js: chart.min.js is the UMD build in 3.x; 4.x ships chart.umd.js.
+  const fs::path folders[] = {Registry::builtin_dir().parent_path() / "chart.js",
+                              "/usr/share/javascript/chart.js"};
+  for (const auto& folder : folders)
+    for (const char* name : {"chart.umd.min.js", "chart.umd.js", "chart.min.js", "Chart.min.js"}) {
+      const fs::path p = folder / name;
+      if (fs::is_regular_file(p, ec)) return p;
+    }
   return std::nullopt;
 }
 

@@ -114,9 +114,9 @@ AutoBackend resolve_auto_backend(const Registry& registry, const Located& params
   if (out.component == nullptr)
     throw ConfigError(fmt::format(
         "{}{}backend 'auto' chose {} from {}, but no plugin provides the {} backend (search "
-        "path: {}); set backend.type to a backend that is installed",
+        "path: {}){}; set backend.type to a backend that is installed",
         params.where, params.where.empty() ? "" : ": ", out.choice.type, out.choice.reason,
-        out.choice.type, registry.search_text()));
+        out.choice.type, registry.search_text(), registry.unloaded_text()));
   out.params = Located{Value::map(), params.where, params.key_where, {}};
   for (const auto& [key, located] : params.children) {
     if (!takes(*out.component, key)) {

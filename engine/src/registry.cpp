@@ -37,7 +37,23 @@ struct Loaded {
   std::shared_ptr<boost::dll::shared_library> lib;
   const PluginManifest* manifest = nullptr;
   fs::path file;
+  /// Set, and lib null, when the plugin needs a shared library this machine does not have.
+  std::string missing_library;
 };
+
+// The loader's message for a library a plugin needs that is not on this machine (the plugin file
+// itself was just read, so the missing object is one of its dependencies): "libmpi.so.40: cannot
+// open shared object file: No such file or directory".
+std::optional<std::string> missing_dependency(std::string_view dlerror_text) {
+  static constexpr std::string_view kMarker = ": cannot open shared object file";
+  const auto at = dlerror_text.find(kMarker);
+  if (at == std::string_view::npos) return std::nullopt;
+  // The library's name: the text from the last '(' or ' ' before the marker.
+  const auto start = dlerror_text.find_last_of("( ", at);
+  const auto name = dlerror_text.substr(start == std::string_view::npos ? 0 : start + 1,
+                                        at - (start == std::string_view::npos ? 0 : start + 1));
+  return std::string(name);
+}
 
 // A path for messages: control characters and bytes that are not UTF-8 escaped (\xNN).
 std::string shown(const fs::path& p) { return escape_for_terminal(p.native()); }
@@ -339,6 +355,12 @@ Loaded load_plugin(const fs::path& file) {
     out.lib = std::make_shared<boost::dll::shared_library>(
         file, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local);
   } catch (const std::system_error& e) {
+    // The plugin file itself unreadable is an error, not a missing dependency.
+    if (auto missing = missing_dependency(e.what());
+        missing && *missing != file.native() && *missing != file.filename().native()) {
+      out.missing_library = escape_for_terminal(*missing);
+      return out;
+    }
     throw ConfigError(fmt::format("plugin '{}' cannot be loaded: {}", shown(file),
                                   escape_for_terminal(e.what())));
   }
@@ -510,6 +532,10 @@ Registry Registry::load(const std::vector<fs::path>& config_paths, bool allow_un
       if (std::find(seen.begin(), seen.end(), canonical) != seen.end()) continue;
       seen.push_back(canonical);
       Loaded loaded = load_plugin(file);
+      if (!loaded.lib) {
+        reg.unloaded_.push_back({file, loaded.missing_library});
+        continue;
+      }
       for (const auto& info : loaded.manifest->components) {
         Component c{&info, file, loaded.manifest->name, loaded.manifest->version, loaded.lib};
         std::vector<std::string> names{info.name};
@@ -554,9 +580,27 @@ const Component& Registry::get(ComponentKind kind, std::string_view name) const 
   // `auto` is no plugin: the engine resolves it to one of these (backend_auto.hpp).
   if (kind == ComponentKind::Backend) known.push_back("auto");
   std::sort(known.begin(), known.end());
-  throw ConfigError(fmt::format(
-      "unknown {} '{}' (known: {}; searched {})", component_kind_name(kind), name,
-      known.empty() ? "none" : fmt::format("{}", fmt::join(known, ", ")), search_text()));
+  // The plugin that would have provided it (its file is libtally_NAME.so) needs a library this
+  // machine lacks: that library is the whole story.
+  for (const auto& u : unloaded_)
+    if (u.file.filename() == fmt::format("libtally_{}.so", name))
+      throw ConfigError(fmt::format(
+          "the {} '{}' is not available on this machine: its plugin '{}' needs {}, which is not "
+          "installed (available: {})",
+          component_kind_name(kind), name, shown(u.file), u.missing_library,
+          known.empty() ? "none" : fmt::format("{}", fmt::join(known, ", "))));
+  throw ConfigError(fmt::format("unknown {} '{}' (known: {}; searched {}){}",
+                                component_kind_name(kind), name,
+                                known.empty() ? "none" : fmt::format("{}", fmt::join(known, ", ")),
+                                search_text(), unloaded_text()));
+}
+
+std::string Registry::unloaded_text() const {
+  std::string out;
+  for (const auto& u : unloaded_)
+    out += fmt::format("{} '{}' is not loaded: it needs {}, which this machine does not have",
+                       out.empty() ? "; plugin" : ", plugin", shown(u.file), u.missing_library);
+  return out;
 }
 
 namespace {

@@ -16,6 +16,7 @@
 
 #include "config.hpp"
 #include "registry.hpp"
+#include "support/expect_error.hpp"
 #include "support/npy.hpp"
 #include "support/process.hpp"
 #include "tally/sdk/error.hpp"
@@ -24,6 +25,7 @@ namespace fs = std::filesystem;
 using tally::ComponentKind;
 using tally::ConfigError;
 using tally::Registry;
+using tally::test::error_of;
 
 namespace {
 
@@ -92,14 +94,9 @@ TEST(Registry, SameFileNamedTwiceLoadsOnce) {
 
 TEST(Registry, UnknownComponentListsTheKnownOnes) {
   const auto reg = Registry::load();
-  try {
-    reg.get(ComponentKind::Metric, "Acuracy");
-    FAIL() << "no error";
-  } catch (const ConfigError& e) {
-    const std::string msg = e.what();
-    EXPECT_NE(msg.find("unknown metric 'Acuracy'"), std::string::npos) << msg;
-    EXPECT_NE(msg.find("Accuracy"), std::string::npos) << msg;
-  }
+  const std::string msg = error_of<ConfigError>([&] { reg.get(ComponentKind::Metric, "Acuracy"); });
+  EXPECT_HAS(msg, "unknown metric 'Acuracy'");
+  EXPECT_HAS(msg, "Accuracy,");
 }
 
 TEST(Registry, MissingPathIsAnError) {
@@ -288,6 +285,33 @@ TEST(Registry, UndefinedSymbolIsALoadError) {
   EXPECT_NE(msg.find("libtally_undefined_symbol.so' cannot be loaded"), std::string::npos) << msg;
   EXPECT_NE(msg.find("undefined symbol"), std::string::npos) << msg;
   EXPECT_NE(msg.find("tally_test_components_nobody_defines"), std::string::npos) << msg;
+}
+
+// A plugin that needs a library this machine lacks (the mpi backend without Open MPI) is not
+// loaded and not an error: every other plugin works, and asking for a component that is missing
+// names the plugin file and the library.
+TEST(Registry, APluginWhoseLibraryIsMissingIsListedAndTheRestLoad) {
+  const auto reg = Registry::load({kTestPlugins / "missing_dependency"});
+  ASSERT_EQ(reg.unloaded().size(), 1u);
+  EXPECT_EQ(reg.unloaded()[0].file.filename(), "libtally_missing_dependency.so");
+  EXPECT_EQ(reg.unloaded()[0].missing_library, "libtally_test_absent_dep.so.1");
+  EXPECT_NE(reg.find(ComponentKind::Metric, "Accuracy"), nullptr);  // the built-in plugins
+  const std::string msg =
+      error_of<ConfigError>([&] { reg.get(ComponentKind::Backend, "missing_dependency"); });
+  EXPECT_HAS(msg,
+             "the backend 'missing_dependency' is not available on this machine: its plugin '");
+  EXPECT_HAS(msg,
+             "libtally_missing_dependency.so' needs libtally_test_absent_dep.so.1, which is "
+             "not installed (available: auto, ");
+  EXPECT_EQ(msg.find('\n'), std::string::npos) << msg;
+  // Another missing name lists the unloaded plugin after the known names.
+  const std::string other =
+      error_of<ConfigError>([&] { reg.get(ComponentKind::Metric, "Acuracy"); });
+  EXPECT_HAS(other, "unknown metric 'Acuracy'");
+  EXPECT_HAS(other, "; plugin '");
+  EXPECT_HAS(other,
+             "libtally_missing_dependency.so' is not loaded: it needs "
+             "libtally_test_absent_dep.so.1, which this machine does not have");
 }
 
 TEST(Registry, DuplicateNamesNameBothFiles) {

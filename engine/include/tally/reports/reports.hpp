@@ -91,8 +91,8 @@ std::string markdown_report(const ReportInput& in);
 /// page says the charts are unavailable.
 std::string html_report(const ReportInput& in, const std::string& chartjs);
 
-/// Where Chart.js is: $TALLY_CHARTJS, else Debian's libjs-chart.js
-/// (/usr/share/javascript/chart.js/). nullopt when neither exists.
+/// Where Chart.js is: $TALLY_CHARTJS, else <libdir>/tally/chart.js/ beside libtally (the wheel's
+/// copy), else Debian's libjs-chart.js (/usr/share/javascript/chart.js/). nullopt when none exists.
 std::optional<std::filesystem::path> find_chartjs();
 
 /// The text of the Chart.js file, checked to be the UMD build a classic <script> can load.
