@@ -14,7 +14,7 @@
 # build-ci (TALLY_BUILD: a folder under the repository or an absolute path). Exit 77 (skipped) when there is no wheel or no mmdebstrap.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-wheel="${1:-$(ls -t "$root"/dist/tally-*manylinux*.whl 2>/dev/null | head -1)}"
+wheel="${1:-$(ls -t "$root"/dist/tally-*manylinux*.whl 2>/dev/null | head -1 || true)}"
 if [[ -z "$wheel" || ! -f "$wheel" ]]; then
   echo "bare-root: SKIPPED: no wheel in dist/ (scripts/build-wheel.sh makes it)"
   exit 77
