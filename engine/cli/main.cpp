@@ -139,8 +139,18 @@ int run(RunCommand& c) {
     sinks.progress_add = [&progress](std::int64_t n) {
       if (progress) progress->add(n);
     };
+    sinks.progress_step = [&progress](const tally::RunStep& step) {
+      if (progress) progress->step(step);
+    };
     sinks.progress_finish = [&progress] {
       if (progress) progress->finish();
+    };
+    // Notices and warnings go above the line being redrawn.
+    sinks.err = [&progress](std::string_view line) {
+      if (progress)
+        progress->print_above(line);
+      else
+        fmt::print(stderr, "{}", line);
     };
   }
   return tally::run(c.request, sinks).exit_code;

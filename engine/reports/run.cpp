@@ -211,8 +211,13 @@ Results read_and_compute(Evaluator& ev, const RunRequest& r, Printer& p, const P
   read.on_notice = [&p](const std::string& message) { p.notice(message); };
   read.settings = agreed_options(r);
   ev.read_all(prep.reader.get(), read);
-  if (prep.progress && p.sinks().progress_finish) p.sinks().progress_finish();
-  return ev.compute();  // collective; throws the same error on every rank
+  // Collective; throws the same error on every rank.
+  return ev.compute(std::nullopt, prep.progress ? p.sinks().progress_step : RunStepFn());
+}
+
+// Ends rank 0's progress display (idempotent): after the outputs, or before a failure's message.
+void finish_progress(const RunSinks& sinks) {
+  if (sinks.progress_finish) sinks.progress_finish();
 }
 
 // Every rank compares (the same numbers give the same verdict; agree_exit_code() gives every rank
@@ -259,6 +264,11 @@ void write_outputs(const Evaluator& ev, const RunRequest& r, Printer& p, const P
     if (comparison) p.out("\n" + format_comparison(*comparison, r.color));
     if (trends) p.out("\n" + format_trends(*trends, r.color));
   }
+  const bool writes = prep.paths.json || prep.paths.junit || prep.paths.markdown ||
+                      prep.paths.html || (configured.records && results.records) ||
+                      r.update_baseline;
+  if (writes && prep.progress && p.sinks().progress_step)
+    p.sinks().progress_step(RunStep{RunStep::Kind::writing});
   OutputSet out;
   const ReportInput input{results,
                           specs,
@@ -274,6 +284,7 @@ void write_outputs(const Evaluator& ev, const RunRequest& r, Printer& p, const P
     out.stage(*regression->baseline_records, pack_records(*results.records),
               "regression.baseline_records");
   out.commit();
+  finish_progress(p.sinks());
   if (r.update_baseline)
     p.notice("baseline written: " + shown_path(regression->baseline) +
              (regression->baseline_records
@@ -319,6 +330,7 @@ void evaluate(Evaluator& ev, const RunRequest& r, Printer& p, RunOutcome& o) {
 Evaluator open_evaluator(const RunRequest& r) {
   EvaluatorOptions opts;
   opts.overrides = r.overrides;
+  opts.locate_by_key_path = r.locate_by_key_path;
   if (r.yaml) return Evaluator::from_yaml(*r.yaml, opts, r.config, r.base_dir);
   try {
     return Evaluator::from_file(r.config, opts);
@@ -362,8 +374,10 @@ RunOutcome run(Evaluator& ev, const RunRequest& request, const RunSinks& sinks) 
     rank = ev.rank();
     evaluate(ev, request, p, outcome);
   } catch (...) {
+    finish_progress(sinks);
     fail(p, outcome, std::current_exception(), rank, &ev);
   }
+  finish_progress(sinks);
   agree_exit_code(ev, outcome);
   return outcome;
 }

@@ -180,18 +180,34 @@ YAML::Node load_bounded(const std::string& text, const std::string& source,
   return YAML::Load(text);
 }
 
+// The key path of a map's entry below `parent`, in Python's subscript form: config['metrics'].
+std::string key_path(const std::string& parent, const std::string& key) {
+  std::string quoted;
+  for (const char ch : escape_for_terminal(key)) {
+    if (ch == '\'' || ch == '\\') quoted += '\\';
+    quoted += ch;
+  }
+  return fmt::format("{}['{}']", parent, quoted);
+}
+
 struct Builder {
   std::string source;
   // Overridden locations: every node built from a --set value is located at the --set itself.
   std::string fixed_where;
+  // The text is a serialized mapping the user never saw as text (Python's dict config): a node is
+  // located by its key path from `source` (config['metrics'][0]['top_k']), not a line and column.
+  bool key_paths = false;
 
-  std::string where(const YAML::Node& n) const {
+  std::string where(const YAML::Node& n, const std::string& path) const {
+    if (key_paths) return path;
     return fixed_where.empty() ? where_of(source, n.Mark()) : fixed_where;
   }
 
-  Located build(const YAML::Node& n) const {
+  Located build(const YAML::Node& n) const { return build(n, source); }
+
+  Located build(const YAML::Node& n, const std::string& path) const {
     Located out;
-    out.where = where(n);
+    out.where = where(n, path);
     switch (n.Type()) {
       case YAML::NodeType::Undefined:
       case YAML::NodeType::Null:
@@ -206,38 +222,42 @@ struct Builder {
         out.value = Value::array();
         std::size_t i = 0;
         for (const auto& e : n) {
-          Located c = build(e);
+          Located c = build(e, key_paths ? fmt::format("{}[{}]", path, i) : std::string());
           out.value.push_back(c.value);
           out.children.emplace_back(std::to_string(i++), std::move(c));
         }
         break;
       }
-      case YAML::NodeType::Map: {
-        out.value = Value::map();
-        // Keys looked up by hash: a tolerances file of thousands of rules loads in linear time.
-        std::unordered_set<std::string> seen;
-        for (const auto& kv : n) {
-          const auto key_node = kv.first;
-          if (!key_node.IsScalar())
-            throw ConfigError(fmt::format("{}: map keys must be plain strings", where(key_node)));
-          const std::string key = key_node.Scalar();
-          require_utf8(key, where(key_node), "the key");
-          if (kv.second.IsScalar())
-            require_utf8(kv.second.Scalar(), where(kv.second),
-                         fmt::format("the value of '{}'", escape_for_terminal(key)));
-          if (!seen.insert(key).second)
-            throw ConfigError(fmt::format("{}: duplicate key '{}'", where(key_node), key));
-          Located c = build(kv.second);
-          // A key with no value ("topk:") points at the key.
-          if (kv.second.IsNull() && fixed_where.empty()) c.where = where(key_node);
-          c.key_where = where(key_node);
-          out.value.as_map().emplace_back(key, c.value);
-          out.children.emplace_back(key, std::move(c));
-        }
+      case YAML::NodeType::Map:
+        build_map(n, path, out);
         break;
-      }
     }
     return out;
+  }
+
+  void build_map(const YAML::Node& n, const std::string& path, Located& out) const {
+    out.value = Value::map();
+    // Keys looked up by hash: a tolerances file of thousands of rules loads in linear time.
+    std::unordered_set<std::string> seen;
+    for (const auto& kv : n) {
+      const auto key_node = kv.first;
+      if (!key_node.IsScalar())
+        throw ConfigError(fmt::format("{}: map keys must be plain strings", where(key_node, path)));
+      const std::string key = key_node.Scalar();
+      const std::string child_path = key_paths ? key_path(path, key) : "";
+      require_utf8(key, where(key_node, path), "the key");
+      if (kv.second.IsScalar())
+        require_utf8(kv.second.Scalar(), where(kv.second, child_path),
+                     fmt::format("the value of '{}'", escape_for_terminal(key)));
+      if (!seen.insert(key).second)
+        throw ConfigError(fmt::format("{}: duplicate key '{}'", where(key_node, path), key));
+      Located c = build(kv.second, child_path);
+      // A key with no value ("topk:") points at the key.
+      if (kv.second.IsNull() && fixed_where.empty()) c.where = where(key_node, child_path);
+      c.key_where = where(key_node, child_path);
+      out.value.as_map().emplace_back(key, c.value);
+      out.children.emplace_back(key, std::move(c));
+    }
   }
 };
 
@@ -804,16 +824,17 @@ void check_combinations(const Config& cfg) {
 
 /// The config's YAML, located, with the overrides (--set KEY=VALUE) applied: a map.
 Located load_root(const std::string& yaml_text, const std::string& source,
-                  const std::vector<std::string>& overrides) {
+                  const std::vector<std::string>& overrides, bool key_paths) {
   YAML::Node doc;
   try {
-    doc = load_bounded(yaml_text, source, "");
+    // A dict's text has no lines the user wrote: a limit crossed names the config, not a column.
+    doc = load_bounded(yaml_text, source, key_paths ? source : "");
   } catch (const YAML::ParserException& e) {
     throw ConfigError(fmt::format("{}: YAML syntax error: {}", where_of(source, e.mark), e.msg));
   } catch (const YAML::Exception& e) {
     throw ConfigError(fmt::format("{}: cannot read YAML: {}", source, e.what()));
   }
-  Located root = Builder{source, ""}.build(doc);
+  Located root = Builder{source, "", key_paths}.build(doc);
   if (root.value.is_null()) {
     root.value = Value::map();
     root.where = source;
@@ -837,8 +858,9 @@ void check_top_keys(const Located& root) {
 }  // namespace
 
 Config Config::parse(const std::string& yaml_text, const std::string& source,
-                     const fs::path& base_dir, const std::vector<std::string>& overrides) {
-  const Located root = load_root(yaml_text, source, overrides);
+                     const fs::path& base_dir, const std::vector<std::string>& overrides,
+                     bool key_paths) {
+  const Located root = load_root(yaml_text, source, overrides, key_paths);
   Config cfg;
   cfg.source = source;
   cfg.base_dir = base_dir;

@@ -75,7 +75,7 @@ struct CheckpointConfig {
 };
 
 struct Config {
-  std::string source;              // the file name for messages ("<yaml>" for text)
+  std::string source;  // the file name for messages ("<yaml>" for text, "config" for a dict)
   std::filesystem::path base_dir;  // relative data paths resolve against this
   std::string backend_type = "nondist";
   Located backend_params;  // keys of `backend:` other than type
@@ -99,9 +99,12 @@ struct Config {
 
   /// Parses YAML text; `source` names it in messages, `base_dir` anchors relative data paths.
   /// `overrides` are "KEY=VALUE" strings (KEY dotted, list indices as numbers; VALUE is YAML).
+  /// `key_paths`: the text is a serialized mapping (Python's dict config), and messages locate a
+  /// value by its key path from `source` (config['metrics'][0]['top_k']) instead of a line and
+  /// column of text the user never saw.
   static Config parse(const std::string& yaml_text, const std::string& source,
                       const std::filesystem::path& base_dir,
-                      const std::vector<std::string>& overrides = {});
+                      const std::vector<std::string>& overrides = {}, bool key_paths = false);
   static Config load(const std::filesystem::path& file,
                      const std::vector<std::string>& overrides = {});
 

@@ -74,7 +74,7 @@ Evaluator Evaluator::from_yaml(const std::string& yaml_text, EvaluatorOptions op
   std::optional<Params> bp;
   try {
     c = Config::parse(yaml_text, source, base_dir.empty() ? fs::current_path() : base_dir,
-                      options.overrides);
+                      options.overrides, options.locate_by_key_path);
     impl->registry = Registry::load(c.plugin_paths, c.allow_unsafe_plugins);
     // The backend first: its rank decides the reader's shard.
     if (c.backend_type == "auto") {
@@ -283,7 +283,7 @@ void Evaluator::reset() {
   impl_->start = std::chrono::steady_clock::now();
 }
 
-Results Evaluator::compute(std::optional<std::int64_t> dataset_size) {
+Results Evaluator::compute(std::optional<std::int64_t> dataset_size, const RunStepFn& on_step) {
   auto& s = *impl_;
   if (!s.backend)
     throw ConfigError(
@@ -296,6 +296,7 @@ Results Evaluator::compute(std::optional<std::int64_t> dataset_size) {
   request.padded_sampler = s.hold_last;
   request.error = s.error;
   request.start = s.start;
+  if (s.backend->rank() == 0) request.on_step = on_step;
   request.finish = [&s](bool drop_last) {
     if (drop_last)
       s.held.reset();

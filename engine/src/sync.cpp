@@ -387,7 +387,8 @@ void pack_payload(msgpack::sbuffer& payload, const std::vector<MetricEntry>& met
 
 /// Rank 0: the results of every metric from every rank's payload and the summed counts.
 Value compute_results(const std::vector<MetricEntry>& metrics, const Plan& plan,
-                      const GatheredObjects& gathered, std::span<const std::int64_t> counts) {
+                      const GatheredObjects& gathered, std::span<const std::int64_t> counts,
+                      const RunStepFn& on_step) {
   const auto world = gathered.size();
   std::vector<msgpack::object_handle> handles(world);
   for (std::size_t r = 0; r < world; ++r) {
@@ -426,17 +427,21 @@ Value compute_results(const std::vector<MetricEntry>& metrics, const Plan& plan,
   std::vector<Bytes> states;
   for (std::size_t i = 0; i < metrics.size(); ++i) {
     const std::string prefix = fmt::format("metric '{}'", metrics[i].label);
+    RunStep step{RunStep::Kind::computing, metrics[i].label, i, metrics.size()};
+    step.world_size = static_cast<int>(world);
+    if (on_step) on_step(step);
+    const auto began = std::chrono::steady_clock::now();
     try {
       Metric& metric = *metrics[i].metric;
       if (plan.local) {
         results.set(metrics[i].label, metric.compute_local());
-        continue;
+      } else {
+        states.clear();
+        if (plan.gathers[i])
+          for (std::size_t r = 0; r < world; ++r) states.push_back(parts[r][i]);
+        results.set(metrics[i].label,
+                    metric.compute_synced(states, counts.subspan(plan.offsets[i], plan.sizes[i])));
       }
-      states.clear();
-      if (plan.gathers[i])
-        for (std::size_t r = 0; r < world; ++r) states.push_back(parts[r][i]);
-      results.set(metrics[i].label,
-                  metric.compute_synced(states, counts.subspan(plan.offsets[i], plan.sizes[i])));
     } catch (const StateFormatError&) {
       throw RuntimeError(fmt::format("{}: a rank sent a state this metric cannot read", prefix),
                          ErrorContext{.owner = prefix, .metric = metrics[i].label});
@@ -444,6 +449,9 @@ Value compute_results(const std::vector<MetricEntry>& metrics, const Plan& plan,
       rethrow_with(e, {.metric = metrics[i].label},
                    e.context().owner.empty() ? fmt::format("{}: {}", prefix, e.what()) : e.what());
     }
+    step.kind = RunStep::Kind::computed;
+    step.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+    if (on_step) on_step(step);
   }
   return results;
 }
@@ -605,7 +613,8 @@ Outcome compute_and_share(Collectives& backend, const Request& request, const Pl
     Value out = Value::map();
     out.set("status", 0);
     try {
-      out.set("results", compute_results(request.metrics, route, gathered, counts));
+      out.set("results",
+              compute_results(request.metrics, route, gathered, counts, request.on_step));
     } catch (const Error& e) {
       out.set("status", e.exit_code());
       out.set("message", e.what());
@@ -639,6 +648,12 @@ Outcome compute_and_share(Collectives& backend, const Request& request, const Pl
 
 Outcome run(Collectives& backend, Request request) {
   const int world = backend.world_size();
+  if (request.on_step) {
+    RunStep step{RunStep::Kind::syncing};
+    step.count = request.metrics.size();
+    step.world_size = world;
+    request.on_step(step);
+  }
   const Plan route = route_of(request, world);
   const auto headers = agreed_headers(backend, request, route);
   throw_any_failure(backend, headers, request);

@@ -13,6 +13,7 @@
 
 #include "error_codes.hpp"
 #include "tally/collectives.hpp"
+#include "tally/run_step.hpp"
 #include "tally/sdk/metric.hpp"
 #include "tally/sdk/value.hpp"
 
@@ -117,6 +118,9 @@ struct Request {
   /// reported on every rank.
   std::function<void(bool drop_last)> finish;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  /// Rank 0's steps (Evaluator::compute's on_step): the sync, each metric's compute. Unset
+  /// elsewhere.
+  RunStepFn on_step;
 };
 
 /// What every rank gets back.

@@ -468,9 +468,11 @@ nb::tuple finish_run(const tally::RunOutcome& o) {
 // tally.run(CONFIG): the library opens the config (a rank whose config fails under a launcher
 // joins the others as failed, as the command's does) and runs it.
 nb::tuple run_config(const std::string& text, const std::string& source,
-                     const std::string& base_dir, bool is_file, std::vector<std::string> overrides,
-                     const nb::dict& options) {
+                     const std::string& base_dir, const std::string& kind,
+                     std::vector<std::string> overrides, const nb::dict& options) {
+  const bool is_file = kind == "file";
   tally::RunRequest request = run_request(options);
+  request.locate_by_key_path = kind == "dict";
   request.config = is_file ? text : source;
   if (!is_file) {
     request.yaml = text;
@@ -490,16 +492,19 @@ nb::tuple run_config(const std::string& text, const std::string& source,
 
 class PyEvaluator {
  public:
-  // `config`: the config file, or the name its YAML text goes by ("<dict>"), for run()'s messages.
+  // `config`: the config file, or the name its text goes by ("config", "<yaml>"), for run()'s
+  // messages.
   PyEvaluator(tally::Evaluator ev, std::string config)
       : ev_(std::move(ev)), config_(std::move(config)) {}
 
+  // `kind`: "yaml" (text the user wrote) or "dict" (a mapping, serialized: located by key path).
   static PyEvaluator from_yaml(const std::string& text, const std::string& source,
                                const std::string& base_dir, std::vector<std::string> overrides,
-                               bool padded_sampler) {
+                               bool padded_sampler, const std::string& kind) {
     tally::EvaluatorOptions o;
     o.overrides = std::move(overrides);
     o.padded_sampler = padded_sampler;
+    o.locate_by_key_path = kind == "dict";
     nb::gil_scoped_release unlocked;  // a backend's start-up waits for the other ranks
     return PyEvaluator(tally::Evaluator::from_yaml(text, std::move(o), source, base_dir), source);
   }
@@ -666,10 +671,12 @@ nb::list inspect_batch(nb::handle mapping) {
 // tolerances read, and its reader made (opening the data) when it has a data: section; nothing
 // run, no backend started. Returns the reader's fields ([] without data:).
 std::vector<std::string> validate(const std::string& text, const std::string& source,
-                                  const std::string& base_dir, bool is_file,
+                                  const std::string& base_dir, const std::string& kind,
                                   std::vector<std::string> overrides) {
+  const bool is_file = kind == "file";
   tally::EvaluatorOptions o;
   o.overrides = std::move(overrides);
+  o.locate_by_key_path = kind == "dict";
   o.validate_only = true;
   nb::gil_scoped_release unlocked;
   tally::Evaluator ev = is_file ? tally::Evaluator::from_file(text, std::move(o))
@@ -759,7 +766,8 @@ NB_MODULE(_tally, m) {
 
   nb::class_<PyEvaluator>(m, "_Evaluator")
       .def_static("from_yaml", &PyEvaluator::from_yaml, nb::arg("text"), nb::arg("source"),
-                  nb::arg("base_dir"), nb::arg("overrides"), nb::arg("padded_sampler"))
+                  nb::arg("base_dir"), nb::arg("overrides"), nb::arg("padded_sampler"),
+                  nb::arg("kind"))
       .def_static("from_file", &PyEvaluator::from_file, nb::arg("path"), nb::arg("overrides"),
                   nb::arg("padded_sampler"))
       .def("add", &PyEvaluator::add)
@@ -787,8 +795,8 @@ NB_MODULE(_tally, m) {
   m.def("_inspect_batch", &inspect_batch);
   m.def("_plugins_json", &plugins_json, nb::arg("paths"));
   m.def("_run", &run_config, nb::arg("text"), nb::arg("source"), nb::arg("base_dir"),
-        nb::arg("is_file"), nb::arg("overrides"), nb::arg("options"));
+        nb::arg("kind"), nb::arg("overrides"), nb::arg("options"));
   m.def("_launch_env", &launch_env);
   m.def("_validate", &validate, nb::arg("text"), nb::arg("source"), nb::arg("base_dir"),
-        nb::arg("is_file"), nb::arg("overrides"));
+        nb::arg("kind"), nb::arg("overrides"));
 }

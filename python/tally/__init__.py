@@ -58,10 +58,11 @@ def _override_items(overrides: Union[None, Mapping[str, Any], Iterable[str]]) ->
 
 
 def _config_source(config: ConfigLike):
-    """("file", path, "", "") or ("yaml", text, source name, base folder) for a config given as a
-    path, YAML text or a dict (JSON is YAML: the engine parses it, with its checks and messages)."""
+    """("file", path, "", "") or ("yaml" or "dict", text, source name, base folder) for a config
+    given as a path, YAML text or a dict (JSON is YAML: the engine parses it, with its checks and
+    messages; a dict's messages name a value by its key path, ``config['metrics'][0]['top_k']``)."""
     if isinstance(config, Mapping):
-        return "yaml", _json.dumps(config), "<dict>", _os.getcwd()
+        return "dict", _json.dumps(config), "config", _os.getcwd()
     if isinstance(config, _os.PathLike):
         return "file", _os.fspath(config), "", ""
     if isinstance(config, str):
@@ -79,7 +80,7 @@ def _open_config(config: ConfigLike, overrides: list, padded_sampler: bool):
     kind, text, source, base = _config_source(config)
     if kind == "file":
         return _tally._Evaluator.from_file(text, overrides, padded_sampler)
-    return _tally._Evaluator.from_yaml(text, source, base, overrides, padded_sampler)
+    return _tally._Evaluator.from_yaml(text, source, base, overrides, padded_sampler, kind)
 
 
 _Path = Union[None, str, "_os.PathLike[str]"]
@@ -362,7 +363,7 @@ def run(
             text,
             source,
             base,
-            kind == "file",
+            kind,
             _override_items(overrides),
             _run_options(output, junit, markdown, html, update_baseline, resume, quiet),
         )
@@ -377,7 +378,7 @@ def validate(
     fields the reader provides ([] without a ``data:`` section); raises :class:`ConfigError` or
     :class:`InputError` with the command's message."""
     kind, text, source, base = _config_source(config)
-    return _tally._validate(text, source, base, kind == "file", _override_items(overrides))
+    return _tally._validate(text, source, base, kind, _override_items(overrides))
 
 
 def plugins(paths: Sequence[str] = ()) -> list:

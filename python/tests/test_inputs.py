@@ -183,6 +183,12 @@ def test_config_errors_are_the_cli_errors(tmp_path):
     assert str(e.value) in p.stderr
     with pytest.raises(tally.ConfigError, match="NoSuchMetric"):
         tally.Evaluator({"metrics": [{"type": "NoSuchMetric"}]})
+    # A dict is located by key path, not by a column of the JSON it was sent as.
+    bad = {"metrics": [{"type": "Accuracy", "topk": [1, "x"]}]}
+    for call in (tally.Evaluator, tally.validate, tally.run):
+        with pytest.raises(tally.ConfigError) as d:
+            call(bad)
+        assert str(d.value).startswith("config['metrics'][0]['topk'][1]: "), str(d.value)
     with pytest.raises(TypeError):
         tally.Evaluator(42)
     # ConfigError and InputError are ValueErrors too; tally.RuntimeError is a RuntimeError.

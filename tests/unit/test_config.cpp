@@ -228,6 +228,45 @@ TEST(Params, SetValuesAreLocatedAtTheSet) {
              "--set metrics.0.count: metric 'Probe': parameter 'count' expects int, found 'abc'");
 }
 
+// Python's dict config arrives as one line of JSON the user never saw: its messages name the key
+// path from `config`, not a column of that line.
+TEST(Params, ADictsValuesAreLocatedByKeyPath) {
+  const auto dict_error = [](const std::string& json) {
+    try {
+      const auto cfg = Config::parse(json, "config", "/data/cfg", {}, true);
+      tally::make_params(all_types(), cfg.metrics.at(0).params, "metric 'Probe'", cfg.base_dir);
+    } catch (const ConfigError& e) {
+      return std::string(e.what());
+    }
+    return std::string("(no error)");
+  };
+  EXPECT_EQ(dict_error(R"({"metrics": [{"type": "Probe", "count": "abc"}]})"),
+            "config['metrics'][0]['count']: metric 'Probe': parameter 'count' expects int, found "
+            "'abc'");
+  EXPECT_HAS(dict_error(R"({"metrics": [{"type": "Probe", "count": 1, "ks": [1, "x"]}]})"),
+             "config['metrics'][0]['ks'][1]: metric 'Probe': parameter 'ks' expects int | list of "
+             "int, found 'x'");
+  EXPECT_HAS(dict_error(R"({"metrics": [{"type": "Probe"}]})"),
+             "config['metrics'][0]: metric 'Probe': missing required parameter 'count'");
+  EXPECT_HAS(dict_error(R"({"metrics": [{"type": "Probe", "count": 1, "topk": 3}]})"),
+             "config['metrics'][0]['topk']: metric 'Probe': unknown parameter 'topk'");
+  EXPECT_HAS(dict_error(R"({"metrics": [{"type": "Probe", "count": 1}], "outptu": {}})"),
+             "config['outptu']: unknown top-level key 'outptu'");
+  EXPECT_HAS(dict_error(R"({"metrics": [{"count": 1}]})"), "config['metrics'][0]: ");
+  // A key with a quote in it stays one subscript.
+  EXPECT_HAS(dict_error(R"({"metrics": [{"type": "Probe", "count": 1, "it's": 3}]})"),
+             R"(config['metrics'][0]['it\'s']: )");
+  // An override is still located at its --set.
+  try {
+    const auto cfg = Config::parse(R"({"metrics": [{"type": "Probe"}]})", "config", "/data/cfg",
+                                   {"metrics.0.count=abc"}, true);
+    tally::make_params(all_types(), cfg.metrics.at(0).params, "metric 'Probe'", cfg.base_dir);
+    ADD_FAILURE() << "no error";
+  } catch (const ConfigError& e) {
+    EXPECT_HAS(std::string(e.what()), "--set metrics.0.count: metric 'Probe'");
+  }
+}
+
 TEST(Params, ValuesFromCodeAreCheckedToo) {
   const auto c = all_types();
   const auto p =

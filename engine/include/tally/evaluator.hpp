@@ -35,6 +35,7 @@
 
 #include "tally/collectives.hpp"
 #include "tally/records.hpp"
+#include "tally/run_step.hpp"
 #include "tally/sdk/batch.hpp"
 #include "tally/sdk/dist_backend.hpp"
 #include "tally/sdk/error.hpp"
@@ -82,6 +83,10 @@ struct Results {
 struct EvaluatorOptions {
   /// "KEY=VALUE" overrides, as `tally run --set`.
   std::vector<std::string> overrides;
+  /// from_yaml's text is a serialized mapping (Python's dict config): messages locate a value by
+  /// its key path from `source`, config['metrics'][0]['top_k'], not by a line and column of text
+  /// the user never saw.
+  bool locate_by_key_path = false;
   /// Use this backend instead of creating the config's (the host program owns it).
   std::shared_ptr<DistBackend> backend;
   /// Check everything but create no backend (tally validate): rank 0 of world size 1.
@@ -224,8 +229,11 @@ class TALLY_API Evaluator {
   /// Collective. Syncs every metric's state, computes on rank 0, broadcasts; every rank returns
   /// the same Results. With `dataset_size`, drops the samples a distributed sampler padded: with
   /// PyTorch's DistributedSampler (and mmengine's DefaultSampler), each of the last
-  /// (padded_total - dataset_size) ranks holds one padded sample as its last.
-  Results compute(std::optional<std::int64_t> dataset_size = std::nullopt);
+  /// (padded_total - dataset_size) ranks holds one padded sample as its last. `on_step` is told
+  /// each step on rank 0 (the sync, each metric's compute with its time), possibly from another
+  /// thread of this call, as it happens.
+  Results compute(std::optional<std::int64_t> dataset_size = std::nullopt,
+                  const RunStepFn& on_step = {});
   /// Collective, after compute() of a run that kept per-sample records (output.records,
   /// intervals, or regression.baseline_records): rank 0 reads the baseline's records file and
   /// runs the paired tests of every metric (tally::paired_tests, docs/significance.md) against

@@ -23,11 +23,14 @@ namespace tally {
 
 /// What to run, and `tally run`'s options (Python's run() takes the same, by the same names).
 struct RunRequest {
-  /// The config file; with `yaml`, the name its text goes by in messages ("<dict>").
+  /// The config file; with `yaml`, the name its text goes by in messages ("config", "<yaml>").
   std::string config;
   /// The config's YAML text instead of a file (Python's dict and text configs); its relative
   /// paths resolve against `base_dir`.
   std::optional<std::string> yaml;
+  /// `yaml` is a serialized mapping (a dict): messages locate values by key path
+  /// (EvaluatorOptions::locate_by_key_path).
+  bool locate_by_key_path = false;
   std::filesystem::path base_dir;
   /// --set KEY=VALUE overrides.
   std::vector<std::string> overrides;
@@ -54,10 +57,13 @@ struct RunSinks {
   /// Whether the error that ends the run is printed (the command, which then exits with its code)
   /// or only returned in RunOutcome, for the caller to raise (Python).
   bool print_errors = true;
-  /// A progress bar on rank 0: begin(this rank's shard samples, world size), add(samples) after
-  /// every batch, finish() when the shard is read. Unset: none.
+  /// A progress display on rank 0: begin(this rank's shard samples, world size), add(samples)
+  /// after every batch, step() for each step after the read (the sync, each metric's compute
+  /// with its time, the outputs: RunStep), finish() once the outputs are written or the run has
+  /// failed (before its error is printed). Unset: none.
   std::function<void(std::int64_t, int)> progress_begin;
   std::function<void(std::int64_t)> progress_add;
+  RunStepFn progress_step;
   std::function<void()> progress_finish;
 };
 
