@@ -267,8 +267,11 @@ void write_outputs(const Evaluator& ev, const RunRequest& r, Printer& p, const P
   const bool writes = prep.paths.json || prep.paths.junit || prep.paths.markdown ||
                       prep.paths.html || (configured.records && results.records) ||
                       r.update_baseline;
-  if (writes && prep.progress && p.sinks().progress_step)
-    p.sinks().progress_step(RunStep{RunStep::Kind::writing});
+  if (writes && prep.progress && p.sinks().progress_step) {
+    RunStep writing;
+    writing.kind = RunStep::Kind::writing;
+    p.sinks().progress_step(writing);
+  }
   OutputSet out;
   const ReportInput input{results,
                           specs,

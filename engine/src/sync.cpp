@@ -427,8 +427,11 @@ Value compute_results(const std::vector<MetricEntry>& metrics, const Plan& plan,
   std::vector<Bytes> states;
   for (std::size_t i = 0; i < metrics.size(); ++i) {
     const std::string prefix = fmt::format("metric '{}'", metrics[i].label);
-    RunStep step{RunStep::Kind::computing, metrics[i].label, i, metrics.size()};
-    step.world_size = static_cast<int>(world);
+    RunStep step{.kind = RunStep::Kind::computing,
+                 .name = metrics[i].label,
+                 .index = i,
+                 .count = metrics.size(),
+                 .world_size = static_cast<int>(world)};
     if (on_step) on_step(step);
     const auto began = std::chrono::steady_clock::now();
     try {
@@ -649,7 +652,7 @@ Outcome compute_and_share(Collectives& backend, const Request& request, const Pl
 Outcome run(Collectives& backend, Request request) {
   const int world = backend.world_size();
   if (request.on_step) {
-    RunStep step{RunStep::Kind::syncing};
+    RunStep step;  // Kind::syncing
     step.count = request.metrics.size();
     step.world_size = world;
     request.on_step(step);

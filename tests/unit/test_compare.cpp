@@ -579,6 +579,78 @@ TEST(Progress, ShortRunsOnATerminalStayQuietUnlessForced) {
   std::fclose(f);
 }
 
+namespace {
+std::string file_text(std::FILE* f) {
+  std::rewind(f);
+  std::string text;
+  for (int ch; (ch = std::fgetc(f)) != EOF;) text += static_cast<char>(ch);
+  return text;
+}
+
+// The steps of a run of two metrics on 4 ranks, then the outputs.
+void run_steps(Progress& p) {
+  p.add(100);
+  tally::RunStep sync;
+  sync.count = 2;
+  sync.world_size = 4;
+  p.step(sync);
+  for (std::size_t i = 0; i < 2; ++i) {
+    tally::RunStep m;
+    m.kind = tally::RunStep::Kind::computing;
+    m.name = i == 0 ? "auroc" : "acc";
+    m.index = i;
+    m.count = 2;
+    m.world_size = 4;
+    p.step(m);
+    m.kind = tally::RunStep::Kind::computed;
+    m.seconds = i == 0 ? 20.26 : 0.5;
+    p.step(m);
+  }
+  tally::RunStep writing;
+  writing.kind = tally::RunStep::Kind::writing;
+  p.step(writing);
+  p.finish();
+}
+
+// What the display writes for run_steps() on a terminal or a pipe (--progress).
+std::string steps_text(bool tty) {
+  std::FILE* f = std::tmpfile();
+  if (f == nullptr) return "(no tmpfile)";
+  {
+    Progress p(100, 4, tty, /*forced=*/true, f);
+    run_steps(p);
+  }
+  std::string text = file_text(f);
+  std::fclose(f);
+  return text;
+}
+}  // namespace
+
+// After the read, every step is shown (no silent 100% while a metric computes): on a pipe with
+// --progress, a line per step with each metric's time.
+TEST(Progress, EveryStepAfterTheReadIsShownWithItsTime) {
+  const std::string text = steps_text(/*tty=*/false);
+  EXPECT_NE(text.find("100/100 samples"), std::string::npos) << text;
+  EXPECT_NE(text.find("\nsyncing the states of 4 ranks\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\ncomputing 'auroc' (1/2)\ncomputed 'auroc' (1/2) in 20.3 s\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("\ncomputed 'acc' (2/2) in 0.50 s\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("\nwriting the outputs\nwrote the outputs in "), std::string::npos) << text;
+  EXPECT_TRUE(text.ends_with(" s\n")) << text;
+}
+
+TEST(Progress, ATerminalEndsTheComputesWithOneLineOfTheirTimes) {
+  const std::string text = steps_text(/*tty=*/true);
+  EXPECT_NE(text.find("computed 2 metrics in 20.8 s (auroc 20.3 s, acc 0.50 s)\n"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("wrote the outputs in "), std::string::npos) << text;
+  EXPECT_TRUE(text.ends_with("\n")) << text;
+  EXPECT_EQ(Progress::computed_line({{"a", 1.0}}), "computed 'a' in 1.00 s");
+  EXPECT_EQ(Progress::step_line(tally::RunStep{}, 0.0), "");  // no sync in a world of one
+}
+
 // ---- the command -------------------------------------------------------------------------------
 
 class CompareCli : public ::testing::Test {
