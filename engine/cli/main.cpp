@@ -146,11 +146,11 @@ int run(RunCommand& c) {
       if (progress) progress->finish();
     };
     // Notices and warnings go above the line being redrawn.
-    sinks.err = [&progress](std::string_view line) {
+    sinks.err = [&progress, plain = sinks.err](std::string_view line) {
       if (progress)
         progress->print_above(line);
       else
-        fmt::print(stderr, "{}", line);
+        plain(line);
     };
   }
   return tally::run(c.request, sinks).exit_code;

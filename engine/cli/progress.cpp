@@ -67,22 +67,26 @@ std::string Progress::line(std::int64_t done, std::int64_t total, double seconds
                      done >= total ? duration_text(seconds) : duration_text(eta));
 }
 
-std::string Progress::step_line(const RunStep& step, double seconds) {
+std::string Progress::step_title(const RunStep& step) {
   switch (step.kind) {
     case RunStep::Kind::syncing:
-      if (step.world_size <= 1) return "";
-      return fmt::format("syncing the states of {} ranks  {}", step.world_size,
-                         duration_text(seconds));
+      return step.world_size > 1 ? fmt::format("syncing the states of {} ranks", step.world_size)
+                                 : "";
     case RunStep::Kind::computing:
-      return fmt::format("computing '{}' ({}/{})  {}", step.name, step.index + 1, step.count,
-                         duration_text(seconds));
+      return fmt::format("computing '{}' ({}/{})", step.name, step.index + 1, step.count);
     case RunStep::Kind::computed:
       return fmt::format("computed '{}' ({}/{}) in {}", step.name, step.index + 1, step.count,
                          seconds_text(step.seconds));
     case RunStep::Kind::writing:
-      return fmt::format("writing the outputs  {}", duration_text(seconds));
+      return "writing the outputs";
   }
   return "";
+}
+
+std::string Progress::step_line(const RunStep& step, double seconds) {
+  std::string title = step_title(step);
+  if (title.empty() || step.kind == RunStep::Kind::computed) return title;
+  return fmt::format("{}  {}", title, duration_text(seconds));
 }
 
 std::string Progress::computed_line(const std::vector<std::pair<std::string, double>>& times) {
@@ -124,7 +128,7 @@ void Progress::step(const RunStep& step) {
   if (phase_ == Phase::reading) end_bar();
   if (step.kind == RunStep::Kind::computed) {
     times_.emplace_back(step.name, step.seconds);
-    if (!tty_ && forced_) put_line(step_line(step, step.seconds), true);
+    if (!tty_ && forced_) put_line(step_title(step), true);
     if (step.index + 1 >= step.count) {
       // The last metric: one closing line of every compute time, then nothing partly drawn.
       if (tty_ && visible()) put_line(computed_line(times_), true);
@@ -139,9 +143,7 @@ void Progress::step(const RunStep& step) {
     if (visible()) draw_step(false);
     if (!ticker_.joinable()) ticker_ = std::thread([this] { tick(); });
   } else if (forced_) {
-    const std::string text = step_line(step, 0.0);
-    // The line without its running time: "computing 'auroc' (2/3)".
-    if (!text.empty()) put_line(text.substr(0, text.rfind("  ")), true);
+    put_line(step_title(step), true);  // a pipe: no running time, a line as each step starts
   }
 }
 
@@ -159,7 +161,7 @@ void Progress::finish() {
   std::unique_lock<std::mutex> lock(mutex_);
   if (finished_) return;
   if (phase_ == Phase::reading) {
-    if (drawn_ || forced_) draw(true);
+    end_bar();
   } else if (phase_ == Phase::step && current_.kind == RunStep::Kind::writing) {
     if (visible())
       put_line(fmt::format(

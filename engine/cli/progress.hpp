@@ -46,8 +46,10 @@ class Progress {
   /// The text of one bar update (no carriage return, no newline), for tests.
   static std::string line(std::int64_t done, std::int64_t total, double seconds, int world_size,
                           bool unicode);
-  /// The line of a step in progress, `seconds` into it ("computing 'auroc' (2/3)  0:12"); "" for
-  /// a step that shows none (the sync of a world of one).
+  /// What a step is ("computing 'auroc' (2/3)", "computed 'auroc' (2/3) in 20.3 s"); "" for a
+  /// step that shows none (the sync of a world of one). A pipe's line for the step.
+  static std::string step_title(const RunStep& step);
+  /// A terminal's line of a step in progress, `seconds` into it ("computing 'auroc' (2/3)  0:12").
   static std::string step_line(const RunStep& step, double seconds);
   /// The closing line of the computes: "computed 3 metrics in 21.4 s (auroc 20.3 s, ...)",
   /// slowest first, five named at most.

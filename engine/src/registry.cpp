@@ -48,11 +48,9 @@ std::optional<std::string> missing_dependency(std::string_view dlerror_text) {
   static constexpr std::string_view kMarker = ": cannot open shared object file";
   const auto at = dlerror_text.find(kMarker);
   if (at == std::string_view::npos) return std::nullopt;
-  // The library's name: the text from the last '(' or ' ' before the marker.
-  const auto start = dlerror_text.find_last_of("( ", at);
-  const auto name = dlerror_text.substr(start == std::string_view::npos ? 0 : start + 1,
-                                        at - (start == std::string_view::npos ? 0 : start + 1));
-  return std::string(name);
+  // The library's name: the text after the last '(' or ' ' before the marker (npos + 1 is 0).
+  const auto from = dlerror_text.find_last_of("( ", at) + 1;
+  return std::string(dlerror_text.substr(from, at - from));
 }
 
 // A path for messages: control characters and bytes that are not UTF-8 escaped (\xNN).
@@ -580,6 +578,7 @@ const Component& Registry::get(ComponentKind kind, std::string_view name) const 
   // `auto` is no plugin: the engine resolves it to one of these (backend_auto.hpp).
   if (kind == ComponentKind::Backend) known.push_back("auto");
   std::sort(known.begin(), known.end());
+  const std::string known_text = known.empty() ? "none" : fmt::format("{}", fmt::join(known, ", "));
   // The plugin that would have provided it (its file is libtally_NAME.so) needs a library this
   // machine lacks: that library is the whole story.
   for (const auto& u : unloaded_)
@@ -587,12 +586,10 @@ const Component& Registry::get(ComponentKind kind, std::string_view name) const 
       throw ConfigError(fmt::format(
           "the {} '{}' is not available on this machine: its plugin '{}' needs {}, which is not "
           "installed (available: {})",
-          component_kind_name(kind), name, shown(u.file), u.missing_library,
-          known.empty() ? "none" : fmt::format("{}", fmt::join(known, ", "))));
+          component_kind_name(kind), name, shown(u.file), u.missing_library, known_text));
   throw ConfigError(fmt::format("unknown {} '{}' (known: {}; searched {}){}",
-                                component_kind_name(kind), name,
-                                known.empty() ? "none" : fmt::format("{}", fmt::join(known, ", ")),
-                                search_text(), unloaded_text()));
+                                component_kind_name(kind), name, known_text, search_text(),
+                                unloaded_text()));
 }
 
 std::string Registry::unloaded_text() const {
