@@ -27,6 +27,8 @@ if ((quick)); then
   ctest --preset ci -j2 -L unit -LE sweep "$@"
   exit 0
 fi
-ctest --preset ci -j2 "$@"
+# -j3 on 2 cores: the tests that start ranks run first, one at a time beside two single-process
+# tests (their COST and lock: tests/CMakeLists.txt), so their waits overlap the others' work.
+ctest --preset ci -j3 "$@"
 bash scripts/python-tests.sh
 bash scripts/docs.sh build-ci/bin/tally

@@ -214,7 +214,7 @@ constexpr const char* kPageScript = R"js(
 })();
 )js";
 
-bool is_matrix(const Value& v) {
+bool is_number_matrix(const Value& v) {
   if (!v.is_array() || v.size() == 0) return false;
   const auto& rows = v.as_array();
   return std::all_of(rows.begin(), rows.end(),
@@ -546,7 +546,7 @@ class Page {
         std::string figure;
         if (plot == Plot::Bars && numbers_only(v))
           figure = bars(label, key, doc, v);
-        else if (plot == Plot::Heatmap && is_matrix(v))
+        else if (plot == Plot::Heatmap && is_number_matrix(v))
           figure = heatmap(label, key, doc, v);
         else if (plot == Plot::Curve && is_curves(v))
           figure = curve(label, key, doc, v);
@@ -674,7 +674,7 @@ class Page {
       return out;
     }
     const Value* base = base_value(label, key);
-    const bool with_base = base != nullptr && is_matrix(*base) && base->size() == n_rows &&
+    const bool with_base = base != nullptr && is_number_matrix(*base) && base->size() == n_rows &&
                            base->as_array()[0].size() == n_cols;
     double max = 0;
     for (const auto& r : rows)
