@@ -136,6 +136,9 @@ int run(RunCommand& c) {
     sinks.progress_begin = [&progress, tty, forced](std::int64_t total, int world_size) {
       progress.emplace(total, world_size, tty, forced);
     };
+    sinks.progress_total = [&progress](std::int64_t n) {
+      if (progress) progress->set_total(n);
+    };
     sinks.progress_add = [&progress](std::int64_t n) {
       if (progress) progress->add(n);
     };

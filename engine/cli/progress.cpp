@@ -110,6 +110,11 @@ bool Progress::visible() const {
   return forced_ || drawn_ || Clock::now() - start_ >= std::chrono::milliseconds(500);
 }
 
+void Progress::set_total(std::int64_t total) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  total_ = std::max<std::int64_t>(total, 0);
+}
+
 void Progress::add(std::int64_t samples) {
   const std::lock_guard<std::mutex> lock(mutex_);
   done_ += samples;

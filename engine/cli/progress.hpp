@@ -35,6 +35,9 @@ class Progress {
   Progress& operator=(const Progress&) = delete;
   ~Progress();
 
+  /// The samples the bar counts to, once the read knows them (a resume that reshards changes
+  /// them); the samples added so far stay.
+  void set_total(std::int64_t total);
   void add(std::int64_t samples);
   /// A step after the read (any thread): ends the bar, then shows the step.
   void step(const RunStep& step);

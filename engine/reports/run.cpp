@@ -208,6 +208,7 @@ Results read_and_compute(Evaluator& ev, const RunRequest& r, Printer& p, const P
   ReadOptions read;
   read.resume = r.resume;
   if (prep.progress && p.sinks().progress_add) read.on_batch = p.sinks().progress_add;
+  if (prep.progress && p.sinks().progress_total) read.on_shard = p.sinks().progress_total;
   read.on_notice = [&p](const std::string& message) { p.notice(message); };
   read.settings = agreed_options(r);
   ev.read_all(prep.reader.get(), read);

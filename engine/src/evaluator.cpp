@@ -478,6 +478,7 @@ void Evaluator::Impl::read_shards(Reader* reader, const ReadOptions& options, Re
   std::int64_t resumed = 0;
   if (!policy.decide() || !policy.resume(resumed)) return;
   reader = policy.source(reader);
+  if (options.on_shard && reader != nullptr) options.on_shard(reader->shard_samples());
   std::atomic<std::uint64_t> batches{static_cast<std::uint64_t>(resumed)};
   const std::int64_t limit = policy.round_batches();
   const bool stable = is_stable(reader);

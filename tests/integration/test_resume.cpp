@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <numeric>
 #include <random>
+#include <regex>
 #include <set>
 
 #include "integration/cli_fixture.hpp"
@@ -392,10 +393,22 @@ class ReshardTest : public CheckpointTest {
     EXPECT_FALSE(steps(true).empty()) << "no checkpoint completed before the kill";
   }
 
-  /// --resume on `np` ranks, which must finish: its results, without per_rank.
+  /// --resume on `np` ranks, which must finish: its results, without per_rank. Rank 0's
+  /// progress bar (--progress on a pipe) must end at its total: the samples of its part of the
+  /// plan, which resharding changes (the states it folds count), not its reader's block.
   nlohmann::json resumed(const fs::path& cfg, int np, int written_by) {
-    const auto r = run(cfg, "--resume -o " + (dir / "out.json").string(), np);
+    const auto r = run(cfg, "--resume --progress -o " + (dir / "out.json").string(), np);
     EXPECT_EQ(r.exit_code, 0) << r.err;
+    const std::regex bar(R"(\] +(\d+)%  (\d+)/(\d+) samples)");
+    std::smatch last;
+    for (auto it = std::sregex_iterator(r.err.begin(), r.err.end(), bar);
+         it != std::sregex_iterator(); ++it)
+      last = *it;
+    EXPECT_FALSE(last.empty()) << "no progress bar: " << r.err;
+    if (!last.empty()) {
+      EXPECT_EQ(last[1], "100") << r.err;
+      EXPECT_EQ(last[2], last[3]) << r.err;
+    }
     if (written_by != np) {
       EXPECT_NE(r.err.find("written by " + std::to_string(written_by) +
                            (written_by == 1 ? " rank" : " ranks") +

@@ -640,6 +640,25 @@ TEST(Progress, EveryStepAfterTheReadIsShownWithItsTime) {
   EXPECT_TRUE(text.ends_with(" s\n")) << text;
 }
 
+// A resume on another number of ranks gives rank 0 a part of another size: set_total() takes
+// it, keeping what was counted (the states folded), and the bar ends at 100% of it.
+TEST(Progress, ANewTotalKeepsTheSamplesCountedAndEndsAtItsFullCount) {
+  std::FILE* f = std::tmpfile();
+  ASSERT_NE(f, nullptr);
+  {
+    Progress p(60, 2, /*tty=*/false, /*forced=*/true, f);
+    p.add(40);
+    p.set_total(90);
+    p.add(50);
+    p.finish();
+  }
+  const std::string text = file_text(f);
+  std::fclose(f);
+  EXPECT_NE(text.find("rank 0 [############################] 100%  90/90 samples"),
+            std::string::npos)
+      << text;
+}
+
 TEST(Progress, ATerminalEndsTheComputesWithOneLineOfTheirTimes) {
   const std::string text = steps_text(/*tty=*/true);
   EXPECT_NE(text.find("computed 2 metrics in 20.8 s (auroc 20.3 s, acc 0.50 s)\n"),

@@ -145,6 +145,10 @@ struct ReadOptions {
   bool resume = false;
   /// Called after each batch read, with its number of samples (a progress bar).
   std::function<void(std::int64_t)> on_batch;
+  /// Called once this rank's part of the data is known, before its first batch, with the samples
+  /// on_batch will count in all: the reader's shard, or, resuming a checkpoint on another number
+  /// of ranks, the samples of this rank's plan (the states it folds and the samples it reads).
+  std::function<void(std::int64_t)> on_shard;
   /// Called on rank 0 with one-line notices about checkpoints ("resuming from ...").
   std::function<void(const std::string&)> on_notice;
   /// The caller's own settings that every rank must give alike, as (name, value): its output

@@ -57,11 +57,14 @@ struct RunSinks {
   /// Whether the error that ends the run is printed (the command, which then exits with its code)
   /// or only returned in RunOutcome, for the caller to raise (Python).
   bool print_errors = true;
-  /// A progress display on rank 0: begin(this rank's shard samples, world size), add(samples)
-  /// after every batch, step() for each step after the read (the sync, each metric's compute
-  /// with its time, the outputs: RunStep), finish() once the outputs are written or the run has
-  /// failed (before its error is printed). Unset: none.
+  /// A progress display on rank 0: begin(this rank's shard samples, world size), total(samples)
+  /// once the read knows what it counts (a resume on another number of ranks changes rank 0's
+  /// part: ReadOptions::on_shard), add(samples) after every batch, step() for each step after
+  /// the read (the sync, each metric's compute with its time, the outputs: RunStep), finish()
+  /// once the outputs are written or the run has failed (before its error is printed). Unset:
+  /// none.
   std::function<void(std::int64_t, int)> progress_begin;
+  std::function<void(std::int64_t)> progress_total;
   std::function<void(std::int64_t)> progress_add;
   RunStepFn progress_step;
   std::function<void()> progress_finish;
