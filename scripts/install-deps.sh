@@ -30,6 +30,7 @@ test_packages=(
   iproute2 util-linux         # tests/multihost/netns.sh: hosts as network namespaces (ip netns, unshare)
   libxml2-utils chromium      # tests: xmllint checks the JUnit XML, headless Chromium opens the HTML report
   python3-dev python3-venv    # the Python module (nanobind) and the venvs its tests and the docs run in
+  mmdebstrap                  # bare Debian roots: the wheel's install test, tests/quickstart/fresh-root.sh
 )
 if [[ ${1:-} == --test ]]; then packages+=("${test_packages[@]}"); fi
 
