@@ -17,29 +17,14 @@ if ((EUID != 0)) || ! command -v mmdebstrap >/dev/null; then
   exit 2
 fi
 
-cleanup() {
-  umount -l "$root/dev" 2>/dev/null || true
-  umount -l "$root/proc" 2>/dev/null || true
-}
-trap cleanup EXIT
-cleanup
-rm -rf "$root"
+. "$repo/tests/support/debian_root.sh"
 echo "fresh-root: making a minimal Debian 12 root in $root (mmdebstrap: minbase, git)"
-mmdebstrap --quiet --variant=minbase --include=git,ca-certificates bookworm "$root" \
-  /etc/apt/sources.list.d/debian.sources
+make_debian_root "$root" git,ca-certificates
 git clone --quiet "$repo" "$root/src/tally"
-echo "fresh-root: $(chroot "$root" dpkg-query -W -f '${Package}\n' | wc -l) Debian packages;" \
+echo "fresh-root: $(in_root "$root" dpkg-query -W -f '${Package}\n' | wc -l) Debian packages;" \
   "cloned $(git -C "$repo" rev-parse --short HEAD)"
-for tool in cc gcc g++ cmake; do
-  if chroot "$root" sh -c "command -v $tool" >/dev/null; then
-    echo "fresh-root: the root already has $tool" >&2
-    exit 1
-  fi
-done
+no_build_tools "$root" fresh-root
 cp /etc/resolv.conf "$root/etc/resolv.conf"
-mount -t proc proc "$root/proc"
-mount --bind /dev "$root/dev"
-chroot "$root" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
-  HOME=/root LANG=C.UTF-8 bash -c 'cd /src/tally && start=$(date +%s) &&
-    ./scripts/example.sh && echo "fresh-root: ./scripts/example.sh took $(( $(date +%s) - start )) s" \
-    "on $(nproc) cores, package installs included"'
+in_root "$root" bash -c 'cd /src/tally && start=$(date +%s) && ./scripts/example.sh &&
+  echo "fresh-root: ./scripts/example.sh took $(( $(date +%s) - start )) s on $(nproc) cores," \
+    "package installs included"'

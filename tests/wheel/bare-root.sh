@@ -29,29 +29,15 @@ build="${TALLY_BUILD:-build-ci}"
 host_out="$(mktemp -d)"
 trap 'rm -rf "$host_out"' EXIT
 
-# Runs a command inside the root: a private mount namespace with /proc and /dev, a clean
-# environment (nothing of the host's PATH, Python or libraries).
-in_root() {
-  unshare --mount --fork sh -c 'mount -t proc proc "$0/proc" && mount --rbind /dev "$0/dev" &&
-    exec chroot "$0" /usr/bin/env -i PATH=/usr/bin:/bin HOME=/root LANG=C.UTF-8 \
-      PIP_DISABLE_PIP_VERSION_CHECK=1 "$@"' "$bare" "$@"
-}
-
+. "$root/tests/support/debian_root.sh"
 if [[ ! -x "$bare/usr/bin/python3" ]]; then
   echo "bare-root: making a bare Debian 12 root in $bare (mmdebstrap: python3, python3-venv)"
-  rm -rf "$bare"
-  mmdebstrap --quiet --variant=minbase --include=python3,python3-venv bookworm "$bare" \
-    /etc/apt/sources.list.d/debian.sources
+  make_debian_root "$bare" python3,python3-venv
 fi
-for tool in cc gcc g++ c++ cmake; do
-  if in_root sh -c "command -v $tool" >/dev/null; then
-    echo "bare-root: FAILED: the root has a compiler or build tool ($tool)"
-    exit 1
-  fi
-done
-dev=$(in_root dpkg-query -W -f '${Package}\n' | grep -c -- '-dev$' || true)
-echo "bare-root: $(in_root dpkg-query -W -f '${Package}\n' | wc -l) Debian packages, $dev -dev;" \
-     "$(in_root python3 --version)"
+no_build_tools "$bare" bare-root
+dev=$(in_root "$bare" dpkg-query -W -f '${Package}\n' | grep -c -- '-dev$' || true)
+echo "bare-root: $(in_root "$bare" dpkg-query -W -f '${Package}\n' | wc -l) Debian packages, $dev -dev;" \
+     "$(in_root "$bare" python3 --version)"
 ((dev == 0)) || { echo "bare-root: FAILED: the root has -dev packages"; exit 1; }
 
 # What the root gets: the wheel, numpy's wheel, the example and the loop.
@@ -61,19 +47,19 @@ mkdir -p "$t/wheelhouse" "$t/example"
 cp "$wheel" "$t/"
 cp -r "$root/configs/examples/classification.yaml" "$root/configs/examples/data" "$t/example/"
 cp "$root/tests/wheel/loop.py" "$t/"
-pyver=$(in_root python3 -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
+pyver=$(in_root "$bare" python3 -c 'import sys; print(f"{sys.version_info[0]}.{sys.version_info[1]}")')
 python3 -m pip download -q --only-binary=:all: --python-version "$pyver" \
   --platform manylinux2014_x86_64 -d "$t/wheelhouse" numpy
-in_root python3 -m venv /opt/tally-venv
+in_root "$bare" python3 -m venv /opt/tally-venv
 
 start=$(date +%s%N)
-in_root /opt/tally-venv/bin/pip install --no-index --find-links /tmp/tally-wheel-test/wheelhouse \
+in_root "$bare" /opt/tally-venv/bin/pip install --no-index --find-links /tmp/tally-wheel-test/wheelhouse \
   "/tmp/tally-wheel-test/$(basename "$wheel")"
 ms=$((($(date +%s%N) - start) / 1000000))
 took="$((ms / 1000)).$(printf %03d $((ms % 1000)))"
 echo "bare-root: pip install $(basename "$wheel") ($(du -h "$wheel" | cut -f1), with numpy) took ${took} s"
 
-in_root /opt/tally-venv/bin/tally run /tmp/tally-wheel-test/example/classification.yaml \
+in_root "$bare" /opt/tally-venv/bin/tally run /tmp/tally-wheel-test/example/classification.yaml \
   --output /tmp/tally-wheel-test/cli.json --html /tmp/tally-wheel-test/report.html
 # The HTML report draws its charts with the Chart.js the wheel carries (no Debian package here).
 if ! grep -q ' \* Chart.js v[0-9]' "$t/report.html"; then
@@ -81,7 +67,7 @@ if ! grep -q ' \* Chart.js v[0-9]' "$t/report.html"; then
   exit 1
 fi
 echo "bare-root: the HTML report inlines Chart.js ($(wc -c < "$t/report.html") bytes)"
-in_root /opt/tally-venv/bin/python /tmp/tally-wheel-test/loop.py /tmp/tally-wheel-test/example/data \
+in_root "$bare" /opt/tally-venv/bin/python /tmp/tally-wheel-test/loop.py /tmp/tally-wheel-test/example/data \
   > "$host_out/loop-wheel.json"
 
 # The same from the source build (under ASan when it is the ci build: python-tests.sh's set-up).
@@ -112,7 +98,7 @@ EOF
 
 # The mpi backend needs the machine's Open MPI: absent here, one line naming it, exit 2.
 set +e
-mpi_err=$(in_root /opt/tally-venv/bin/tally run /tmp/tally-wheel-test/example/classification.yaml \
+mpi_err=$(in_root "$bare" /opt/tally-venv/bin/tally run /tmp/tally-wheel-test/example/classification.yaml \
   --set backend.type=mpi --quiet 2>&1 >/dev/null)
 mpi_rc=$?
 set -e
@@ -121,5 +107,5 @@ if [[ $mpi_rc -ne 2 || $(wc -l <<<"$mpi_err") -ne 1 || $mpi_err != *libmpi.so* ]
   echo "bare-root: FAILED: expected exit 2 and one line naming libmpi"
   exit 1
 fi
-in_root /opt/tally-venv/bin/tally plugins | grep '^not loaded' | sed 's/^/bare-root: tally plugins: /'
+in_root "$bare" /opt/tally-venv/bin/tally plugins | grep '^not loaded' | sed 's/^/bare-root: tally plugins: /'
 echo "bare-root: PASSED"
