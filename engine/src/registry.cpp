@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <optional>
 #include <system_error>
 
@@ -341,7 +343,65 @@ void check_ancestors(const fs::path& path, const char* what, const std::string& 
   }
 }
 
+// ---- The plugins loaded in this process ------------------------------------------------------
+// A plugin file loaded and checked once is not read, dlopen'ed and checked again while a Registry
+// still holds it (a Python program makes an Evaluator per metric): the loaded library is kept by
+// its path and the file's identity (device, inode, size, modification time), weakly, so that it
+// is unloaded as before when the last Registry holding it goes, and a file replaced or rewritten
+// in place is loaded anew.
+
+struct FileIdentity {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  off_t size = 0;
+  std::int64_t mtime_ns = 0;
+  bool operator==(const FileIdentity&) const = default;
+};
+
+std::optional<FileIdentity> identity_of(const fs::path& file) {
+  struct stat st {};
+  if (::stat(file.c_str(), &st) != 0) return std::nullopt;
+  return FileIdentity{st.st_dev, st.st_ino, st.st_size,
+                      std::int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec};
+}
+
+struct CachedPlugin {
+  FileIdentity identity;
+  std::weak_ptr<boost::dll::shared_library> lib;
+  const PluginManifest* manifest = nullptr;
+};
+
+std::mutex& cache_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+std::map<std::string, CachedPlugin>& plugin_cache() {
+  static std::map<std::string, CachedPlugin> cache;
+  return cache;
+}
+
+Loaded load_plugin_uncached(const fs::path& file);
+
 Loaded load_plugin(const fs::path& file) {
+  const auto identity = identity_of(file);
+  if (identity) {
+    const std::lock_guard<std::mutex> lock(cache_mutex());
+    const auto it = plugin_cache().find(file.native());
+    if (it != plugin_cache().end() && it->second.identity == *identity) {
+      if (auto lib = it->second.lib.lock())
+        return Loaded{std::move(lib), it->second.manifest, file, {}};
+    }
+  }
+  Loaded out = load_plugin_uncached(file);
+  if (identity && out.lib) {
+    const std::lock_guard<std::mutex> lock(cache_mutex());
+    plugin_cache()[file.native()] = CachedPlugin{*identity, out.lib, out.manifest};
+  }
+  return out;
+}
+
+Loaded load_plugin_uncached(const fs::path& file) {
   Loaded out;
   out.file = file;
   check_plugin_abi(file);  // reads the file only: nothing of the plugin runs before this passes

@@ -40,6 +40,8 @@
 #include "row_kernels.hpp"
 #include "tally/sdk/metric.hpp"
 #include "tally/sdk/state.hpp"
+#include "tm_core.hpp"
+#include "tm_rates.hpp"
 #ifdef TALLY_CLASSIFICATION_CUDA
 #include "cuda/gpu_metrics.hpp"
 #endif
@@ -212,36 +214,56 @@ class Accuracy final : public TypedMetric<AccuracyState> {
 
 }  // namespace
 
+/// mmeval's Accuracy without `task`; with it, torchmetrics' (tm_rates.cpp): either mode's
+/// parameters and fields.
 ComponentInfo accuracy_info() {
-  return with_results(
-      metric<Accuracy>(
-          "Accuracy",
-          "Top-k accuracy: the fraction of samples whose true class is among the k highest scores "
-          "(ties broken as scikit-learn's top_k_accuracy_score) and, with a threshold, whose "
-          "true-class score is above it. mmeval's Accuracy; keys top{k}, and top{k}_thr-{thr:.2f} "
-          "/ "
-          "top{k}_no-thr with several thresholds.",
-          {param("topk", ParamType::IntList,
-                 "The k values; an integer or a list. With pred_labels only 1 is defined.")
-               .def(Value::Array{Value(1)}),
-           param(
-               "thrs", ParamType::FloatList,
-               "Score thresholds: a hit also needs the true class's score > thr; null means no "
-               "threshold. Defaults to [null]; mmeval's default is 0.0, which counts every sample "
-               "with a true-class score <= 0 as a miss, wrong for raw logits. Float32 scores are "
-               "compared with the threshold cast to float32.")
-               .def(Value::Array{Value()})
-               .nullable(),
-           threads_param()},
-          {InputSpec{kScores, "Class scores [N, C], float32 or float64 (logits or probabilities).",
-                     false},
-           InputSpec{kPredLabels,
-                     "Predicted class ids [N], any integer dtype; used when pred_scores is absent "
-                     "(top-1 only).",
-                     false},
-           InputSpec{kGtLabels, "True class ids [N], any integer dtype, in [0, C).", true}}),
-      {{"top*", Better::Higher, Plot::None,
-        "fraction of samples whose true class is in the top k"}});
+  std::vector<ParamSpec> params = {
+      param("topk", ParamType::IntList,
+            "Without task: the k values; an integer or a list. With pred_labels only 1 is defined.")
+          .def(Value::Array{Value(1)}),
+      param("thrs", ParamType::FloatList,
+            "Without task: score thresholds: a hit also needs the true class's score > thr; null "
+            "means no threshold. Defaults to [null]; mmeval's default is 0.0, which counts every "
+            "sample with a true-class score <= 0 as a miss, wrong for raw logits. Float32 scores "
+            "are compared with the threshold cast to float32.")
+          .def(Value::Array{Value()})
+          .nullable(),
+      threads_param()};
+  auto tm = tm_rate_params(false);
+  tm.front().optional = true;  // task: absent for mmeval's Accuracy
+  for (auto& spec : tm) params.push_back(std::move(spec));
+  std::vector<InputSpec> inputs = {
+      InputSpec{kScores,
+                "Without task: class scores [N, C], float32 or float64 (logits or probabilities).",
+                false},
+      InputSpec{kPredLabels,
+                "Without task: predicted class ids [N], any integer dtype; used when pred_scores "
+                "is absent (top-1 only).",
+                false},
+      InputSpec{kGtLabels, "Without task: true class ids [N], any integer dtype, in [0, C).",
+                false}};
+  for (auto& spec : tm_rate_inputs()) inputs.push_back(std::move(spec));
+  auto info = metric<Accuracy>(
+      "Accuracy",
+      "Top-k accuracy: the fraction of samples whose true class is among the k highest scores "
+      "(ties broken as scikit-learn's top_k_accuracy_score) and, with a threshold, whose "
+      "true-class score is above it. mmeval's Accuracy; keys top{k}, and top{k}_thr-{thr:.2f} / "
+      "top{k}_no-thr with several thresholds. With a `task` parameter it is torchmetrics' "
+      "Accuracy instead, on fields preds and target (key accuracy; tm_rates.cpp). Reference "
+      "(task): torchmetrics 1.9.0 torchmetrics.functional.accuracy(preds, target, task, "
+      "threshold, num_classes, num_labels, average, top_k=top_k, ignore_index=ignore_index).",
+      std::move(params), std::move(inputs));
+  info.make_metric = [](const Params& p) -> std::unique_ptr<Metric> {
+    if (p.has("task")) return make_tm_accuracy(p);
+    tm::check_class_counts(p);  // bounded whenever given (test_bounded_cli), before anything else
+    for (const char* name : {"num_classes", "num_labels", "ignore_index"})
+      if (p.has(name)) p.fail(name, "is a parameter of torchmetrics' Accuracy: give task too");
+    return std::make_unique<Accuracy>(p);
+  };
+  return with_results(info, {{"top*", Better::Higher, Plot::None,
+                              "fraction of samples whose true class is in the top k"},
+                             {"accuracy", Better::Higher, Plot::None,
+                              "torchmetrics' accuracy (with task; array: per class / label)"}});
 }
 TALLY_COMPONENT(accuracy_info)
 

@@ -27,6 +27,8 @@
 #include "common.hpp"
 #include "tally/sdk/metric.hpp"
 #include "tally/sdk/state.hpp"
+#include "tm_core.hpp"
+#include "tm_rates.hpp"
 
 namespace tally::classification {
 namespace {
@@ -40,7 +42,11 @@ struct F1State {
 class F1Score final : public TypedMetric<F1State> {
  public:
   explicit F1Score(const Params& p) : check_(p.owner_or("F1Score")) {
+    if (p.has("num_labels")) tm::check_class_counts(p);  // bounded whenever given
+    if (!p.has("num_classes")) p.fail("num_classes", "is required (without task)");
     num_classes_ = p.get_size("num_classes");
+    for (const char* name : {"num_labels", "ignore_index"})
+      if (p.has(name)) p.fail(name, "is a parameter of torchmetrics' F1Score: give task too");
     for (const auto& m : p.get_string_list("mode")) {
       if (m == "macro")
         macro_ = true;
@@ -205,32 +211,57 @@ class F1Score final : public TypedMetric<F1State> {
 
 }  // namespace
 
+/// mmeval's F1Score without `task`; with it, torchmetrics' (tm_rates.cpp): either mode's
+/// parameters and fields.
 ComponentInfo f1_score_info() {
-  return with_results(
-      metric<F1Score>(
-          "F1Score",
-          "Micro and/or macro F1 over element-wise integer labels (e.g. token labels), with cared "
-          "or "
-          "ignored classes, as mmeval's F1Score (keys macro_f1, micro_f1); equal to scikit-learn's "
-          "f1_score(labels=cared, zero_division=0) on the flattened labels. Negative labels are no "
-          "class.",
-          {param("num_classes", ParamType::Int, "Number of classes; every label must be below it."),
-           param("mode", ParamType::StringList,
-                 "micro, macro, or both (macro_f1 is reported first).")
-               .def(Value::Array{Value("micro")})
-               .choices({"micro", "macro"}),
-           param("cared_classes", ParamType::IntList,
-                 "Only these classes count (not together with ignored_classes); empty: all.")
-               .def(Value::array()),
-           param("ignored_classes", ParamType::IntList,
-                 "These classes do not count (not together with cared_classes); empty: none.")
-               .def(Value::array())},
-          {InputSpec{kPredLabels,
-                     "Predicted labels: integer [N] or [N, L], or per-sample 1-D lists (ragged).",
-                     true},
-           InputSpec{kGtLabels, "True labels, the same shape as pred_labels (element-wise pairs).",
-                     true}}),
-      {{"*_f1", Better::Higher, Plot::None, "F1 over the cared classes"}});
+  std::vector<ParamSpec> params = {
+      param("mode", ParamType::StringList,
+            "Without task: micro, macro, or both (macro_f1 is reported first).")
+          .def(Value::Array{Value("micro")})
+          .choices({"micro", "macro"}),
+      param("cared_classes", ParamType::IntList,
+            "Without task: only these classes count (not together with ignored_classes); empty: "
+            "all.")
+          .def(Value::array()),
+      param("ignored_classes", ParamType::IntList,
+            "Without task: these classes do not count (not together with cared_classes); empty: "
+            "none.")
+          .def(Value::array())};
+  // num_classes: both modes' (without task every label must be below it; it is required there).
+  auto tm = tm_rate_params(true);
+  tm.front().optional = true;  // task: absent for mmeval's F1Score
+  for (auto& spec : tm) {
+    if (spec.name == "num_classes")
+      spec.doc =
+          "Without task: the number of classes, every label below it (required). " + spec.doc;
+    params.push_back(std::move(spec));
+  }
+  std::vector<InputSpec> inputs = {
+      InputSpec{kPredLabels,
+                "Without task: predicted labels: integer [N] or [N, L], or per-sample 1-D lists "
+                "(ragged).",
+                false},
+      InputSpec{kGtLabels,
+                "Without task: true labels, the same shape as pred_labels (element-wise pairs).",
+                false}};
+  for (auto& spec : tm_rate_inputs()) inputs.push_back(std::move(spec));
+  auto info = metric<F1Score>(
+      "F1Score",
+      "Micro and/or macro F1 over element-wise integer labels (e.g. token labels), with cared or "
+      "ignored classes, as mmeval's F1Score (keys macro_f1, micro_f1); equal to scikit-learn's "
+      "f1_score(labels=cared, zero_division=0) on the flattened labels. Negative labels are no "
+      "class. With a `task` parameter it is torchmetrics' F1Score instead, on fields preds and "
+      "target (key f1_score; tm_rates.cpp). Reference (task): torchmetrics 1.9.0 "
+      "torchmetrics.functional.f1_score(preds, target, task, threshold, num_classes, num_labels, "
+      "average, top_k=top_k, ignore_index=ignore_index, zero_division=zero_division).",
+      std::move(params), std::move(inputs));
+  info.make_metric = [](const Params& p) -> std::unique_ptr<Metric> {
+    if (p.has("task")) return make_tm_f1_score(p);
+    return std::make_unique<F1Score>(p);
+  };
+  return with_results(info, {{"*_f1", Better::Higher, Plot::None, "F1 over the cared classes"},
+                             {"f1_score", Better::Higher, Plot::None,
+                              "torchmetrics' F1 (with task; array: per class / label)"}});
 }
 TALLY_COMPONENT(f1_score_info)
 

@@ -149,6 +149,13 @@ inline std::vector<ParamSpec> task_params(const TaskOptions& o) {
   return out;
 }
 
+/// Checks num_classes and num_labels against their bounds where given (a task or not).
+inline void check_class_counts(const Params& p) {
+  if (p.has("num_classes"))
+    p.get_size("num_classes", 2, kMaxClasses, "the state holds num_classes^2 int64 counts");
+  if (p.has("num_labels")) p.get_size("num_labels", 2, kMaxSize);
+}
+
 inline TaskParams read_task(const Params& p, const TaskOptions& o) {
   TaskParams t;
   const std::string task = p.get_string("task");

@@ -129,6 +129,7 @@ class COCODetection : public TypedMetric<CocoState> {
     }
     classwise_ = p.get_bool("classwise");
     curves_ = p.get_bool("curves");
+    eval_arrays_ = p.get_bool("eval_arrays");
     curve_iou_ = p.get_fraction("curve_iou");
     if (curves_ && std::find(thrs.begin(), thrs.end(), curve_iou_) == thrs.end())
       p.fail("curve_iou", fmt::format("must be one of iou_thrs, got {}", curve_iou_));
@@ -194,7 +195,7 @@ class COCODetection : public TypedMetric<CocoState> {
     c.federated = lvis_;
     c.areas = areas ? *areas : coco::default_area_ranges(c.kind);
     if (c.kind == coco::Kind::Keypoints) c.kpt_sigmas = kpt_sigmas_ = sigmas;
-    c.keep_scores = curves_ && classwise_;
+    c.keep_scores = (curves_ && classwise_) || eval_arrays_;
     if (curves_ && c.kind != coco::Kind::Proposal) c.f1_curve_iou = curve_iou_;
     c.calibration_bins = calibration_bins_;
     if (confusion_iou_ >= 0 && c.kind != coco::Kind::Keypoints) {
@@ -316,6 +317,7 @@ class COCODetection : public TypedMetric<CocoState> {
       else
         set_stats(out, metrics_[j], cfg, sum);
       const std::string pre = cfg.kind == coco::Kind::Proposal ? "" : metrics_[j] + "_";
+      if (eval_arrays_) out.set(metrics_[j] + "_eval", eval_arrays(cfg, sum));
       if (curves_) out.set(pre + "PR_curve", pr_curve(cfg, sum, -1));
       if (!sum.f1.empty()) {  // the first best threshold
         const auto best = static_cast<std::size_t>(std::max_element(sum.f1.begin(), sum.f1.end()) -
@@ -390,6 +392,29 @@ class COCODetection : public TypedMetric<CocoState> {
     for (std::size_t c = 0; c < cat_ids_.size() && c < classes_.size(); ++c)
       if (cat_ids_[c] == cat) return classes_[c];
     return std::to_string(cat);
+  }
+
+  /// accumulate()'s arrays and their layout (eval_arrays): pycocotools' eval['precision'],
+  /// eval['recall'], eval['scores'], flattened in C order, and what indexes each axis.
+  static Value eval_arrays(const coco::EvalConfig& cfg, const coco::Summary& sum) {
+    const auto ints = [](const auto& v) {
+      Value::Array a;
+      for (const auto x : v) a.emplace_back(static_cast<std::int64_t>(x));
+      return Value(std::move(a));
+    };
+    Value::Array labels;
+    for (const auto& area : cfg.areas) labels.emplace_back(area.label);
+    Value out = Value::map();
+    out.set("precision", Value(sum.precision));
+    out.set("recall", Value(sum.recall));
+    out.set("scores", Value(sum.scores));
+    out.set("shape", ints(std::vector<std::size_t>{sum.T, sum.R, sum.K, sum.A, sum.M}));
+    out.set("cat_ids", ints(sum.cat_ids));
+    out.set("iou_thrs", Value(sum.iou_thrs));
+    out.set("rec_thrs", Value(sum.rec_thrs));
+    out.set("max_dets", ints(sum.max_dets));
+    out.set("area_labels", Value(std::move(labels)));
+    return out;
   }
 
   /// The precision-recall curve at curve_iou (area "all", the last maxDet) as pycocotools'
@@ -777,6 +802,7 @@ class COCODetection : public TypedMetric<CocoState> {
   std::vector<std::string> classes_;
   bool classwise_ = false;
   bool curves_ = false;
+  bool eval_arrays_ = false;
   std::size_t calibration_bins_ = 0;
   double confusion_iou_ = -1;
   double f_beta_ = 0;  // 0: no F-scores
@@ -802,7 +828,14 @@ namespace {
 
 /// The parameters COCODetection and LVISDetection share (after their own).
 std::vector<ParamSpec> subset_params() {
-  return {param("classwise", ParamType::Bool,
+  return {param("eval_arrays", ParamType::Bool,
+                "Also return accumulate()'s arrays as \"{kind}_eval\": precision [T, R, K, A, "
+                "M], recall [T, K, A, M] and scores [T, R, K, A, M] flattened in that (C) order, "
+                "-1 where undefined, with shape [T, R, K, A, M] and the parameters they are laid "
+                "out by (cat_ids, iou_thrs, rec_thrs, max_dets, area_labels): pycocotools' "
+                "eval['precision'], eval['recall'] and eval['scores'] (tally.coco reads them).")
+              .def(false),
+          param("classwise", ParamType::Bool,
                 "Also return the AP (\"{kind}_{class}_precision\", mmeval's name) and AR "
                 "(\"{kind}_{class}_recall\") of each category.")
               .def(false),
@@ -900,6 +933,8 @@ std::vector<ResultSpec> detection_results(const std::string& what) {
           {"*_tide_AP*", Better::Higher, Plot::None, "TIDE's AP at its foreground IoU"},
           {"*_tide_*", Better::Lower, Plot::None,
            "TIDE: AP gained by fixing one error type (fraction)"},
+          {"*_eval", Better::Neither, Plot::None,
+           "accumulate()'s precision, recall and scores arrays (eval_arrays)"},
           {"*_precision", Better::Higher, Plot::None, "AP of one category (classwise)"},
           {"*_recall", Better::Higher, Plot::None, "AR of one category (classwise)"},
           {"*", Better::Higher, Plot::None, what + " AP / AR (fraction; -1 when undefined)"}};

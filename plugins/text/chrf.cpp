@@ -23,11 +23,19 @@
 // 1e-15; on the test data with empty hypotheses and references, chrF differs by up to 4%
 // (tests/reference/expected_text_torchmetrics.json, "cross_check").
 //
+// convention torchmetrics (what tally.torchmetrics.CHRFScore sets) computes torchmetrics 1.9.0's
+// value instead (torchmetrics.functional.text.chrf: _chrf_score_update, _calculate_fscore): the
+// hypothesis n-grams always counted; the best reference the first whose sentence score is above
+// the best so far, starting from 0 (none: only the hypothesis n-grams count); the characters of
+// str.strip() with ' ' removed; P_n = 0 when hyp_n = 0 and R_n = 0 when ref_n = 0, and
+//   chrF = mean over orders of (1 + b) P_n R_n / max(b P_n + R_n, 1e-16).
+//
 // Example: preds ['the cat is on the mat'], target [['there is a cat on the mat', 'a cat is on
 //   the mat']] -> {chrf_score: 0.8640464626240438} (torchmetrics' docstring: tensor(0.8640)).
 //
 // State: int64 statistics (3 per order, and the sample count), summed across ranks: exact on any
 // number of ranks.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
@@ -62,7 +70,8 @@ class ChrfScore final : public TypedMetric<ChrfState> {
         beta_(p.get_double("beta")),
         lowercase_(p.get_bool("lowercase")),
         whitespace_(p.get_bool("whitespace")),
-        eps_smoothing_(p.get_bool("eps_smoothing")) {
+        eps_smoothing_(p.get_bool("eps_smoothing")),
+        torchmetrics_(p.get_string("convention") == "torchmetrics") {
     if (!(beta_ >= 0.0) || !std::isfinite(beta_))
       p.fail("beta", "must be a finite number >= 0, got " + std::to_string(beta_));
     order_ = static_cast<std::size_t>(n_char_ + n_word_);
@@ -91,16 +100,26 @@ class ChrfScore final : public TypedMetric<ChrfState> {
       sample_.assign(k * 3 * order_, 0);
       count(chars_, n_char_, 0, k);
       count(words_, n_word_, static_cast<std::size_t>(n_char_), k);
-      std::size_t best = 0;
-      double best_f = -1.0;
-      for (std::size_t r = 0; r < k; ++r) {
-        const double f = f_score(sample_.data() + r * 3 * order_);
-        if (f > best_f) best_f = f, best = r;
-      }
-      const std::int64_t* s = sample_.data() + best * 3 * order_;
-      for (std::size_t j = 0; j < 3 * order_; ++j) state.stats[j] += s[j];
+      add_best(state, k);
     }
     state.n += pred.size();
+  }
+
+  // The statistics of sample's best reference (of k) into the state.
+  void add_best(ChrfState& state, std::size_t k) {
+    std::size_t best = k;
+    double best_f = torchmetrics_ ? 0.0 : -1.0;
+    for (std::size_t r = 0; r < k; ++r) {
+      const double f = f_score(sample_.data() + r * 3 * order_);
+      if (f > best_f) best_f = f, best = r;
+    }
+    if (best == k) {  // torchmetrics: no reference above 0 -> the hypothesis n-grams only
+      if (k == 0) return;
+      for (std::size_t i = 0; i < order_; ++i) state.stats[3 * i] += sample_[3 * i];
+      return;
+    }
+    const std::int64_t* s = sample_.data() + best * 3 * order_;
+    for (std::size_t j = 0; j < 3 * order_; ++j) state.stats[j] += s[j];
   }
 
   Value compute(const ChrfState& all) const override {
@@ -138,6 +157,14 @@ class ChrfScore final : public TypedMetric<ChrfState> {
     std::string& line = chars_.buffer(slot);
     if (whitespace_) {
       line = text;
+    } else if (torchmetrics_) {  // str.strip().replace(" ", "")
+      line.clear();
+      if (!split_.empty()) {
+        const char* first = split_.front().data();
+        const char* last = split_.back().data() + split_.back().size();
+        for (const char* q = first; q != last; ++q)
+          if (*q != ' ') line.push_back(*q);
+      }
     } else {
       line.clear();
       for (const auto word : split_) line.append(word);
@@ -165,15 +192,29 @@ class ChrfScore final : public TypedMetric<ChrfState> {
         for (const auto id : lv) used_[static_cast<std::size_t>(id)] = 0;
         std::int64_t* s =
             sample_.data() + r * 3 * order_ + 3 * (first + static_cast<std::size_t>(n - 1));
-        s[0] = lv.empty() ? 0 : static_cast<std::int64_t>(h.size());
+        s[0] = lv.empty() && !torchmetrics_ ? 0 : static_cast<std::int64_t>(h.size());
         s[1] = static_cast<std::int64_t>(lv.size());
         s[2] = match;
       }
     }
   }
 
+  // torchmetrics' _calculate_fscore (in percent).
+  double f_score_torchmetrics(const std::int64_t* stats) const {
+    const double b = beta_ * beta_;
+    double sum = 0.0;
+    for (std::size_t i = 0; i < order_; ++i) {
+      const std::int64_t n_hyp = stats[3 * i], n_ref = stats[3 * i + 1], n_match = stats[3 * i + 2];
+      const double p = n_hyp > 0 ? static_cast<double>(n_match) / static_cast<double>(n_hyp) : 0.0;
+      const double r = n_ref > 0 ? static_cast<double>(n_match) / static_cast<double>(n_ref) : 0.0;
+      sum += (1 + b) * p * r / std::max(b * p + r, 1e-16);
+    }
+    return 100 * sum / static_cast<double>(order_);
+  }
+
   // sacrebleu's CHRF._compute_f_score (in percent).
   double f_score(const std::int64_t* stats) const {
+    if (torchmetrics_) return f_score_torchmetrics(stats);
     const double eps = 1e-16;
     double score = 0.0, avg_prec = 0.0, avg_rec = 0.0;
     std::int64_t effective_order = 0;
@@ -210,7 +251,7 @@ class ChrfScore final : public TypedMetric<ChrfState> {
   InputChecker check_;
   std::int64_t n_char_, n_word_;
   double beta_;
-  bool lowercase_, whitespace_, eps_smoothing_;
+  bool lowercase_, whitespace_, eps_smoothing_, torchmetrics_;
   std::size_t order_ = 0;
 
   // Scratch, kept between samples.
@@ -245,7 +286,13 @@ ComponentInfo chrf_score_info() {
              "sacrebleu's eps_smoothing: true averages the per-order F-scores (chrF++.py, NLTK, "
              "Moses, torchmetrics); false takes the F-score of the mean precision and recall over "
              "the effective orders (sacrebleu's default).")
-           .def(true)},
+           .def(true),
+       param("convention", ParamType::String,
+             "sacrebleu: sacrebleu 2.6.0's corpus chrF; torchmetrics: torchmetrics 1.9.0's "
+             "CHRFScore, which counts differently where references are short or empty (see the "
+             "plugin's source; eps_smoothing is then not read).")
+           .def("sacrebleu")
+           .choices({"sacrebleu", "torchmetrics"})},
       {InputSpec{kPreds, "Hypotheses: one string per sample.", true},
        InputSpec{kTarget, "References: one or more strings per sample.", true}},
       {"CHRF", "chrF"},

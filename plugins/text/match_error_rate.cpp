@@ -14,8 +14,10 @@ ComponentInfo match_error_rate_info() {
       "MatchErrorRate",
       "Corpus match error rate (S + D + I) / (H + S + D + I) of the word alignment, jiwer's counts "
       "(jiwer.process_words with its default transforms). Key match_error_rate. Integer counts: "
-      "exact on any number of ranks. Reference: jiwer 4.0.0 jiwer.mer(target, preds).",
-      {}, word_info_inputs(), {"MER"},
+      "exact on any number of ranks. Reference: jiwer 4.0.0 jiwer.mer(target, preds); "
+      "with convention torchmetrics, torchmetrics 1.9.0's MatchErrorRate: the sum of word edit "
+      "distances / the sum of max(N, P) (str.split() words).",
+      {word_info_convention_param()}, word_info_inputs(), {"MER"},
       {{"match_error_rate", Better::Lower, Plot::None, "match error rate, in [0, 1]"}});
 }
 TALLY_COMPONENT(match_error_rate_info)

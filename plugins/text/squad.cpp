@@ -85,7 +85,8 @@ void squad_tokens(std::string_view s, std::string& buf, std::vector<std::string_
 
 class Squad final : public TypedMetric<SquadState> {
  public:
-  explicit Squad(const Params& p) : check_(p.owner_or("SQuAD")) {}
+  explicit Squad(const Params& p)
+      : check_(p.owner_or("SQuAD")), scale_(p.get_bool("percent") ? 100.0 : 1.0) {}
 
  protected:
   SquadState initial_state() const override {
@@ -129,8 +130,10 @@ class Squad final : public TypedMetric<SquadState> {
     ExactSum f1_sum;
     f1_sum.merge(s.f1.data());
     Value out = Value::map();
-    out.set("exact_match", static_cast<double>(s.exact) / static_cast<double>(s.n));
-    out.set("f1", f1_sum.value() / static_cast<double>(s.n));
+    // percent: torchmetrics' _squad_compute, 100.0 * sum / total in that order.
+    const auto n = static_cast<double>(s.n);
+    out.set("exact_match", scale_ * static_cast<double>(s.exact) / n);
+    out.set("f1", scale_ * f1_sum.value() / n);
     return out;
   }
 
@@ -152,6 +155,7 @@ class Squad final : public TypedMetric<SquadState> {
   }
 
   InputChecker check_;
+  double scale_ = 1.0;
   std::string buf_p_, buf_g_;
   std::vector<std::string_view> tok_p_, tok_g_;
   std::unordered_map<std::string_view, std::int64_t> counts_;
@@ -168,7 +172,10 @@ ComponentInfo squad_info() {
       "the same bits on any number of ranks. Reference: torchmetrics 1.9.0 "
       "torchmetrics.functional.text.squad([{prediction_text, id}], [{answers: {text}, id}]) / "
       "100.",
-      {},
+      {param("percent", ParamType::Bool,
+             "false: fractions in [0, 1]; true: percentages in [0, 100], as torchmetrics' SQuAD "
+             "returns them (what tally.torchmetrics.SQuAD sets).")
+           .def(false)},
       {InputSpec{kPreds, "Predicted answers: one string per question.", true},
        InputSpec{kTarget, "Gold answers: one or more strings per question.", true}},
       {"Squad"},

@@ -11,14 +11,19 @@
 // torchmetrics 1.9.0 (MatchErrorRate, WordInfoLost, WordInfoPreserved) differs: it splits with
 // str.split(), and takes the edit distance C and max(N, P) per pair instead of an alignment:
 // MER = sum C / sum max(N, P), and H = max(N, P) - C (which is the hits only when an optimal
-// alignment has no deletion or no insertion). On the test data (tests/reference/
-// expected_text_torchmetrics.json, "cross_check") MER differs by 3e-3 relative, WIL by 5%, WIP
-// by 4%.
+// alignment has no deletion or no insertion):
+//   MER = sum C / sum max(N, P)    WIP = (E / sum N) * (E / sum P), E = sum C - sum max(N, P)
+//   WIL = 1 - WIP
+// (torchmetrics.functional.text.mer / wil / wip: _mer_update, _wil_update, _wip_update). On the
+// test data (tests/reference/expected_text_torchmetrics.json, "cross_check") MER differs from
+// jiwer's by 3e-3 relative, WIL by 5%, WIP by 4%. The parameter `convention` picks: jiwer (the
+// default) or torchmetrics (what tally.torchmetrics' drop-in classes set).
 //
-// State: int64 totals (H, S, D, I, N, P, samples), summed across ranks: exact on any number of
-// ranks.
+// State: int64 totals (H, S, D, I, N, P, C, sum max(N, P), samples), summed across ranks: exact
+// on any number of ranks.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -32,10 +37,24 @@ namespace tally::text {
 
 struct WordInfoState {
   std::int64_t hits = 0, subs = 0, dels = 0, ins = 0, ref_words = 0, hyp_words = 0, n = 0;
-  TALLY_STATE(sum(hits), sum(subs), sum(dels), sum(ins), sum(ref_words), sum(hyp_words), sum(n))
+  // The torchmetrics convention's: edit distances and max(N, P), summed over the pairs.
+  std::int64_t edits = 0, longest = 0;
+  TALLY_STATE(sum(hits), sum(subs), sum(dels), sum(ins), sum(ref_words), sum(hyp_words), sum(n),
+              sum(edits), sum(longest))
 };
 
 enum class WordInfoKind { Mer, Wil, Wip };
+
+/// `convention`: jiwer's counts (default) or torchmetrics' (see the file comment).
+inline ParamSpec word_info_convention_param() {
+  return param("convention", ParamType::String,
+               "jiwer: jiwer 4.0.0's alignment counts after its default transforms (jiwer.mer / "
+               "wil / wip); torchmetrics: torchmetrics 1.9.0's, str.split() words and the edit "
+               "distance against max(N, P) per pair (torchmetrics.text.MatchErrorRate / "
+               "WordInfoLost / WordInfoPreserved).")
+      .def("jiwer")
+      .choices({"jiwer", "torchmetrics"});
+}
 
 inline std::vector<InputSpec> word_info_inputs() {
   return {InputSpec{kPreds, "Transcriptions (hypotheses): one string per sample.", true},
@@ -52,7 +71,8 @@ class WordInfo final : public TypedMetric<WordInfoState> {
                                       : K == WordInfoKind::Wil ? "word_information_lost"
                                                                : "word_information_preserved";
 
-  explicit WordInfo(const Params& p) : check_(p.owner_or(kType)) {}
+  explicit WordInfo(const Params& p)
+      : check_(p.owner_or(kType)), torchmetrics_(p.get_string("convention") == "torchmetrics") {}
 
  protected:
   void update(WordInfoState& state, const Batch& batch) override {
@@ -60,6 +80,10 @@ class WordInfo final : public TypedMetric<WordInfoState> {
     const Text& pred = single_text(batch, kPreds, check_, state.n);
     const Text& gt = single_text(batch, kTarget, check_, state.n);
     same_size(pred, kPreds, gt, kTarget, check_);
+    if (torchmetrics_) {
+      update_torchmetrics(state, pred, gt);
+      return;
+    }
     for (std::int64_t i = 0; i < pred.size(); ++i) {
       tok_g_.clear();
       tok_p_.clear();
@@ -80,8 +104,42 @@ class WordInfo final : public TypedMetric<WordInfoState> {
     state.n += pred.size();
   }
 
+  /// torchmetrics' counts: str.split() words, their edit distance C and max(N, P) per pair.
+  void update_torchmetrics(WordInfoState& state, const Text& pred, const Text& gt) {
+    for (std::int64_t i = 0; i < pred.size(); ++i) {
+      tok_g_.clear();
+      tok_p_.clear();
+      py_split(gt[i][0], tok_g_);
+      py_split(pred[i][0], tok_p_);
+      interner_.clear();
+      interner_.ids_of(tok_g_, ids_g_);
+      interner_.ids_of(tok_p_, ids_p_);
+      const auto n_g = static_cast<std::int64_t>(ids_g_.size());
+      const auto n_p = static_cast<std::int64_t>(ids_p_.size());
+      state.edits += levenshtein_.distance(ids_p_, ids_g_, interner_.size());
+      state.longest += std::max(n_g, n_p);
+      state.ref_words += n_g;
+      state.hyp_words += n_p;
+    }
+    state.n += pred.size();
+  }
+
+  /// torchmetrics' formulas (a zero denominator gives NaN there too: 0/0).
+  double compute_torchmetrics(const WordInfoState& t) const {
+    const auto d = [](std::int64_t x) { return static_cast<double>(x); };
+    if (K == WordInfoKind::Mer) return d(t.edits) / d(t.longest);
+    const double e = d(t.edits - t.longest);
+    const double wip = (e / d(t.ref_words)) * (e / d(t.hyp_words));
+    return K == WordInfoKind::Wip ? wip : 1.0 - wip;
+  }
+
   Value compute(const WordInfoState& t) const override {
     if (t.n == 0) check_.fail("no samples");
+    if (torchmetrics_) {
+      Value out = Value::map();
+      out.set(kKey, compute_torchmetrics(t));
+      return out;
+    }
     const auto d = [](std::int64_t x) { return static_cast<double>(x); };
     double mer = 0.0, wip = 0.0;
     if (t.ref_words == 0) {
@@ -103,6 +161,8 @@ class WordInfo final : public TypedMetric<WordInfoState> {
   std::vector<std::int32_t> ids_g_, ids_p_;
   Interner interner_;
   RapidfuzzAlignment align_;
+  Levenshtein levenshtein_;
+  bool torchmetrics_ = false;
 };
 
 }  // namespace tally::text

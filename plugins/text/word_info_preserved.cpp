@@ -14,8 +14,9 @@ ComponentInfo word_info_preserved_info() {
       "Corpus word information preserved (H / N) * (H / P) of the word alignment, jiwer's counts "
       "(jiwer.process_words with its default transforms). Key word_information_preserved. "
       "Integer counts: exact on any number of ranks. Reference: jiwer 4.0.0 jiwer.wip(target, "
-      "preds).",
-      {}, word_info_inputs(), {"WIP"},
+      "preds); with convention torchmetrics, torchmetrics 1.9.0's WordInfoPreserved (E / N) * "
+      "(E / P), E = sum of edit distances - sum of max(N, P) (str.split() words).",
+      {word_info_convention_param()}, word_info_inputs(), {"WIP"},
       {{"word_information_preserved", Better::Higher, Plot::None,
         "word information preserved, in [0, 1]"}});
 }

@@ -30,6 +30,7 @@ __all__ = [
     "run",
     "validate",
     "plugins",
+    "cli_path",
     "TallyError",
     "ConfigError",
     "InputError",
@@ -391,3 +392,11 @@ def cli_path() -> str:
     """The ``tally`` command that came with this package."""
     here = _os.path.dirname(_os.path.abspath(__file__))
     return _os.path.join(here, "bin", "tally")
+
+
+# dir(tally): the public API and the submodules, not the helpers imported above.
+_SUBMODULES = ["torchmetrics", "functional", "mmengine"]
+
+
+def __dir__() -> list:
+    return sorted(__all__ + _SUBMODULES)

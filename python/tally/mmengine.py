@@ -12,8 +12,15 @@ shard to one size, and ``size = len(dataset)`` drops the padding. Results are fl
         {"backend": {"type": "auto"}, "metrics": [{"type": "Accuracy", "topk": [1, 5]}]},
         field_map={"pred_score": "pred_scores", "gt_label": "gt_labels"})
 
-With mmengine installed the class derives from ``mmengine.evaluator.BaseMetric``, so mmengine's
-``Evaluator`` takes it as one of its metrics; without mmengine it works on its own.
+With mmengine installed the class derives from ``mmengine.evaluator.BaseMetric`` and is
+registered in mmengine's ``METRICS`` registry as ``TallyMetric`` (a child registry, mmdet's or
+mmpretrain's, finds it there too), so an mmengine config names it::
+
+    custom_imports = dict(imports=["tally.mmengine"], allow_failed_imports=False)
+    val_evaluator = dict(type="TallyMetric", config=dict(metrics=[dict(type="Accuracy")]),
+                         field_map=dict(pred_score="pred_scores", gt_label="gt_labels"))
+
+Without mmengine it works on its own.
 """
 
 from __future__ import annotations
@@ -32,7 +39,15 @@ except Exception:  # noqa: BLE001 - any import failure means: no mmengine
     _HAVE_MMENGINE = False
 
 
+__all__ = ["TallyMetric", "flatten"]
+
+
 def flatten(results: Mapping[str, Any], prefix: Optional[str] = None) -> dict:
+    """``{label: {key: v}}`` as mmengine's flat ``{"prefix/label/key": v}``.
+
+    >>> flatten({"Accuracy": {"top1": 0.5}}, "val")
+    {'val/Accuracy/top1': 0.5}
+    """
     out = {}
     for label, keys in results.items():
         for key, value in keys.items():
@@ -42,6 +57,18 @@ def flatten(results: Mapping[str, Any], prefix: Optional[str] = None) -> dict:
 
 
 class TallyMetric(_Base):  # type: ignore[misc, valid-type]
+    """mmengine's metric interface over a tally config: ``process(data_batch, data_samples)`` per
+    batch, ``evaluate(size)`` once (collective; the padding of mmengine's DefaultSampler dropped).
+
+    >>> import numpy as np
+    >>> m = TallyMetric({"metrics": [{"type": "Accuracy"}]}, prefix="val",
+    ...                 field_map={"pred_score": "pred_scores", "gt_label": "gt_labels"})
+    >>> m.process({}, [{"pred_score": np.array([0.2, 0.8]), "gt_label": 1},
+    ...                {"pred_score": np.array([0.9, 0.1]), "gt_label": 1}])
+    >>> m.evaluate(2)
+    {'val/Accuracy/top1': 0.5}
+    """
+
     default_prefix: Optional[str] = None
 
     def __init__(
@@ -89,3 +116,9 @@ class TallyMetric(_Base):  # type: ignore[misc, valid-type]
         finally:
             self.evaluator.reset()
         return flatten(results, self.prefix)
+
+
+if _HAVE_MMENGINE:  # pragma: no cover - exercised only where mmengine is installed
+    from mmengine.registry import METRICS as _METRICS
+
+    _METRICS.register_module(name="TallyMetric", module=TallyMetric, force=True)

@@ -53,8 +53,14 @@ def test_torchmetrics_style_object():
     assert flat.compute()["Accuracy/top3"] == expected()["Accuracy"]["top3"]
     with pytest.raises(TypeError, match="positional"):
         m.update(PREDS, LABELS, LABELS)
-    with pytest.raises(TypeError, match="forward"):
-        m(PREDS, LABELS)
+    # forward(): the batch's own value (a local compute, no collective), and it accumulates.
+    m.reset()
+    first = m(PREDS[:100], LABELS[:100])
+    one = tally.Evaluator(CONFIG)
+    one.add(pred_scores=PREDS[:100], gt_labels=LABELS[:100])
+    assert first == one.compute() and m.update_count == 1
+    m.update(PREDS[100:], LABELS[100:])
+    assert m.compute() == expected()
 
 
 @requires_torch
@@ -88,3 +94,51 @@ def test_inside_mmengines_own_evaluator():
         evaluator.process(data_samples=samples, data_batch={"inputs": None})
     flat = {f"val/{label}/{k}": v for label, keys in expected().items() for k, v in keys.items()}
     assert evaluator.evaluate(897) == flat
+
+
+@pytest.mark.skipif(
+    not __import__("conftest").have("mmengine"),
+    reason="mmengine is not installed in this venv (scripts/setup-torch-venv.sh installs it in .venv-torch)",
+)
+def test_registered_in_mmengine_and_run_by_its_runner_validation_loop(tmp_path):
+    """dict(type="TallyMetric", ...) in an mmengine config: mmengine's own Runner builds it from
+    its METRICS registry and runs it in its ValLoop over a tiny model's predictions."""
+    import torch
+    from mmengine.model import BaseModel
+    from mmengine.registry import METRICS
+    from mmengine.runner import Runner
+
+    assert METRICS.get("TallyMetric") is TallyMetric
+
+    class Scores(BaseModel):
+        """The 'model' returns the example's scores for its sample ids, as data samples."""
+
+        def __init__(self):
+            super().__init__()
+            self.unused = torch.nn.Linear(1, 1)  # a parameter for mmengine's wrappers
+
+        def forward(self, index, mode="tensor"):
+            if mode != "predict":
+                raise NotImplementedError(mode)
+            return [{"pred_score": torch.from_numpy(PREDS[int(i)]),
+                     "gt_label": torch.tensor(int(LABELS[int(i)]))} for i in index]
+
+    class Ids(torch.utils.data.Dataset):
+        def __len__(self):
+            return 897
+
+        def __getitem__(self, i):
+            return {"index": i}
+
+    runner = Runner(
+        model=Scores(),
+        work_dir=str(tmp_path),
+        val_dataloader=torch.utils.data.DataLoader(Ids(), batch_size=64),
+        val_cfg=dict(),
+        val_evaluator=dict(type="TallyMetric", config=CONFIG, prefix="val",
+                           field_map={"pred_score": "pred_scores", "gt_label": "gt_labels"}),
+        default_hooks=dict(logger=None, checkpoint=None),
+    )
+    got = runner.val()
+    flat = {f"val/{label}/{k}": v for label, keys in expected().items() for k, v in keys.items()}
+    assert got == flat

@@ -99,3 +99,41 @@ def test_torchrun(world, tmp_path):
 def test_torchrun_padded_sampler(tmp_path):
     launch(torchrun() + ["--standalone", "--nproc-per-node=3", WORKER, str(tmp_path), "gloo", "cpu", "sampler"])
     check(tmp_path, 3, 897, "gloo")
+
+
+TM_WORKER = str(__import__("pathlib").Path(__file__).with_name("tm_dist_worker.py"))
+
+
+def _tm_single(tmp_path, *mode):
+    one = tmp_path / "one"
+    one.mkdir()
+    launch([sys.executable, TM_WORKER, str(one), *mode])
+    return json.loads((one / "rank0.json").read_text())["results"]
+
+
+def _tm_check(tmp_path, world, expected):
+    for r in range(world):
+        got = json.loads((tmp_path / f"rank{r}.json").read_text())
+        assert got["world"] == world and got["results"] == expected, f"rank {r}"
+
+
+@pytest.mark.parametrize("world", [2, 3, 4])
+def test_torchmetrics_drop_ins_under_mpirun(world, tmp_path):
+    """tally.torchmetrics' classes and MetricCollection (backend auto -> mpi) give the
+    single-process values, bit for bit, on every rank."""
+    expected = _tm_single(tmp_path)
+    launch(mpirun() + ["-np", str(world), sys.executable, TM_WORKER, str(tmp_path)])
+    _tm_check(tmp_path, world, expected)
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_torchmetrics_drop_ins_under_torchrun_beside_torch_distributed(world, tmp_path):
+    """Under torchrun with torch.distributed's own gloo group initialized too: the drop-ins
+    (auto -> gloo over torchrun's store) give the single-process values on every rank."""
+    from conftest import have
+
+    if not have("torch"):
+        pytest.skip("torch is not installed in this venv (scripts/setup-torch-venv.sh)")
+    expected = _tm_single(tmp_path, "torch")
+    launch(torchrun() + ["--standalone", f"--nproc-per-node={world}", TM_WORKER, str(tmp_path), "torch"])
+    _tm_check(tmp_path, world, expected)

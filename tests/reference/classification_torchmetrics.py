@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Reference data and expected values for the torchmetrics task-based metrics of
 plugins/classification (tm_core.hpp): StatScores, Specificity, FBetaScore, HammingDistance,
-JaccardIndex, ExactMatch, MatthewsCorrCoef, CohenKappa, CalibrationError.
+JaccardIndex, ExactMatch, MatthewsCorrCoef, CohenKappa, CalibrationError, and (tm_rates.cpp)
+Accuracy, Precision, Recall and F1Score with a task.
 
 (a) Writes test data to tests/data/classification_torchmetrics/*.npy, deterministically:
       bc_*      scikit-learn's breast_cancer: a StandardScaler + LogisticRegression(C=0.05)
@@ -57,6 +58,10 @@ FUNCS = {
     "MatthewsCorrCoef": "matthews_corrcoef",
     "CohenKappa": "cohen_kappa",
     "CalibrationError": "calibration_error",
+    "Accuracy": "accuracy",
+    "Precision": "precision",
+    "Recall": "recall",
+    "F1Score": "f1_score",
 }
 # tally parameters that torchmetrics' functional call does not take.
 NOT_TM = {"multidim_average"}
@@ -200,7 +205,8 @@ def case_list(files):
     binary = {"task": "binary"}
     mc = lambda c: {"task": "multiclass", "num_classes": c}  # noqa: E731
     ml = {"task": "multilabel", "num_labels": 5}
-    averaged = ["StatScores", "Specificity", "FBetaScore", "HammingDistance", "JaccardIndex"]
+    averaged = ["StatScores", "Specificity", "FBetaScore", "HammingDistance", "JaccardIndex",
+                "Accuracy", "Precision", "Recall", "F1Score"]
     three = averaged + ["MatthewsCorrCoef"]
     for m in three:
         for data in ["bc_prob", "bc_logit", "bc_f32", "bc_labels", "allone", "perfect", "allwrong",
@@ -241,6 +247,9 @@ def case_list(files):
     add("FBetaScore", "bc_prob", dict(binary, beta=2.0), "beta2")
     add("FBetaScore", "allwrong", dict(binary, zero_division=1.0), "zero1")
     add("JaccardIndex", "allwrong", dict(binary, zero_division=1.0), "zero1")
+    for m in ["Precision", "Recall", "F1Score"]:
+        add(m, "allwrong", dict(binary, zero_division=1.0), "zero1")
+        add(m, "absent", dict(mc(5), average="macro", zero_division=1.0), "macro_zero1")
     for data, p in [("wine_prob", mc(3)), ("wine_labels", mc(3)), ("digits_prob", mc(10)),
                     ("absent", mc(5)), ("wine_ignore", dict(mc(3), ignore_index=-1)),
                     ("ml_prob", ml), ("ml_logit", ml), ("ml_labels", ml),
@@ -308,6 +317,15 @@ def sklearn_check(case, d):
                               labels=list(range(c)) if c else None, zero_division=0)
             return (f"sklearn.metrics.fbeta_score(target, pred_labels, beta=beta, average={a!r})",
                     v.tolist() if a == "none" else float(v))
+    if m in ("Precision", "Recall", "F1Score") and (task == "binary" or a in ("micro", "weighted")):
+        fn = {"Precision": "precision_score", "Recall": "recall_score", "F1Score": "f1_score"}[m]
+        avg = "binary" if task == "binary" else a
+        zd = params.get("zero_division", 0)
+        return (f"sklearn.metrics.{fn}(target, pred_labels, average={avg!r})",
+                float(getattr(M, fn)(t, p, average=avg, zero_division=zd,
+                                     labels=list(range(c)) if c else None)))
+    if m == "Accuracy" and (task == "binary" or (task == "multiclass" and a == "micro")):
+        return ("sklearn.metrics.accuracy_score(target, pred_labels)", float(M.accuracy_score(t, p)))
     if m == "HammingDistance" and (task == "binary" or a == "micro"):
         return ("sklearn.metrics.hamming_loss(target, pred_labels)", float(M.hamming_loss(t, p)))
     if m == "JaccardIndex" and (task == "binary" or a in ("micro", "weighted")):

@@ -644,7 +644,11 @@ TEST(ClassificationParams, BadParameters) {
   EXPECT_HAS(config_error("ConfusionMatrix", {{"num_classes", 1 << 20}}),
              "parameter 'num_classes' must be at most 16384");
   EXPECT_HAS(config_error("Accuracy", {{"bogus", 1}}), "unknown parameter 'bogus'");
-  EXPECT_HAS(config_error("Accuracy", {{"num_classes", 3}}), "unknown parameter 'num_classes'");
+  // num_classes is torchmetrics' Accuracy's (with task), not mmeval's.
+  EXPECT_HAS(config_error("Accuracy", {{"num_classes", 3}}),
+             "parameter 'num_classes' is a parameter of torchmetrics' Accuracy: give task too");
+  EXPECT_HAS(config_error("Accuracy", {{"task", "multiclass"}}),
+             "parameter 'num_classes' is required for task multiclass");
   EXPECT_HAS(config_error("SingleLabelMetric", {{"bogus", 1}}), "unknown parameter 'bogus'");
   EXPECT_HAS(config_error("ConfusionMatrix", {{"num_classes", 3}, {"bogus", 1}}),
              "unknown parameter 'bogus'");
@@ -664,7 +668,8 @@ TEST(ClassificationPlugin, RegistersDocumentedMetrics) {
        {"Accuracy", "SingleLabelMetric", "SingleLabelPrecisionRecallF1score", "ConfusionMatrix"}) {
     const Component* c = expect_documented(name, "classification");
     ASSERT_NE(c, nullptr) << name;
-    ASSERT_EQ(c->info->inputs.size(), 3u) << name;
+    // Accuracy: mmeval's three fields, and torchmetrics' preds and target (with task).
+    ASSERT_EQ(c->info->inputs.size(), std::string(name) == "Accuracy" ? 5u : 3u) << name;
   }
   EXPECT_EQ(registry().find(ComponentKind::Metric, "SingleLabelPrecisionRecallF1score")->info,
             registry().find(ComponentKind::Metric, "SingleLabelMetric")->info);

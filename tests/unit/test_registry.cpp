@@ -345,6 +345,29 @@ TEST(Registry, ObjectsKeepTheirLibraryLoaded) {
   EXPECT_FALSE(is_loaded(so)) << "the library must be unloaded once its last object is gone";
 }
 
+// Expected: a plugin file loaded by a live Registry is not loaded again by the next (the same
+// library, the same ComponentInfo); once every Registry and object is gone it is unloaded as
+// before; a copy of the file under another name is another library.
+TEST(Registry, ALoadedPluginIsSharedWhileARegistryHoldsIt) {
+  const fs::path so = kTestPlugins / "testkit" / "libtally_testkit.so";
+  ASSERT_FALSE(is_loaded(so));
+  {
+    const auto first = Registry::load({so.parent_path()});
+    const auto second = Registry::load({so.parent_path()});
+    const auto& a = first.get(ComponentKind::Metric, "SequenceProbe");
+    const auto& b = second.get(ComponentKind::Metric, "SequenceProbe");
+    EXPECT_EQ(a.library, b.library);
+    EXPECT_EQ(a.info, b.info);
+  }
+  EXPECT_FALSE(is_loaded(so)) << "the library must be unloaded once the last Registry is gone";
+  tally::test::TempDir dir;
+  fs::copy_file(so, dir / "libtally_testkit.so");
+  const auto original = Registry::load({so.parent_path()});
+  const auto copy = Registry::load({dir / "libtally_testkit.so"});
+  EXPECT_NE(original.get(ComponentKind::Metric, "SequenceProbe").library,
+            copy.get(ComponentKind::Metric, "SequenceProbe").library);
+}
+
 TEST(Registry, BatchesKeepTheirReaderLibraryLoaded) {
   tally::test::TempDir dir;
   tally::test::write_npy(dir / "x.npy", std::vector<std::int64_t>{4, 5, 6});
