@@ -1,5 +1,6 @@
 """Side-by-side COCO bbox evaluation benchmark: pycocotools, faster-coco-eval, hotcoco,
-ultrafast-pycocotools and tally on the same synthetic COCO-val-sized files, each from JSON loading
+ultrafast-pycocotools and tally (its CLI, and tally.coco, its pycocotools API, where the build has
+the Python package) on the same synthetic COCO-val-sized files, each from JSON loading
 to the 12 stats in a cold process, timed and measured with /usr/bin/time -v (wall, CPU, peak RSS).
 
 Single-core runs are pinned with `taskset -c 0` and every tool's thread pools set to 1 thread;
@@ -22,13 +23,13 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TOOLS = ["pycocotools", "faster-coco-eval", "hotcoco", "ultrafast-pycocotools"]
+TOOLS = ["pycocotools", "faster-coco-eval", "hotcoco", "ultrafast-pycocotools", "tally.coco"]
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "RAYON_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
               "OPENBLAS_NUM_THREADS": "1", "POLARS_MAX_THREADS": "1"}
 
 
-def timed(cmd, cores):
-    env = {**os.environ, **ONE_THREAD}
+def timed(cmd, cores, extra_env=None):
+    env = {**os.environ, **ONE_THREAD, **(extra_env or {})}
     full = ["/usr/bin/time", "-v", "taskset", "-c", cores] + cmd
     p = subprocess.run(full, capture_output=True, text=True, env=env)
     if p.returncode != 0:
@@ -47,7 +48,7 @@ def timed(cmd, cores):
 
 
 def run_tool(tool, gt, dets, tally, threads, out_json, cfg, iou_type="bbox"):
-    if tool.startswith("tally"):
+    if tool == "tally":
         cores = "0" if threads == 1 else ",".join(str(i) for i in range(threads))
         cmd = [tally, "run", cfg, "--set", f"metrics.0.threads={threads}", "--set",
                f"data.threads={threads}", "--output", out_json, "-q"]
@@ -55,10 +56,17 @@ def run_tool(tool, gt, dets, tally, threads, out_json, cfg, iou_type="bbox"):
         res = json.load(open(out_json))["results"]["COCODetection"]
         stats = list(res.values())
     else:
+        # tally.coco: the Python package of the build whose CLI is --tally (build/python).
+        env = {"PYTHONPATH": package_dir(tally)} if tool == "tally.coco" else None
         out, secs, cpu, rss = timed([sys.executable, os.path.join(HERE, "tools.py"), tool, gt,
-                                     dets, iou_type], "0")
+                                     dets, iou_type], "0", env)
         stats = json.loads(out.strip().splitlines()[-1])
     return stats, secs, cpu, rss
+
+
+def package_dir(tally):
+    """build/python for the CLI build/bin/tally: the build's Python package (TALLY_BUILD_PYTHON)."""
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(tally))), "python")
 
 
 def version(tool):
@@ -103,7 +111,9 @@ def main():
             f.write(f"data: {{type: coco_json, annotations: {gt}, results: {dets}}}\n"
                     f"metrics: [{{type: COCODetection, metric: [{a.iou_type}]}}]\n")
         runs = []
-        plan = [(t, 1) for t in TOOLS if t not in a.skip] + [("tally", 1), ("tally", 2)]
+        have_package = os.path.exists(os.path.join(package_dir(a.tally), "tally", "coco.py"))
+        plan = [(t, 1) for t in TOOLS if t not in a.skip and (t != "tally.coco" or have_package)]
+        plan += [("tally", 1), ("tally", 2)]
         for tool, threads in plan:
             if tool == "pycocotools" and size != "100" and not a.pycocotools_10x:
                 continue
@@ -116,7 +126,8 @@ def main():
                              os.path.join(a.data, f"out_{size}_{threads}.json"), cfg, a.iou_type)
                 best = r if best is None or r[1] < best[1] else (best[0], best[1], best[2],
                                                                  max(best[3], r[3]))
-            name = tool if not tool.startswith("tally") else f"tally (threads={threads})"
+            name = tool if tool == "tally.coco" or not tool.startswith("tally") else \
+                f"tally (threads={threads})"
             runs.append((name, threads, *best))
             print(f"{size}: {name}: {best[1]:.2f} s wall, {best[2]:.2f} s CPU, {best[3]:.0f} MB",
                   flush=True)

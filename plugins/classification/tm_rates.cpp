@@ -26,6 +26,8 @@
 //
 // State: the confusion counts of tm_core.hpp (int64, summed across ranks: exact).
 #include "tm_rates.hpp"
+#include <array>
+
 #include "common.hpp"
 #include "tm_core.hpp"
 
@@ -55,39 +57,22 @@ double rate_of(Rate r, const Counts& c, bool multiclass, double zero_division) {
   return 0.0;
 }
 
-const char* type_of(Rate r) {
-  switch (r) {
-    case Rate::Accuracy:
-      return "Accuracy";
-    case Rate::Precision:
-      return "Precision";
-    case Rate::Recall:
-      return "Recall";
-    case Rate::F1:
-      return "F1Score";
-  }
-  return "";
-}
-
-const char* key_of(Rate r) {
-  switch (r) {
-    case Rate::Accuracy:
-      return "accuracy";
-    case Rate::Precision:
-      return "precision";
-    case Rate::Recall:
-      return "recall";
-    case Rate::F1:
-      return "f1_score";
-  }
-  return "";
-}
+/// The component's name and the result's key of each rate, indexed by Rate.
+struct RateNames {
+  const char* type;
+  const char* key;
+};
+constexpr std::array<RateNames, 4> kRateNames = {{{"Accuracy", "accuracy"},
+                                                  {"Precision", "precision"},
+                                                  {"Recall", "recall"},
+                                                  {"F1Score", "f1_score"}}};
+constexpr const RateNames& names_of(Rate r) { return kRateNames[static_cast<std::size_t>(r)]; }
 
 template <Rate kRate>
 class RateMetric final : public CountMetric {
  public:
   explicit RateMetric(const Params& p)
-      : CountMetric(p, type_of(kRate), stat_score_options(), SigmoidOver::All) {
+      : CountMetric(p, names_of(kRate).type, stat_score_options(), SigmoidOver::All) {
     if (kRate != Rate::Accuracy) {
       zero_division_ = p.get_double("zero_division");
       if (zero_division_ != 0.0 && zero_division_ != 1.0)
@@ -103,7 +88,7 @@ class RateMetric final : public CountMetric {
     if (tp_.task == Task::Binary || tp_.average == Average::Micro) {
       const Counts sum{static_cast<double>(total_of(s.tp)), static_cast<double>(total_of(s.fp)),
                        static_cast<double>(total_of(s.tn)), static_cast<double>(total_of(s.fn))};
-      out.set(key_of(kRate), rate_of(kRate, sum, multiclass, zero_division_));
+      out.set(names_of(kRate).key, rate_of(kRate, sum, multiclass, zero_division_));
       return out;
     }
     std::vector<double> score(s.size());
@@ -112,7 +97,7 @@ class RateMetric final : public CountMetric {
                          {static_cast<double>(s.tp[c]), static_cast<double>(s.fp[c]),
                           static_cast<double>(s.tn[c]), static_cast<double>(s.fn[c])},
                          multiclass, zero_division_);
-    out.set(key_of(kRate), adjust_weights(score, tp_, s));
+    out.set(names_of(kRate).key, adjust_weights(score, tp_, s));
     return out;
   }
 

@@ -388,6 +388,12 @@ def plugins(paths: Sequence[str] = ()) -> list:
     return _json.loads(_tally._plugins_json([_os.fspath(p) for p in paths]))
 
 
+def _launcher_world_size() -> int:
+    """The world size the launcher's variables give (1 without a launcher): what the drop-ins
+    (tally.torchmetrics, tally.coco) read to choose between a backend of one and ``auto``."""
+    return int(_tally._launch_env()["world_size"])
+
+
 def cli_path() -> str:
     """The ``tally`` command that came with this package."""
     here = _os.path.dirname(_os.path.abspath(__file__))

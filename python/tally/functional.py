@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools as _functools
 import inspect as _inspect
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict
 
 from . import torchmetrics as _tm
 
@@ -70,10 +70,10 @@ def _make(spec: dict) -> Callable[..., Any]:
         inputs = [bound.arguments.pop(u) for u in update]
         ctor = {k: v for k, v in bound.arguments.items() if k in init_names}
         metric = _metric(spec["name"], _hashable_items(ctor))
-        for _ in missing:  # one query: every sample's index 0
+        if missing:  # one query (the retrieval functions): every sample's index 0
             import numpy as np
 
-            inputs.append(np.zeros(len(inputs[0]), dtype=np.int64))
+            inputs += [np.zeros(len(inputs[0]), dtype=np.int64) for _ in missing]
         metric.update(*inputs)
         value = metric.compute()
         metric.reset()

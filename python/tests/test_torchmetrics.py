@@ -418,3 +418,16 @@ def test_docstring_examples_run():
     for module in (tally.torchmetrics, tally.functional, tally.mmengine):
         failed, attempted = doctest.testmod(module, optionflags=doctest.ELLIPSIS)
         assert attempted > 0 and failed == 0, module.__name__
+
+
+def test_clone_keeps_the_arguments_and_a_config_metric_takes_overrides_as_evaluator_does():
+    m = T.MulticlassAccuracy(num_classes=3, average="micro")
+    m.update(np.array([0, 1, 2]), np.array([0, 1, 1]))
+    c = m.clone()
+    assert c._params == m._params and c.update_count == 0
+    c.update(np.array([0, 1]), np.array([0, 0]))
+    assert float(c.compute()) == 0.5
+    # A single "KEY=VALUE" string is one override (as tally.Evaluator reads it), also in forward.
+    cfg = T.Metric({"metrics": [{"type": "Accuracy"}]}, "metrics.0.topk=[1,2]")
+    got = cfg(np.array([[0.2, 0.5, 0.3]]), np.array([2]))  # class 2 is second
+    assert got == {"Accuracy": {"top1": 0.0, "top2": 1.0}}
