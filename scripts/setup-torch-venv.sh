@@ -23,14 +23,15 @@ if [[ ! -x "${venv}/bin/python" ]]; then
 fi
 # mmengine: python/tests/test_adapters.py runs tally's mmengine metric inside mmengine's Evaluator.
 # torchmetrics and pillow: tests/reference/panoptic.py (PanopticQuality's reference values).
+# torchvision and pycocotools: torchmetrics' MeanAveragePrecision (python/tests/test_mean_ap.py).
 # fast-bss-eval and pystoi: tests/reference/audio.py (torchmetrics' SDR with use_cg_iter calls
 # fast-bss-eval's conjugate gradient; its STOI calls pystoi).
 if [[ -x "${venv}/bin/torchrun" ]] &&
-  "${venv}/bin/python" -c "import torch.distributed.run, mmengine, torchmetrics, PIL, fast_bss_eval, pystoi" 2>/dev/null; then
+  "${venv}/bin/python" -c "import torch.distributed.run, mmengine, torchmetrics, PIL, fast_bss_eval, pystoi, torchvision, pycocotools" 2>/dev/null; then
   echo "setup-torch-venv: ${venv} has torch $("${venv}/bin/python" -c 'import torch; print(torch.__version__)' 2>/dev/null)"
   exit 0
 fi
 "${venv}/bin/python" -m pip install --quiet --upgrade pip
 "${venv}/bin/python" -m pip install --quiet "${torch}" mmengine torchmetrics==1.9.0 pillow \
-  fast-bss-eval==0.1.4 pystoi==0.4.1
+  fast-bss-eval==0.1.4 pystoi==0.4.1 torchvision pycocotools==2.0.11
 echo "setup-torch-venv: installed torch $("${venv}/bin/python" -c 'import torch; print(torch.__version__)' 2>/dev/null) in ${venv}"

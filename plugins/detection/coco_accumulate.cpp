@@ -105,6 +105,15 @@ void choose_categories(const EvalConfig& cfg, const std::vector<ImageRef>& image
                        const Records& rec, const std::vector<std::int64_t>& cat_ids_param,
                        Summary& out) {
   const std::size_t A = cfg.num_areas();
+  if (cfg.use_cats) {
+    // Every category with a detection or a ground truth that takes part (eval_arrays'
+    // seen_cat_ids: torchmetrics' MeanAveragePrecision lays out its classes over them).
+    std::unordered_set<std::int64_t> seen;
+    for (const auto& im : images)
+      for (std::size_t g = im.group_begin; g < im.group_end; ++g)
+        if (seen.insert(rec.group_cat[g]).second) out.seen_cat_ids.push_back(rec.group_cat[g]);
+    std::sort(out.seen_cat_ids.begin(), out.seen_cat_ids.end());
+  }
   if (!cfg.use_cats) {
     out.cat_ids = {-1};
   } else if (!cat_ids_param.empty()) {

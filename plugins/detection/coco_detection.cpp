@@ -110,6 +110,8 @@ class COCODetection : public TypedMetric<CocoState> {
     if (p.has("iou_thrs")) {
       thrs = p.get_number_list("iou_thrs", kUnitInterval, ListOrder::Any, 1, 32);
     }
+    if (p.has("rec_thrs"))
+      rec_thrs_ = p.get_number_list("rec_thrs", kUnitInterval, ListOrder::Any, 1, 1001);
     std::optional<std::vector<std::int64_t>> max_dets;
     if (p.has("proposal_nums") && p.has("max_dets"))
       p.fail("max_dets", "and proposal_nums are the same parameter: give one");
@@ -189,6 +191,7 @@ class COCODetection : public TypedMetric<CocoState> {
              : m == "keypoints" ? coco::Kind::Keypoints
                                 : coco::Kind::Proposal;
     c.iou_thrs = thrs;
+    c.rec_thrs = rec_thrs_;
     // pycocotools' Params(iouType) defaults, unless given.
     // LVISDetection's max_dets (one number, default 300) reads as a list of one above.
     c.max_dets = max_dets ? *max_dets : coco::default_max_dets(c.kind);
@@ -410,6 +413,7 @@ class COCODetection : public TypedMetric<CocoState> {
     out.set("scores", Value(sum.scores));
     out.set("shape", ints(std::vector<std::size_t>{sum.T, sum.R, sum.K, sum.A, sum.M}));
     out.set("cat_ids", ints(sum.cat_ids));
+    out.set("seen_cat_ids", ints(sum.seen_cat_ids));
     out.set("iou_thrs", Value(sum.iou_thrs));
     out.set("rec_thrs", Value(sum.rec_thrs));
     out.set("max_dets", ints(sum.max_dets));
@@ -813,6 +817,7 @@ class COCODetection : public TypedMetric<CocoState> {
   std::int64_t tide_max_dets_ = 100;
   bool need_boxes_ = false, need_masks_ = false, need_kpts_ = false;
   std::vector<double> kpt_sigmas_;
+  std::vector<double> rec_thrs_;  // empty: pycocotools' np.linspace(.0, 1.00, 101)
   int threads_ = 1;
 };
 
@@ -828,7 +833,11 @@ namespace {
 
 /// The parameters COCODetection and LVISDetection share (after their own).
 std::vector<ParamSpec> subset_params() {
-  return {param("eval_arrays", ParamType::Bool,
+  return {param("rec_thrs", ParamType::FloatList,
+                "Recall thresholds at which precision is read (pycocotools' params.recThrs, "
+                "LVIS's rec_thrs), 1 to 1001 in [0, 1]. Default: np.linspace(.0, 1.00, 101).")
+              .optional(),
+          param("eval_arrays", ParamType::Bool,
                 "Also return accumulate()'s arrays as \"{kind}_eval\": precision [T, R, K, A, "
                 "M], recall [T, K, A, M] and scores [T, R, K, A, M] flattened in that (C) order, "
                 "-1 where undefined, with shape [T, R, K, A, M] and the parameters they are laid "

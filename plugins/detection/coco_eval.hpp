@@ -41,6 +41,7 @@ std::vector<double> coco_kpt_sigmas();
 struct EvalConfig {
   Kind kind = Kind::Bbox;
   std::vector<double> iou_thrs;        // T, ascending as given
+  std::vector<double> rec_thrs;        // R, as given; empty: np.linspace(.0, 1.00, 101)
   std::vector<std::int64_t> max_dets;  // ascending (pycocotools sorts them)
   std::vector<AreaRange> areas;        // A >= 1, in the given order
   std::vector<double> kpt_sigmas;      // keypoints: one per keypoint
@@ -215,7 +216,8 @@ void evaluate_image(const EvalConfig& cfg, const ImageData& img, Records& out);
 /// eval['recall'] [T, K, A, M], -1 where undefined; and summarize()'s reductions.
 struct Summary {
   std::size_t T = 0, R = 0, K = 0, A = 0, M = 0;
-  std::vector<std::int64_t> cat_ids;  // K, ascending
+  std::vector<std::int64_t> cat_ids;       // K, ascending
+  std::vector<std::int64_t> seen_cat_ids;  // with a detection or ground truth, ascending
   std::vector<double> precision, recall;
   std::vector<double> scores;  // eval['scores'] [T, R, K, A, M] when EvalConfig::keep_scores
   std::vector<double> iou_thrs;

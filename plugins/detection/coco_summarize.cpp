@@ -17,7 +17,7 @@ Summary summarize(const EvalConfig& cfg, const std::vector<std::int64_t>& ids, c
   Summary out;
   choose_categories(cfg, images, rec, cat_ids_param, out);
   const FlatDets flat = flatten(cfg, images, rec, det_offsets, out);
-  init_arrays(cfg, rec_thrs(), out);
+  init_arrays(cfg, cfg.rec_thrs.empty() ? rec_thrs() : cfg.rec_thrs, out);
 
   if (cfg.calibration_bins > 0) calibrate(cfg, flat, out);
   if (cfg.confusion_iou >= 0) confusion_totals(cfg, images, rec, out);

@@ -22,8 +22,7 @@ pycocotools 2.0.11's COCOeval does, bit for bit (docs/coco.md). ``accumulate()``
 means. Under mpirun or torchrun (backend ``auto``) each rank reads its block of images and every
 rank gets the same numbers. The COCO index (``getAnnIds``, ``loadAnns``, ...) is pycocotools'
 Python. Not there: ``evalImgs`` and ``ious`` (the engine keeps per-detection bits, not
-pycocotools' per-image dicts), ``params.recThrs`` other than its default, and the mask helpers
-(``annToRLE``, ``annToMask``).
+pycocotools' per-image dicts) and the mask helpers (``annToRLE``, ``annToMask``).
 """
 
 from __future__ import annotations
@@ -37,7 +36,7 @@ import sys as _sys
 import tempfile as _tempfile
 import time as _time
 from collections import defaultdict as _defaultdict
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Optional, Union
 
 import numpy as _np
 
@@ -89,11 +88,14 @@ class COCO:
                 )
             print(f"Done (t={_time.time() - tic:0.2f}s)")
             self.dataset = dataset
-            self._file = _os.fspath(annotation_file)
             self.createIndex()
+            self._file = _os.fspath(annotation_file)
 
     def createIndex(self) -> None:
-        """Builds the indexes (anns, imgs, cats, imgToAnns, catToImgs), as pycocotools."""
+        """Builds the indexes (anns, imgs, cats, imgToAnns, catToImgs), as pycocotools. The
+        engine then reads ``dataset`` as it is now (written out), no longer the file it came
+        from, which may differ from it."""
+        self._file = None
         print("creating index...")
         anns, cats, imgs = {}, {}, {}
         img_to_anns, cat_to_imgs = _defaultdict(list), _defaultdict(list)
@@ -313,14 +315,12 @@ class COCOeval:
 
     def _config(self, folder: str) -> dict:
         p = self.params
-        default_rec = _np.linspace(.0, 1.00, 101, endpoint=True)
-        if len(p.recThrs) != 101 or not _np.array_equal(_np.asarray(p.recThrs), default_rec):
-            raise NotImplementedError("tally.coco: params.recThrs other than pycocotools' default")
         if len(p.areaRng) != len(p.areaRngLbl) or "all" not in p.areaRngLbl:
             raise ValueError("params.areaRng and params.areaRngLbl: one label a range, one 'all'")
         metric = {
             "type": "COCODetection", "metric": [p.iouType], "eval_arrays": True,
-            "iou_thrs": [float(t) for t in p.iouThrs], "max_dets": [int(m) for m in p.maxDets],
+            "iou_thrs": [float(t) for t in p.iouThrs], "rec_thrs": [float(r) for r in p.recThrs],
+            "max_dets": [int(m) for m in p.maxDets],
             "area_ranges": {lbl: [float(r[0]), float(r[1])] for lbl, r in zip(p.areaRngLbl, p.areaRng)},
             "use_cats": bool(p.useCats),
             "img_ids": sorted(int(i) for i in _np.unique(p.imgIds)),
@@ -334,10 +334,10 @@ class COCOeval:
             "results": self.cocoDt._results_file(folder),
             "masks": p.iouType == "segm", "keypoints": p.iouType == "keypoints",
         }
-        from . import _tally
+        from . import _launcher_world_size
 
         # Under a launcher every rank reads its block of images (backend auto); alone, no notice.
-        alone = int(_tally._launch_env()["world_size"]) == 1
+        alone = _launcher_world_size() == 1
         return {"data": data, "metrics": [metric], "backend": {"type": "nondist" if alone else "auto"}}
 
     def evaluate(self) -> None:

@@ -40,7 +40,9 @@ import os as _os
 from typing import Any, Dict, Iterable, Mapping, Optional, Sequence, Tuple, Union
 
 from . import Evaluator as _Evaluator
+from . import _launcher_world_size, _override_items
 from . import plugins as _plugins
+from . import validate as _validate
 
 _API_FILE = _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "_torchmetrics_api.json")
 # Keyword arguments every torchmetrics metric takes (torchmetrics.Metric.__init__'s **kwargs).
@@ -132,7 +134,8 @@ class Metric:
 
     def _init_state(self, config, overrides, fields, padded_sampler=False) -> None:
         self._config = config
-        self._overrides = list(overrides or []) if not isinstance(overrides, Mapping) else overrides
+        self._overrides = _override_items(overrides)  # KEY=VALUE strings, as Evaluator takes them
+        self._params: dict = {}  # a generated class's plugin parameters
         self._padded = padded_sampler
         self._fields = fields
         self._ev: Optional[_Evaluator] = None
@@ -304,6 +307,7 @@ class Metric:
         """A new metric of the same arguments, with no state."""
         other = _copy.copy(self)
         other._init_state(self._config, self._overrides, self._fields, self._padded)
+        other._params = self._params
         return other
 
     def plot(self, val: Any = None, ax: Any = None):
@@ -333,8 +337,6 @@ class Metric:
     def _stack(self, columns: list) -> Any:
         rows = list(map(list, zip(*columns))) if isinstance(columns[0], list) else columns
         return _to_array(rows, self._torch_out, self._device, self._dtype)
-
-    _params: dict = {}
 
     def __repr__(self) -> str:
         if self._spec is None:
@@ -371,12 +373,10 @@ def _text_inputs(name: str, names: list, args: tuple, kwargs: dict) -> Tuple[tup
     return (), values
 
 
-def _local_overrides(overrides: Any) -> Any:
+def _local_overrides(overrides: list) -> list:
     """``overrides`` with the backend made nondist: forward()'s and the functional API's value of
     one batch on this rank, no collective."""
-    if isinstance(overrides, Mapping):
-        return {**overrides, "backend.type": "nondist"}
-    return list(overrides) + ["backend.type=nondist"]
+    return overrides + ["backend.type=nondist"]
 
 
 def _has_int_leaves(v: Any) -> bool:
@@ -539,7 +539,6 @@ def _generated_init(self, *args: Any, **kwargs: Any) -> None:
     tm, extra = _bind(spec, args, kwargs)
     metric, params = _plugin_params(spec, tm, extra)
     self._tm_args = tm
-    self._params = params
     backend = "auto" if extra.get("sync_on_compute", True) else "nondist"
     config = {
         "metrics": [{"type": metric, "name": spec["name"], **params}],
@@ -547,27 +546,16 @@ def _generated_init(self, *args: Any, **kwargs: Any) -> None:
     }
     fields = tuple(spec["fields"][u] for u in spec["update"])
     self._init_state(config, [], fields)
+    self._params = params
     self.higher_is_better = _higher_is_better(metric)
     # The parameters are checked now, as torchmetrics checks them: a ConfigError names the one.
     # In a world of one the evaluator is made at once (that checks them); under a launcher only
     # the check, and the evaluator (whose backend joins the other ranks) at the first update, so
     # that making a metric is never collective (a metric made on rank 0 alone does not wait).
-    if backend == "nondist" or _world_size() == 1:
+    if backend == "nondist" or _launcher_world_size() == 1:
         self._ev = _Evaluator(config)
     else:
-        _validate_config(config)
-
-
-def _world_size() -> int:
-    from . import _tally
-
-    return int(_tally._launch_env()["world_size"])
-
-
-def _validate_config(config: dict) -> None:
-    from . import validate
-
-    validate(config)
+        _validate(config)
 
 
 def _higher_is_better(metric: str) -> Optional[bool]:
@@ -623,7 +611,7 @@ def _doc(spec: dict) -> str:
             else "torchmetrics' argument: only its default is supported"
         )
         lines.append(f"    {n}: {text}")
-    lines += ["", "Example::", "", f"    from tally import torchmetrics", ""]
+    lines += ["", "Example::", "", "    from tally import torchmetrics", ""]
     required = [e[0] for e in spec["init"] if _default(e) is _inspect.Parameter.empty]
     lines.append(f"    metric = torchmetrics.{spec['name']}({', '.join(r + '=...' for r in required)})")
     lines.append(f"    metric.update({', '.join(spec['update'])})")
@@ -741,7 +729,7 @@ class MetricCollection:
         batch = self._batch(args, kwargs)
         self.evaluator.add(batch)
         if self._local is None:
-            self._local = _Evaluator(self._config, ["backend.type=nondist"])
+            self._local = _Evaluator(self._config, _local_overrides([]))
         self._local.reset()
         self._local.add(batch)
         return self._named(self._local.compute())
@@ -830,3 +818,7 @@ def __dir__() -> list:
 
 
 __all__ = ["Metric", "MetricCollection"] + [c["name"] for c in _api()["classes"]]
+
+from ._mean_ap import MeanAveragePrecision  # noqa: E402  (it builds on Metric above)
+
+__all__ += ["MeanAveragePrecision"]

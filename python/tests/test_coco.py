@@ -19,10 +19,12 @@ import numpy as np
 import pytest
 
 from conftest import ROOT, have
+import tally
 from tally.coco import COCO, COCOeval
 
 EXPECTED = json.loads((ROOT / "tests/reference/expected_coco_api.json").read_text())
 CASES = EXPECTED["cases"]
+WHOLE = [c for c in CASES if c["name"] in ("val2014_bbox", "val2014_segm", "val2014_bbox_rec_thrs")]
 
 
 def run(case, coco=COCO, cocoeval=COCOeval):
@@ -34,7 +36,7 @@ def run(case, coco=COCO, cocoeval=COCOeval):
             if k == "imgIds" and v == "first_half":
                 ids = sorted(gt.getImgIds())
                 v = ids[: len(ids) // 2]
-            setattr(ev.params, k, np.array(v) if k == "iouThrs" else v)
+            setattr(ev.params, k, np.array(v) if k in ("iouThrs", "recThrs") else v)
         ev.evaluate()
         ev.accumulate()
         ev.summarize()
@@ -60,7 +62,7 @@ def test_cocoeval_equals_pycocotools(case):
 
 @pytest.mark.skipif(not have("pycocotools"), reason="pycocotools is not installed in this venv "
                     "(tests/reference/setup_venv.sh makes .venv-ref with pycocotools 2.0.11)")
-@pytest.mark.parametrize("case", CASES[:2], ids=[c["name"] for c in CASES[:2]])
+@pytest.mark.parametrize("case", WHOLE, ids=[c["name"] for c in WHOLE])
 def test_whole_arrays_equal_pycocotools(case):
     from pycocotools.coco import COCO as PC
     from pycocotools.cocoeval import COCOeval as PE
@@ -145,8 +147,8 @@ def test_bad_params_are_clear_errors():
         gt = COCO(str(ROOT / case["gt"]))
         dt = gt.loadRes(str(ROOT / case["dt"]))
     ev = COCOeval(gt, dt, "bbox")
-    ev.params.recThrs = np.linspace(0, 1, 11)
-    with pytest.raises(NotImplementedError, match="recThrs"):
+    ev.params.recThrs = np.array([0.5, 1.5])
+    with contextlib.redirect_stdout(io.StringIO()), pytest.raises(tally.ConfigError, match="rec_thrs"):
         ev.evaluate()
     with pytest.raises(ValueError, match="iouType"):
         COCOeval(gt, dt, "boxes")
@@ -180,3 +182,28 @@ def test_cocoeval_under_mpirun_gives_pycocotools_stats_on_every_rank(world, tmp_
         got = json.loads((tmp_path / f"rank{r}.json").read_text())
         assert got["stats"] == list(map(float, one.stats)), f"rank {r}"
         assert got["psum"] == float(one.eval["precision"].sum()), f"rank {r}"
+
+
+def test_a_ground_truth_changed_and_reindexed_in_memory_is_what_is_evaluated(tmp_path):
+    """As with pycocotools, whose COCOeval reads the index: after dataset is changed and
+    createIndex() called, the evaluation is that of the changed ground truth (here written to a
+    file and evaluated from there), not of the file it was loaded from."""
+    case = CASES[0]
+
+    def stats(gt):
+        with contextlib.redirect_stdout(io.StringIO()):
+            ev = COCOeval(gt, gt.loadRes(str(ROOT / case["dt"])), "bbox")
+            ev.evaluate()
+            ev.accumulate()
+            ev.summarize()
+        return list(ev.stats)
+
+    with contextlib.redirect_stdout(io.StringIO()):
+        gt = COCO(str(ROOT / case["gt"]))
+        gt.dataset["annotations"] = [a for a in gt.dataset["annotations"] if a["category_id"] != 1]
+        gt.createIndex()
+    changed = tmp_path / "changed.json"
+    changed.write_text(json.dumps(gt.dataset))
+    with contextlib.redirect_stdout(io.StringIO()):
+        from_file = COCO(str(changed))
+    assert stats(gt) == stats(from_file) != case["stats"]

@@ -55,6 +55,9 @@ SCENARIOS = [
     {"name": "synthetic_bbox_areas", "gt": f"{DET}/coco_gt.json", "dt": f"{DET}/coco_bbox.json",
      "iouType": "bbox", "params": {"areaRng": [[0, 1e10], [0, 2000], [2000, 1e10], [1000, 5000]],
                                    "areaRngLbl": ["all", "small", "medium", "large"]}},
+    {"name": "val2014_bbox_rec_thrs", "gt": f"{VAL}/instances_val2014_100.json",
+     "dt": f"{VAL}/instances_val2014_fakebbox100_results.json", "iouType": "bbox",
+     "params": {"recThrs": [0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 1.0]}},
 ]
 
 
@@ -63,7 +66,7 @@ def set_params(p, params, gt):
         if k == "imgIds" and v == "first_half":
             ids = sorted(gt.getImgIds())
             v = ids[: len(ids) // 2]
-        setattr(p, k, np.array(v) if k == "iouThrs" else v)
+        setattr(p, k, np.array(v) if k in ("iouThrs", "recThrs") else v)
 
 
 def digest(a):
