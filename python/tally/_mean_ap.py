@@ -29,10 +29,8 @@ def _to_xywh(boxes: Any, box_format: str) -> Any:
     a, b, c, d = (boxes[:, i] for i in range(4))
     if box_format == "cxcywh":
         a, b, c, d = a - 0.5 * c, b - 0.5 * d, a + 0.5 * c, b + 0.5 * d
-    stack = getattr(boxes, "new_empty", None)
-    if stack is not None:  # torch
-        import torch
-
+    torch = _tm._torch()
+    if torch is not None and isinstance(boxes, torch.Tensor):
         return torch.stack((a, b, c - a, d - b), dim=-1)
     import numpy as np
 
@@ -146,7 +144,7 @@ class MeanAveragePrecision(_tm.Metric):
         if len(preds) != len(target):
             raise ValueError(f"Expected argument `preds` and `target` to have the same length, but got {len(preds)} and {len(target)}")
         batch = self._fields_of(preds, target)
-        self._note_inputs({"boxes": batch["pred_scores"][0] if preds else None})
+        self._note_inputs({"pred_scores": batch["pred_scores"][0] if preds else None})
         return batch
 
     def _image_ids(self, n: int) -> list:
